@@ -1,0 +1,97 @@
+//! The virtual coprocessor interface (NetVM paper §3.1.3).
+//!
+//! A coprocessor exposes input registers, output registers and numbered
+//! operations. A NetPE declares instances with `.copro NAME KIND`; the
+//! runtime creates each instance through the [`CoproRegistry`] from the kind
+//! and the configuration the application manifest gives it; NetIL accesses
+//! it with `copro.in`, `copro.invoke` and `copro.out`. Every engine reaches
+//! coprocessors through this trait, so they behave identically everywhere.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::Timestamp;
+
+/// Why a coprocessor access failed. The handler faults with `copro`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoproError {
+    /// No such input or output register.
+    #[error("no register {0}")]
+    NoRegister(u8),
+    /// No such operation.
+    #[error("no operation {0}")]
+    NoOperation(u8),
+    /// An argument outside what the coprocessor accepts.
+    #[error("bad argument: {0}")]
+    BadArgument(String),
+}
+
+/// What an operation may look at besides its registers.
+#[derive(Clone, Copy, Debug)]
+pub struct InvokeContext<'a> {
+    /// Packet memory of the current exchange buffer (empty in `.init`).
+    pub packet: &'a [u8],
+    /// Info memory of the current exchange buffer (empty in `.init`).
+    pub info: &'a [u8],
+    /// Timestamp of the current packet (zero in `.init`).
+    pub now: Timestamp,
+}
+
+/// A virtual coprocessor instance.
+pub trait Coprocessor: Send {
+    /// The kind name it was created as.
+    fn kind(&self) -> &str;
+    /// Writes input register `reg`.
+    fn write(&mut self, reg: u8, value: u32) -> Result<(), CoproError>;
+    /// Reads output register `reg`.
+    fn read(&mut self, reg: u8) -> Result<u32, CoproError>;
+    /// Performs operation `op` on the input registers, setting output registers.
+    fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError>;
+    /// A human-readable dump of the instance's state, for the control plane.
+    fn dump(&self) -> String {
+        String::new()
+    }
+}
+
+/// Configuration of one coprocessor instance: `key = value` pairs from the manifest.
+pub type CoproConfig = BTreeMap<String, String>;
+
+/// Creates an instance of one kind from its configuration.
+pub type CoproFactory = fn(&CoproConfig) -> Result<Box<dyn Coprocessor>, String>;
+
+/// The coprocessor kinds an application can instantiate.
+#[derive(Clone, Default)]
+pub struct CoproRegistry {
+    kinds: BTreeMap<String, CoproFactory>,
+}
+
+impl CoproRegistry {
+    /// An empty registry.
+    pub fn new() -> CoproRegistry {
+        CoproRegistry::default()
+    }
+
+    /// Registers (or replaces) a kind.
+    pub fn register(&mut self, kind: &str, factory: CoproFactory) {
+        self.kinds.insert(kind.to_string(), factory);
+    }
+
+    /// Creates an instance of `kind`.
+    pub fn create(&self, kind: &str, config: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
+        match self.kinds.get(kind) {
+            Some(f) => f(config),
+            None => Err(format!("unknown coprocessor kind `{kind}` (known: {})", self.kinds.keys().cloned().collect::<Vec<_>>().join(", "))),
+        }
+    }
+
+    /// The registered kind names.
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.kinds.keys().map(String::as_str)
+    }
+}
+
+impl fmt::Debug for CoproRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.kinds.keys()).finish()
+    }
+}

@@ -1,0 +1,221 @@
+//! The netvm machine model: what every engine (interpreter, JIT, AOT, eBPF)
+//! executes against, so that all of them share one definition of the state
+//! a NetIL program can observe.
+//!
+//! - [`Packet`]: a frame as it arrives from a port (captured bytes, wire
+//!   length, timestamp, input port);
+//! - [`ExchangeBuffer`]: packet + info memory, the unit that flows between NetPEs;
+//! - [`PeState`]: one NetPE instance's persistent data memory, coprocessor
+//!   instances and the engine's scratch (operand stack and locals);
+//! - [`Outcome`] and [`FaultKind`]: how a handler ends;
+//! - [`Limits`]: the execution budget;
+//! - [`Coprocessor`]: the interface of virtual coprocessors.
+
+mod copro;
+
+pub use copro::{CoproConfig, CoproError, CoproFactory, CoproRegistry, Coprocessor, InvokeContext};
+
+use std::fmt;
+
+/// A packet timestamp: seconds and nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    /// Seconds.
+    pub sec: u64,
+    /// Nanoseconds within the second (0..1_000_000_000).
+    pub nsec: u32,
+}
+
+/// A frame as received from a port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    /// The captured bytes (packet memory). May be shorter than the frame on the wire.
+    pub data: Vec<u8>,
+    /// Length of the frame on the wire; at least `data.len()` for well-formed captures.
+    pub wire_len: u32,
+    /// Arrival time.
+    pub ts: Timestamp,
+    /// The application input port the packet arrived on.
+    pub in_port: u16,
+}
+
+impl Packet {
+    /// A packet whose wire length equals its captured length, at time zero, on port 0.
+    pub fn from_bytes(data: Vec<u8>) -> Packet {
+        let wire_len = data.len() as u32;
+        Packet { data, wire_len, ts: Timestamp::default(), in_port: 0 }
+    }
+}
+
+/// Packet plus info memory: what travels from NetPE to NetPE.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExchangeBuffer {
+    /// The packet (packet memory is `packet.data`).
+    pub packet: Packet,
+    /// Info memory: per-packet metadata, zeroed when the packet enters the application.
+    pub info: Vec<u8>,
+}
+
+impl ExchangeBuffer {
+    /// Wraps a packet with `info_size` bytes of zeroed info memory.
+    pub fn new(packet: Packet, info_size: usize) -> ExchangeBuffer {
+        ExchangeBuffer { packet, info: vec![0; info_size] }
+    }
+}
+
+/// Why a handler was stopped. A fault drops the exchange buffer and is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// An access outside packet, info or data memory.
+    Bounds,
+    /// Division or remainder by zero.
+    DivByZero,
+    /// The execution budget ran out (a loop ran too long).
+    Budget,
+    /// `ret.pop` named an output port the module does not have.
+    BadPort,
+    /// A coprocessor rejected an access (unknown register or operation, bad argument).
+    Copro,
+}
+
+impl FaultKind {
+    /// Every fault kind.
+    pub const ALL: [FaultKind; 5] = [FaultKind::Bounds, FaultKind::DivByZero, FaultKind::Budget, FaultKind::BadPort, FaultKind::Copro];
+
+    /// Stable name used in statistics and test files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FaultKind::Bounds => "bounds",
+            FaultKind::DivByZero => "div-by-zero",
+            FaultKind::Budget => "budget",
+            FaultKind::BadPort => "bad-port",
+            FaultKind::Copro => "copro",
+        }
+    }
+
+    /// Parses a name produced by [`FaultKind::name`].
+    pub fn from_name(s: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one execution of a handler ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The exchange buffer leaves on this output port.
+    Forward(u16),
+    /// The program dropped the exchange buffer.
+    Drop,
+    /// The `.init` handler finished (`exit`).
+    Exit,
+    /// Execution faulted; the exchange buffer is dropped and the fault counted.
+    Fault(FaultKind),
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::Forward(p) => write!(f, "port {p}"),
+            Outcome::Drop => f.write_str("drop"),
+            Outcome::Exit => f.write_str("exit"),
+            Outcome::Fault(k) => write!(f, "fault {k}"),
+        }
+    }
+}
+
+/// Default execution budget per handler invocation (see [`Limits::budget`]).
+pub const DEFAULT_BUDGET: u64 = 100_000;
+
+/// Resource limits applied to every handler execution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Budget of one handler invocation. Every taken backward jump (or switch
+    /// edge) from the instruction at index `s` to the one at index `t <= s`
+    /// costs `s - t + 1`, the instruction count of the span it repeats; when the
+    /// cost would exceed what is left, the handler faults with
+    /// [`FaultKind::Budget`]. Straight-line code costs nothing, so a handler
+    /// executes at most `len × (budget + 1)` instructions.
+    pub budget: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { budget: DEFAULT_BUDGET }
+    }
+}
+
+/// The persistent state of one NetPE instance.
+pub struct PeState {
+    /// Data memory (`.datasize` bytes, zeroed before `.init` runs).
+    pub data: Vec<u8>,
+    /// Coprocessor instances, in the module's declaration order.
+    pub copros: Vec<Box<dyn Coprocessor>>,
+}
+
+impl PeState {
+    /// Fresh state for a module: zeroed data memory, no coprocessors bound yet.
+    pub fn new(module: &netil::Module) -> PeState {
+        PeState { data: vec![0; module.data_size as usize], copros: Vec::new() }
+    }
+}
+
+impl fmt::Debug for PeState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeState").field("data_len", &self.data.len()).field("copros", &self.copros.len()).finish()
+    }
+}
+
+/// A NetPE's compiled or prepared code, as produced by an engine.
+///
+/// `init` runs the `.init` handler once; `push` runs the `.push` handler on
+/// one exchange buffer. Both must implement docs/netil.md exactly: the
+/// interpreter is the reference every other engine is tested against.
+pub trait PeCode: Send + Sync {
+    /// Runs `.init` (if the module has one). Returns [`Outcome::Exit`] or a fault.
+    fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome;
+    /// Runs `.push` on `xb`, which arrived on input port `in_port`.
+    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome;
+}
+
+/// Memory helpers with the NetIL bounds semantics: an access is valid when
+/// `offset + width <= len`, computed without overflow.
+pub mod mem {
+    /// Returns the range `[off, off + width)` if it lies inside a memory of `len` bytes.
+    #[inline]
+    pub fn range(off: u32, width: u32, len: usize) -> Option<std::ops::Range<usize>> {
+        let start = off as usize;
+        let end = start.checked_add(width as usize)?;
+        (end <= len).then_some(start..end)
+    }
+
+    /// Big-endian load of 1, 2 or 4 bytes.
+    #[inline]
+    pub fn load_be(m: &[u8], off: u32, width: u32) -> Option<u32> {
+        let r = range(off, width, m.len())?;
+        let b = &m[r];
+        Some(match width {
+            1 => u32::from(b[0]),
+            2 => u32::from(u16::from_be_bytes([b[0], b[1]])),
+            _ => u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+        })
+    }
+
+    /// Big-endian store of the low 1, 2 or 4 bytes of `v`.
+    #[inline]
+    pub fn store_be(m: &mut [u8], off: u32, width: u32, v: u32) -> Option<()> {
+        let r = range(off, width, m.len())?;
+        let b = &mut m[r];
+        match width {
+            1 => b[0] = v as u8,
+            2 => b.copy_from_slice(&(v as u16).to_be_bytes()),
+            _ => b.copy_from_slice(&v.to_be_bytes()),
+        }
+        Some(())
+    }
+}
