@@ -1,1 +1,623 @@
-//! placeholder
+//! The reference NetIL interpreter: the semantic oracle every other engine
+//! is tested against, and the cold tier.
+//!
+//! A verified module is pre-decoded once ([`InterpCode::new`]) into a flat
+//! array of [`Op`]s whose jump targets are instruction indices and whose
+//! back edges carry their budget cost, so execution never re-parses bytes.
+//! Execution keeps the top of the operand stack in a local variable and the
+//! rest in the NetPE's scratch space. Every access the verifier did not
+//! prove safe is checked at run time: memory accesses fault with `bounds`,
+//! division by zero with `div-by-zero`, an exhausted budget with `budget`.
+//! The semantics implemented here are those of docs/netil.md.
+
+use netil::{Mem, Opcode, Operands, SegmentKind};
+use netvm_verify::{SegmentInfo, Verified};
+use netvm_vm::{mem, region, ExchangeBuffer, FaultKind, InvokeContext, Limits, Outcome, PeCode, PeState};
+
+/// Comparison conditions of `jcmp.*` and `cmp.*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    /// a == b
+    Eq,
+    /// a != b
+    Ne,
+    /// a < b unsigned
+    Lt,
+    /// a <= b unsigned
+    Le,
+    /// a > b unsigned
+    Gt,
+    /// a >= b unsigned
+    Ge,
+    /// a < b signed
+    Slt,
+    /// a <= b signed
+    Sle,
+    /// a > b signed
+    Sgt,
+    /// a >= b signed
+    Sge,
+}
+
+impl Cond {
+    /// Evaluates the condition on `a` (second from top) and `b` (top).
+    #[inline(always)]
+    pub fn eval(self, a: u32, b: u32) -> bool {
+        match self {
+            Cond::Eq => a == b,
+            Cond::Ne => a != b,
+            Cond::Lt => a < b,
+            Cond::Le => a <= b,
+            Cond::Gt => a > b,
+            Cond::Ge => a >= b,
+            Cond::Slt => (a as i32) < (b as i32),
+            Cond::Sle => (a as i32) <= (b as i32),
+            Cond::Sgt => (a as i32) > (b as i32),
+            Cond::Sge => (a as i32) >= (b as i32),
+        }
+    }
+
+    fn of(op: Opcode) -> Option<Cond> {
+        use Opcode::*;
+        Some(match op {
+            CmpEq | JcmpEq => Cond::Eq,
+            CmpNeq | JcmpNeq => Cond::Ne,
+            CmpLt | JcmpLt => Cond::Lt,
+            CmpLe | JcmpLe => Cond::Le,
+            CmpGt | JcmpGt => Cond::Gt,
+            CmpGe | JcmpGe => Cond::Ge,
+            CmpSlt | JcmpSlt => Cond::Slt,
+            CmpSle | JcmpSle => Cond::Sle,
+            CmpSgt | JcmpSgt => Cond::Sgt,
+            CmpSge | JcmpSge => Cond::Sge,
+            _ => return None,
+        })
+    }
+}
+
+/// A jump edge: target instruction index and budget cost (0 for forward edges).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Edge {
+    /// Index of the target instruction.
+    pub to: u32,
+    /// Budget charged when the edge is taken.
+    pub cost: u32,
+}
+
+/// A pre-decoded instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    Nop,
+    Push(u32),
+    Pop,
+    Dup,
+    Swap,
+    Over,
+    Pick(u8),
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Sdiv,
+    Smod,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Sar,
+    Rotl,
+    Rotr,
+    Not,
+    Neg,
+    Bswap,
+    Bswap16,
+    Popcnt,
+    Clz,
+    Ctz,
+    Btest,
+    Bset,
+    Bclr,
+    Cmp(Cond),
+    Jump(Edge),
+    Jz(Edge),
+    Jnz(Edge),
+    Jcmp(Cond, Edge),
+    /// Index into the code's switch tables.
+    Switch(u32),
+    Ret(u16),
+    RetPop,
+    Drop,
+    Exit,
+    Load(Mem, u8),
+    Store(Mem, u8),
+    Pktlen,
+    Wirelen,
+    Locload(u16),
+    Locstore(u16),
+    Mcopy(Mem, Mem),
+    Crc32(Mem),
+    Hash(Mem),
+    Hash32,
+    Csum(Mem),
+    CsumUpd,
+    Inport,
+    TstampS,
+    TstampNs,
+    CoproIn(u8, u8),
+    CoproOut(u8, u8),
+    CoproInvoke(u8, u8),
+}
+
+/// A decoded switch: sorted case values with their edges, and the default edge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwitchOp {
+    /// Case values, strictly ascending (verified).
+    pub values: Vec<u32>,
+    /// Edge of each case.
+    pub edges: Vec<Edge>,
+    /// Edge when no case matches.
+    pub default: Edge,
+}
+
+/// One segment, pre-decoded.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// The instructions.
+    pub ops: Vec<Op>,
+    /// Switch tables referenced by [`Op::Switch`].
+    pub switches: Vec<SwitchOp>,
+}
+
+impl Prepared {
+    /// Pre-decodes a verified segment.
+    pub fn new(seg: &SegmentInfo) -> Prepared {
+        let index = |t: i64| -> u32 {
+            let t = u32::try_from(t).expect("verified target");
+            *seg.index_of.get(&t).expect("verified target on an instruction") as u32
+        };
+        let edge = |from: usize, t: i64| {
+            let to = index(t);
+            let cost = if (to as usize) <= from { from as u32 - to + 1 } else { 0 };
+            Edge { to, cost }
+        };
+        let mut switches = Vec::new();
+        let ops = seg
+            .insns
+            .iter()
+            .enumerate()
+            .map(|(i, insn)| {
+                use Opcode::*;
+                // Unreachable instructions are decoded but not verified (their
+                // targets may be anything); they can never execute.
+                if seg.depth.get(i).copied().flatten().is_none() {
+                    return Op::Drop;
+                }
+                let op = insn.op;
+                let width = |w: u32| w as u8;
+                match (&insn.operands, op) {
+                    (Operands::Imm(v), _) => Op::Push(*v),
+                    (Operands::Target(t), Jump) => Op::Jump(edge(i, *t)),
+                    (Operands::Target(t), Jz) => Op::Jz(edge(i, *t)),
+                    (Operands::Target(t), Jnz) => Op::Jnz(edge(i, *t)),
+                    (Operands::Target(t), _) => Op::Jcmp(Cond::of(op).expect("jcmp"), edge(i, *t)),
+                    (Operands::Switch(s), _) => {
+                        switches.push(SwitchOp {
+                            values: s.cases.iter().map(|c| c.0).collect(),
+                            edges: s.cases.iter().map(|c| edge(i, c.1)).collect(),
+                            default: edge(i, s.default),
+                        });
+                        Op::Switch(switches.len() as u32 - 1)
+                    }
+                    (Operands::Port(p), _) => Op::Ret(*p),
+                    (Operands::Local(l), Locload) => Op::Locload(*l),
+                    (Operands::Local(l), _) => Op::Locstore(*l),
+                    (Operands::Depth(d), _) => Op::Pick(*d),
+                    (Operands::Mem(m), Crc32) => Op::Crc32(*m),
+                    (Operands::Mem(m), Hash) => Op::Hash(*m),
+                    (Operands::Mem(m), _) => Op::Csum(*m),
+                    (Operands::MemPair(s, d), _) => Op::Mcopy(*s, *d),
+                    (Operands::CoproReg { copro, reg }, CoproIn) => Op::CoproIn(*copro, *reg),
+                    (Operands::CoproReg { copro, reg }, _) => Op::CoproOut(*copro, *reg),
+                    (Operands::CoproOp { copro, op }, _) => Op::CoproInvoke(*copro, *op),
+                    (Operands::None, _) => {
+                        if let Some(c) = Cond::of(op) {
+                            return Op::Cmp(c);
+                        }
+                        if let (Some(m), Some(w)) = (op.access_memory(), op.access_width()) {
+                            return if op.is_store() { Op::Store(m, width(w)) } else { Op::Load(m, width(w)) };
+                        }
+                        match op {
+                            Nop => Op::Nop,
+                            Pop => Op::Pop,
+                            Dup => Op::Dup,
+                            Swap => Op::Swap,
+                            Over => Op::Over,
+                            Add => Op::Add,
+                            Sub => Op::Sub,
+                            Mul => Op::Mul,
+                            Div => Op::Div,
+                            Mod => Op::Mod,
+                            Sdiv => Op::Sdiv,
+                            Smod => Op::Smod,
+                            And => Op::And,
+                            Or => Op::Or,
+                            Xor => Op::Xor,
+                            Shl => Op::Shl,
+                            Shr => Op::Shr,
+                            Sar => Op::Sar,
+                            Rotl => Op::Rotl,
+                            Rotr => Op::Rotr,
+                            Not => Op::Not,
+                            Neg => Op::Neg,
+                            Bswap => Op::Bswap,
+                            Bswap16 => Op::Bswap16,
+                            Popcnt => Op::Popcnt,
+                            Clz => Op::Clz,
+                            Ctz => Op::Ctz,
+                            Btest => Op::Btest,
+                            Bset => Op::Bset,
+                            Bclr => Op::Bclr,
+                            RetPop => Op::RetPop,
+                            Drop => Op::Drop,
+                            Exit => Op::Exit,
+                            Pktlen => Op::Pktlen,
+                            Wirelen => Op::Wirelen,
+                            Hash32 => Op::Hash32,
+                            CsumUpd => Op::CsumUpd,
+                            Inport => Op::Inport,
+                            TstampS => Op::TstampS,
+                            TstampNs => Op::TstampNs,
+                            other => unreachable!("opcode {other:?} has operands"),
+                        }
+                    }
+                }
+            })
+            .collect();
+        Prepared { ops, switches }
+    }
+}
+
+/// A NetPE's code prepared for interpretation.
+#[derive(Clone, Debug)]
+pub struct InterpCode {
+    init: Option<Prepared>,
+    push: Prepared,
+    max_stack: usize,
+    locals: usize,
+    info_size: usize,
+    out_ports: u16,
+}
+
+impl InterpCode {
+    /// Pre-decodes a verified module.
+    pub fn new(v: &Verified) -> InterpCode {
+        InterpCode {
+            init: v.init.as_ref().map(Prepared::new),
+            push: Prepared::new(&v.push),
+            max_stack: v.module.max_stack as usize,
+            locals: v.module.locals as usize,
+            info_size: v.module.info_size as usize,
+            out_ports: v.module.out_ports,
+        }
+    }
+
+    /// The pre-decoded segment.
+    pub fn segment(&self, kind: SegmentKind) -> Option<&Prepared> {
+        match kind {
+            SegmentKind::Init => self.init.as_ref(),
+            SegmentKind::Push => Some(&self.push),
+        }
+    }
+
+    fn run(&self, code: &Prepared, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, initial: Option<u32>, limits: &Limits) -> Outcome {
+        // Scratch layout: [0] is a dummy slot under the bottom of the stack,
+        // [1..=max_stack] the stack below the top, then the locals.
+        let need = 1 + self.max_stack + self.locals;
+        let mut scratch = std::mem::take(&mut state.scratch);
+        if scratch.len() < need {
+            scratch.resize(need, 0);
+        }
+        let (stack, locals) = scratch.split_at_mut(1 + self.max_stack);
+        let out = execute(code, stack, locals, state, xb, in_port, initial, limits, self.info_size, self.out_ports);
+        state.scratch = scratch;
+        out
+    }
+}
+
+impl PeCode for InterpCode {
+    fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
+        match &self.init {
+            Some(code) => {
+                let mut empty = ExchangeBuffer::default();
+                self.run(code, state, &mut empty, 0, None, limits)
+            }
+            None => Outcome::Exit,
+        }
+    }
+
+    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+        self.run(&self.push, state, xb, in_port, Some(u32::from(in_port)), limits)
+    }
+}
+
+/// Pops the top of the stack: `tos` takes the value below it.
+macro_rules! pop {
+    ($tos:ident, $stack:ident, $sp:ident) => {{
+        let v = $tos;
+        $sp -= 1;
+        $tos = $stack[$sp];
+        v
+    }};
+}
+
+/// Pushes `v`: the old top moves into the stack array.
+macro_rules! push {
+    ($tos:ident, $stack:ident, $sp:ident, $v:expr) => {{
+        let v = $v;
+        $stack[$sp] = $tos;
+        $sp += 1;
+        $tos = v;
+    }};
+}
+
+/// Binary operator: `a OP b` with b the top.
+macro_rules! binop {
+    ($tos:ident, $stack:ident, $sp:ident, |$a:ident, $b:ident| $e:expr) => {{
+        $sp -= 1;
+        let $a = $stack[$sp];
+        let $b = $tos;
+        $tos = $e;
+    }};
+}
+
+fn memory<'a>(m: Mem, xb: &'a ExchangeBuffer, data: &'a [u8], info_size: usize) -> &'a [u8] {
+    match m {
+        Mem::Packet => &xb.packet.data,
+        Mem::Info => &xb.info[..info_size.min(xb.info.len())],
+        Mem::Data => data,
+    }
+}
+
+fn memory_mut<'a>(m: Mem, xb: &'a mut ExchangeBuffer, data: &'a mut [u8], info_size: usize) -> &'a mut [u8] {
+    match m {
+        Mem::Packet => &mut xb.packet.data,
+        Mem::Info => {
+            let n = info_size.min(xb.info.len());
+            &mut xb.info[..n]
+        }
+        Mem::Data => data,
+    }
+}
+
+/// `mcopy`: memmove of `len` bytes, both ranges checked first.
+fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut ExchangeBuffer, data: &mut [u8], info_size: usize) -> bool {
+    let (Some(sr), Some(dr)) = (
+        mem::range(src_off, len, memory(src, xb, data, info_size).len()),
+        mem::range(dst_off, len, memory(dst, xb, data, info_size).len()),
+    ) else {
+        return false;
+    };
+    if src == dst {
+        memory_mut(dst, xb, data, info_size).copy_within(sr, dr.start);
+    } else {
+        // Distinct memories: copy through a small buffer to satisfy the borrow rules.
+        let tmp = memory(src, xb, data, info_size)[sr].to_vec();
+        memory_mut(dst, xb, data, info_size)[dr].copy_from_slice(&tmp);
+    }
+    true
+}
+
+/// Executes one handler. `initial` is the value on the stack at entry (the
+/// input port for `.push`), `None` for an empty stack.
+#[allow(clippy::too_many_arguments)]
+fn execute(
+    code: &Prepared,
+    stack: &mut [u32],
+    locals: &mut [u32],
+    state: &mut PeState,
+    xb: &mut ExchangeBuffer,
+    in_port: u16,
+    initial: Option<u32>,
+    limits: &Limits,
+    info_size: usize,
+    out_ports: u16,
+) -> Outcome {
+    let ops = &code.ops[..];
+    let mut budget = limits.budget;
+    let (mut tos, mut sp) = match initial {
+        Some(v) => (v, 1usize),
+        None => (0, 0usize),
+    };
+    let mut pc = 0usize;
+    macro_rules! take_edge {
+        ($e:expr) => {{
+            let e: Edge = $e;
+            if e.cost != 0 {
+                if u64::from(e.cost) > budget {
+                    return Outcome::Fault(FaultKind::Budget);
+                }
+                budget -= u64::from(e.cost);
+            }
+            pc = e.to as usize;
+        }};
+    }
+    macro_rules! fault {
+        ($k:ident) => {
+            return Outcome::Fault(FaultKind::$k)
+        };
+    }
+    loop {
+        let op = ops[pc];
+        pc += 1;
+        match op {
+            Op::Nop => {}
+            Op::Push(v) => push!(tos, stack, sp, v),
+            Op::Pop => {
+                pop!(tos, stack, sp);
+            }
+            Op::Dup => push!(tos, stack, sp, tos),
+            Op::Swap => std::mem::swap(&mut tos, &mut stack[sp - 1]),
+            Op::Over => {
+                let a = stack[sp - 1];
+                push!(tos, stack, sp, a)
+            }
+            Op::Pick(n) => {
+                let v = if n == 0 { tos } else { stack[sp - n as usize] };
+                push!(tos, stack, sp, v)
+            }
+            Op::Add => binop!(tos, stack, sp, |a, b| a.wrapping_add(b)),
+            Op::Sub => binop!(tos, stack, sp, |a, b| a.wrapping_sub(b)),
+            Op::Mul => binop!(tos, stack, sp, |a, b| a.wrapping_mul(b)),
+            Op::Div => {
+                if tos == 0 {
+                    fault!(DivByZero);
+                }
+                binop!(tos, stack, sp, |a, b| a / b)
+            }
+            Op::Mod => {
+                if tos == 0 {
+                    fault!(DivByZero);
+                }
+                binop!(tos, stack, sp, |a, b| a % b)
+            }
+            Op::Sdiv => {
+                if tos == 0 {
+                    fault!(DivByZero);
+                }
+                binop!(tos, stack, sp, |a, b| (a as i32).wrapping_div(b as i32) as u32)
+            }
+            Op::Smod => {
+                if tos == 0 {
+                    fault!(DivByZero);
+                }
+                binop!(tos, stack, sp, |a, b| (a as i32).wrapping_rem(b as i32) as u32)
+            }
+            Op::And => binop!(tos, stack, sp, |a, b| a & b),
+            Op::Or => binop!(tos, stack, sp, |a, b| a | b),
+            Op::Xor => binop!(tos, stack, sp, |a, b| a ^ b),
+            Op::Shl => binop!(tos, stack, sp, |a, b| a.wrapping_shl(b)),
+            Op::Shr => binop!(tos, stack, sp, |a, b| a.wrapping_shr(b)),
+            Op::Sar => binop!(tos, stack, sp, |a, b| (a as i32).wrapping_shr(b) as u32),
+            Op::Rotl => binop!(tos, stack, sp, |a, b| a.rotate_left(b & 31)),
+            Op::Rotr => binop!(tos, stack, sp, |a, b| a.rotate_right(b & 31)),
+            Op::Not => tos = !tos,
+            Op::Neg => tos = tos.wrapping_neg(),
+            Op::Bswap => tos = tos.swap_bytes(),
+            Op::Bswap16 => tos = u32::from((tos as u16).swap_bytes()),
+            Op::Popcnt => tos = tos.count_ones(),
+            Op::Clz => tos = tos.leading_zeros(),
+            Op::Ctz => tos = tos.trailing_zeros(),
+            Op::Btest => binop!(tos, stack, sp, |a, b| (a >> (b & 31)) & 1),
+            Op::Bset => binop!(tos, stack, sp, |a, b| a | (1 << (b & 31))),
+            Op::Bclr => binop!(tos, stack, sp, |a, b| a & !(1 << (b & 31))),
+            Op::Cmp(c) => binop!(tos, stack, sp, |a, b| u32::from(c.eval(a, b))),
+            Op::Jump(e) => take_edge!(e),
+            Op::Jz(e) => {
+                if pop!(tos, stack, sp) == 0 {
+                    take_edge!(e)
+                }
+            }
+            Op::Jnz(e) => {
+                if pop!(tos, stack, sp) != 0 {
+                    take_edge!(e)
+                }
+            }
+            Op::Jcmp(c, e) => {
+                let b = pop!(tos, stack, sp);
+                let a = pop!(tos, stack, sp);
+                if c.eval(a, b) {
+                    take_edge!(e)
+                }
+            }
+            Op::Switch(i) => {
+                let v = pop!(tos, stack, sp);
+                let sw = &code.switches[i as usize];
+                let e = match sw.values.binary_search(&v) {
+                    Ok(k) => sw.edges[k],
+                    Err(_) => sw.default,
+                };
+                take_edge!(e)
+            }
+            Op::Ret(p) => return Outcome::Forward(p),
+            Op::RetPop => {
+                // The handler ends here: the port is the top of the stack.
+                let p = tos;
+                return if p < u32::from(out_ports) { Outcome::Forward(p as u16) } else { Outcome::Fault(FaultKind::BadPort) };
+            }
+            Op::Drop => return Outcome::Drop,
+            Op::Exit => return Outcome::Exit,
+            Op::Load(m, w) => {
+                let v = match m {
+                    Mem::Packet => mem::load_be(&xb.packet.data, tos, u32::from(w)),
+                    Mem::Info => mem::load_be(memory(Mem::Info, xb, &state.data, info_size), tos, u32::from(w)),
+                    Mem::Data => mem::load_be(&state.data, tos, u32::from(w)),
+                };
+                match v {
+                    Some(v) => tos = v,
+                    None => fault!(Bounds),
+                }
+            }
+            Op::Store(m, w) => {
+                let v = pop!(tos, stack, sp);
+                let off = pop!(tos, stack, sp);
+                let target = memory_mut(m, xb, &mut state.data, info_size);
+                if mem::store_be(target, off, u32::from(w), v).is_none() {
+                    fault!(Bounds);
+                }
+            }
+            Op::Pktlen => push!(tos, stack, sp, xb.packet.data.len() as u32),
+            Op::Wirelen => push!(tos, stack, sp, xb.packet.wire_len),
+            Op::Locload(l) => push!(tos, stack, sp, locals[l as usize]),
+            Op::Locstore(l) => locals[l as usize] = pop!(tos, stack, sp),
+            Op::Mcopy(s, d) => {
+                let len = pop!(tos, stack, sp);
+                let src = pop!(tos, stack, sp);
+                let dst = pop!(tos, stack, sp);
+                if !mcopy(s, d, dst, src, len, xb, &mut state.data, info_size) {
+                    fault!(Bounds);
+                }
+            }
+            Op::Crc32(m) | Op::Hash(m) | Op::Csum(m) => {
+                let len = pop!(tos, stack, sp);
+                let bytes = memory(m, xb, &state.data, info_size);
+                let Some(r) = mem::range(tos, len, bytes.len()) else { fault!(Bounds) };
+                let region = &bytes[r];
+                tos = match op {
+                    Op::Crc32(_) => region::crc32(region),
+                    Op::Hash(_) => region::murmur3_32(region),
+                    _ => region::internet_checksum(region),
+                };
+            }
+            Op::Hash32 => tos = region::hash32(tos),
+            Op::CsumUpd => {
+                let new = pop!(tos, stack, sp);
+                let old = pop!(tos, stack, sp);
+                tos = region::csum_update(tos, old, new);
+            }
+            Op::Inport => push!(tos, stack, sp, u32::from(in_port)),
+            Op::TstampS => push!(tos, stack, sp, xb.packet.ts.sec as u32),
+            Op::TstampNs => push!(tos, stack, sp, xb.packet.ts.nsec),
+            Op::CoproIn(c, r) => {
+                let v = pop!(tos, stack, sp);
+                match state.copros.get_mut(c as usize).map(|cp| cp.write(r, v)) {
+                    Some(Ok(())) => {}
+                    _ => fault!(Copro),
+                }
+            }
+            Op::CoproOut(c, r) => match state.copros.get_mut(c as usize).map(|cp| cp.read(r)) {
+                Some(Ok(v)) => push!(tos, stack, sp, v),
+                _ => fault!(Copro),
+            },
+            Op::CoproInvoke(c, o) => {
+                let ctx = InvokeContext { packet: &xb.packet.data, info: memory(Mem::Info, xb, &[], info_size), now: xb.packet.ts };
+                match state.copros.get_mut(c as usize).map(|cp| cp.invoke(o, &ctx)) {
+                    Some(Ok(())) => {}
+                    _ => fault!(Copro),
+                }
+            }
+        }
+    }
+}

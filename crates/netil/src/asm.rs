@@ -2,7 +2,8 @@
 //!
 //! Syntax (docs/netil.md, section "Assembly syntax"): one statement per line,
 //! `;` starts a comment, a line ending in `\` continues on the next one.
-//! `segment .init` / `segment .push` open a segment and `ends` closes it;
+//! `segment .init` / `segment .push` open a segment and `ends` closes it
+//! (segments do not nest and must be closed);
 //! declarations (`.maxstacksize`, `.locals`, `.infosize`, `.datasize`,
 //! `.ports`, `.copro NAME KIND`) may appear anywhere, once each. Labels
 //! (`name:`) are local to their segment. The listing of Fig. 2 of the NetVM
@@ -152,12 +153,18 @@ pub fn parse_int(s: &str) -> Option<i64> {
     };
     let body = body.replace('_', "");
     let lower = body.to_ascii_lowercase();
+    let radix = |digits: &str, r: u32| -> Option<i64> {
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(r)) {
+            return None;
+        }
+        i64::from_str_radix(digits, r).ok()
+    };
     let v = if let Some(h) = lower.strip_prefix("0x") {
-        i64::from_str_radix(h, 16).ok()?
+        radix(h, 16)?
     } else if let Some(b) = lower.strip_prefix("0b") {
-        i64::from_str_radix(b, 2).ok()?
+        radix(b, 2)?
     } else if let Some(o) = lower.strip_prefix("0o") {
-        i64::from_str_radix(o, 8).ok()?
+        radix(o, 8)?
     } else {
         if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit()) {
             return None;
@@ -198,6 +205,10 @@ impl Assembler {
         }
         for (line, text) in &logical {
             self.statement(*line, text)?;
+        }
+        if let Some(open) = self.open {
+            let last = logical.last().map_or(1, |l| l.0);
+            return err(last, 1, format!("segment {} is not closed with `ends`", self.segments[open].kind));
         }
         self.finish()
     }
@@ -272,6 +283,10 @@ impl Assembler {
             ".push" => SegmentKind::Push,
             other => return err(line, name.col, format!("unknown segment `{other}` (expected `.init` or `.push`)")),
         };
+        if let Some(open) = self.open {
+            let k = self.segments[open].kind;
+            return err(line, head.col, format!("segment {k} is still open: close it with `ends` before opening {kind}"));
+        }
         if self.segments.iter().any(|s| s.kind == kind) {
             return err(line, name.col, format!("segment {kind} defined twice"));
         }
@@ -431,12 +446,19 @@ impl Assembler {
             OperandKind::CoproOp => Operands::CoproOp { copro: copro(&a[0])?, op: num(&a[1], 0, 255, "an operation number")? as u8 },
             OperandKind::Switch => {
                 let (items, default) = parse_switch_items(a, line, &Tok { text: "switch".into(), col: p.col })?;
-                let mut cases = Vec::with_capacity(items.len());
+                // Cases may be written in any order; the encoding keeps them
+                // sorted by value (the verifier requires strictly ascending).
+                let mut cases: Vec<(u32, i64, u32)> = Vec::with_capacity(items.len());
                 for (v, l) in items {
                     let value = num(&v, i64::from(i32::MIN), i64::from(u32::MAX), "a case value")? as u32;
-                    cases.push((value, target(&l)?));
+                    cases.push((value, target(&l)?, v.col));
                 }
-                Operands::Switch(SwitchTable { default: target(&default)?, cases })
+                cases.sort_by_key(|c| c.0);
+                if let Some(w) = cases.windows(2).find(|w| w[0].0 == w[1].0) {
+                    let col = w[0].2.max(w[1].2);
+                    return err(line, col, format!("switch has two cases for value {}", w[0].0));
+                }
+                Operands::Switch(SwitchTable { default: target(&default)?, cases: cases.into_iter().map(|c| (c.0, c.1)).collect() })
             }
         })
     }
@@ -515,6 +537,9 @@ ends
     #[test]
     fn switch_syntax() {
         let a = assemble("segment .push\n switch 6: a, 17: b, \\\n default: c\na: drop\nb: drop\nc: ret 0\nends").unwrap();
+        assert!(assemble("segment .push\n drop\n").unwrap_err().message.contains("not closed"));
+        assert!(assemble("segment .init\n exit\nsegment .push\n drop\nends").unwrap_err().message.contains("still open"));
+        assert!(assemble("segment .push\n push 0x-5\n drop\nends").is_err());
         let insns = crate::insn::decode(a.module.push.as_ref().unwrap()).unwrap();
         match &insns[0].operands {
             Operands::Switch(s) => {

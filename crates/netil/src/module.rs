@@ -3,8 +3,11 @@
 //! A module is one NetPE's program: its declarations (stack depth, locals,
 //! memory sizes, output ports, coprocessors) and up to two code segments,
 //! `.init` and `.push`. The byte layout is specified in docs/netil.md,
-//! section "Binary module format"; [`Module::to_bytes`] and
-//! [`Module::from_bytes`] are exact inverses on every module they accept.
+//! section "Binary module format". [`Module::from_bytes`] reads every 1.x
+//! file; [`Module::to_bytes`] writes 1.0, so for every module this version
+//! wrote, `to_bytes(from_bytes(b)) == b`. `to_bytes` expects a module within
+//! [`limits`] (as the loader and the assembler produce; the verifier checks
+//! modules built in memory).
 
 use std::fmt;
 
@@ -173,6 +176,9 @@ impl Module {
         for _ in 0..ncopros {
             let name = r.name("coprocessor name")?;
             let kind = r.name("coprocessor kind")?;
+            if m.copros.iter().any(|c| c.name == name) {
+                return Err(LoadError::Invalid { offset: r.pos, what: format!("coprocessor `{name}` declared twice") });
+            }
             m.copros.push(CoproDecl { name, kind });
         }
         let nseg = r.u8("segment count")?;

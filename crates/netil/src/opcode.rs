@@ -327,7 +327,7 @@ opcodes! {
     CsumUpd = 0x84, "csum.upd", None, 3, 1, Alu;
 
     // ---- metadata ----
-    /// Push the input port of the exchange buffer.
+    /// Push the NetPE input port the exchange buffer arrived on (the value `.push` starts with).
     Inport = 0x90, "inport", None, 0, 1, Meta;
     /// Push the seconds part of the packet timestamp (low 32 bits of the Unix time).
     TstampS = 0x91, "tstamp.s", None, 0, 1, Meta;

@@ -12,6 +12,7 @@
 //! - [`Coprocessor`]: the interface of virtual coprocessors.
 
 mod copro;
+pub mod region;
 
 pub use copro::{CoproConfig, CoproError, CoproFactory, CoproRegistry, Coprocessor, InvokeContext};
 
@@ -35,7 +36,8 @@ pub struct Packet {
     pub wire_len: u32,
     /// Arrival time.
     pub ts: Timestamp,
-    /// The application input port the packet arrived on.
+    /// The application input port the packet arrived on (`-r PORT=FILE`).
+    /// Sources map it to a NetPE input port, which is what `inport` pushes.
     pub in_port: u16,
 }
 
@@ -156,12 +158,15 @@ pub struct PeState {
     pub data: Vec<u8>,
     /// Coprocessor instances, in the module's declaration order.
     pub copros: Vec<Box<dyn Coprocessor>>,
+    /// Engine-owned scratch space (operand stack and locals). Its contents are
+    /// never observable: the verifier proves every slot is written before it is read.
+    pub scratch: Vec<u32>,
 }
 
 impl PeState {
     /// Fresh state for a module: zeroed data memory, no coprocessors bound yet.
     pub fn new(module: &netil::Module) -> PeState {
-        PeState { data: vec![0; module.data_size as usize], copros: Vec::new() }
+        PeState { data: vec![0; module.data_size as usize], copros: Vec::new(), scratch: Vec::new() }
     }
 }
 

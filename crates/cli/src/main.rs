@@ -1,0 +1,141 @@
+//! `netvm`: assemble, disassemble, verify and run NetIL programs and
+//! applications over capture files.
+//!
+//! Exit codes: 0 success, 1 runtime or input error, 2 usage error,
+//! 3 verification failure.
+
+mod run;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use netvm_runtime::{load_program, RuntimeError};
+
+/// Exit code for runtime and input errors.
+pub const EXIT_ERROR: u8 = 1;
+/// Exit code for usage errors.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code for verification failures.
+pub const EXIT_VERIFY: u8 = 3;
+
+#[derive(Parser, Debug)]
+#[command(name = "netvm", version, about = "netvm: a Network Virtual Machine for portable, verified packet processing")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Assemble a NetIL listing into a binary module (.nvm).
+    Asm {
+        /// Input listing (.nil).
+        input: PathBuf,
+        /// Output module.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Also verify the module (exit 3 if it fails).
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Print a module (.nvm, or a listing) as NetIL assembly.
+    Disasm {
+        /// Input module.
+        input: PathBuf,
+    },
+    /// Verify a program (.nil or .nvm); exit 3 with the broken rule if it is rejected.
+    Verify {
+        /// Input program.
+        input: PathBuf,
+    },
+    /// Run a program or an application over capture files.
+    Run(run::RunArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Asm { input, output, verify } => cmd_asm(&input, &output, verify),
+        Command::Disasm { input } => cmd_disasm(&input),
+        Command::Verify { input } => cmd_verify(&input),
+        Command::Run(args) => run::cmd_run(args),
+    };
+    ExitCode::from(code)
+}
+
+/// Prints an error and returns the exit code that fits it.
+pub fn report(e: &RuntimeError) -> u8 {
+    eprintln!("netvm: {e}");
+    match e {
+        RuntimeError::Verify { .. } => EXIT_VERIFY,
+        _ => EXIT_ERROR,
+    }
+}
+
+fn cmd_asm(input: &Path, output: &Path, verify: bool) -> u8 {
+    let prog = match load_program(input) {
+        Ok(p) => p,
+        Err(e) => return report(&e),
+    };
+    if verify {
+        if let Err(e) = prog.verify() {
+            return report(&e);
+        }
+    }
+    if let Err(e) = std::fs::write(output, prog.module.to_bytes()) {
+        eprintln!("netvm: {}: {e}", output.display());
+        return EXIT_ERROR;
+    }
+    0
+}
+
+fn cmd_disasm(input: &Path) -> u8 {
+    let prog = match load_program(input) {
+        Ok(p) => p,
+        Err(e) => return report(&e),
+    };
+    match netil::disassemble(&prog.module) {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err((seg, e)) => {
+            eprintln!("netvm: {}: segment {seg}: {e}", input.display());
+            EXIT_ERROR
+        }
+    }
+}
+
+fn cmd_verify(input: &Path) -> u8 {
+    let prog = match load_program(input) {
+        Ok(p) => p,
+        Err(e) => return report(&e),
+    };
+    match prog.verify() {
+        Ok(v) => {
+            let count = |s: &netvm_verify::SegmentInfo| s.insns.len();
+            let init = v.init.as_ref().map_or(0, count);
+            println!(
+                "{}: ok ({} instructions in .push, {} in .init; max stack {}, {} locals, info {} B, data {} B, {} output ports)",
+                input.display(),
+                count(&v.push),
+                init,
+                v.module.max_stack,
+                v.module.locals,
+                v.module.info_size,
+                v.module.data_size,
+                v.module.out_ports
+            );
+            0
+        }
+        Err(e) => report(&e),
+    }
+}

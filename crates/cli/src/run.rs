@@ -1,0 +1,311 @@
+//! `netvm run`: load captures, build the application, process the packets
+//! (optionally several times from memory), write outputs and statistics.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use netvm_io::{read_capture, PcapWriter};
+use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, Manifest, Verdict};
+use netvm_vm::{FaultKind, Packet};
+
+use crate::{report, EXIT_ERROR, EXIT_USAGE};
+
+/// Packets handed to the application per `process_batch` call.
+pub const BATCH: usize = 64;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Application manifest (TOML). Give either this or --program.
+    #[arg(value_name = "APP.toml", required_unless_present = "program", conflicts_with = "program")]
+    app: Option<PathBuf>,
+    /// Run a single program (.nil or .nvm): `ret N` leaves on output port N.
+    #[arg(long, value_name = "P.nil|P.nvm")]
+    program: Option<PathBuf>,
+    /// Input capture, optionally on an application input port: `-r IN.pcap` (port 0) or `-r 2=IN.pcap`.
+    /// Several inputs are merged in timestamp order (ties: lower port first).
+    #[arg(short = 'r', value_name = "[PORT=]IN.pcap", required = true)]
+    read: Vec<String>,
+    /// Output capture for output port 1; with `{port}` in the name, one file per output port.
+    #[arg(short = 'w', value_name = "OUT")]
+    write: Option<String>,
+    /// Execution engine.
+    #[arg(long, value_enum, default_value_t = EngineArg::Interp)]
+    engine: EngineArg,
+    /// Run the trace N times from memory (for measurement); outputs are written once.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    repeat: u64,
+    /// Execution budget per handler invocation (overrides the manifest).
+    #[arg(long)]
+    budget: Option<u64>,
+    /// Print statistics on stdout: `json` (one object) or `text`.
+    #[arg(long, value_enum)]
+    stats: Option<StatsFormat>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum EngineArg {
+    /// The reference interpreter.
+    Interp,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum StatsFormat {
+    Json,
+    Text,
+}
+
+fn parse_input(s: &str) -> Result<(u16, PathBuf), String> {
+    if let Some((port, path)) = s.split_once('=') {
+        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+            let p = port.parse::<u16>().map_err(|_| format!("input port `{port}` is out of range"))?;
+            return Ok((p, PathBuf::from(path)));
+        }
+    }
+    Ok((0, PathBuf::from(s)))
+}
+
+/// Output files by application output port.
+struct Outputs {
+    pattern: Option<String>,
+    writers: BTreeMap<u16, Vec<PcapWriter>>,
+}
+
+impl Outputs {
+    fn open(pattern: Option<&str>, sink_files: &[(u16, PathBuf)], ports: &[u16]) -> Result<Outputs, String> {
+        let mut writers: BTreeMap<u16, Vec<PcapWriter>> = BTreeMap::new();
+        let mut create = |port: u16, path: &Path| -> Result<(), String> {
+            let w = PcapWriter::create(path).map_err(|e| e.to_string())?;
+            writers.entry(port).or_default().push(w);
+            Ok(())
+        };
+        if let Some(p) = pattern {
+            if p.contains("{port}") {
+                for port in ports {
+                    create(*port, Path::new(&p.replace("{port}", &port.to_string())))?;
+                }
+            } else {
+                create(1, Path::new(p))?;
+            }
+        }
+        for (port, path) in sink_files {
+            create(*port, path)?;
+        }
+        Ok(Outputs { pattern: pattern.map(str::to_string), writers })
+    }
+
+    fn wants(&self) -> bool {
+        !self.writers.is_empty()
+    }
+
+    fn write(&mut self, port: u16, pkt: &Packet) -> Result<(), String> {
+        if let Some(ws) = self.writers.get_mut(&port) {
+            for w in ws {
+                w.write(pkt).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), String> {
+        let _ = self.pattern;
+        for (_, ws) in self.writers {
+            for w in ws {
+                w.finish().map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn cmd_run(args: RunArgs) -> u8 {
+    // Inputs.
+    let mut inputs = Vec::new();
+    for r in &args.read {
+        match parse_input(r) {
+            Ok(x) => inputs.push(x),
+            Err(e) => {
+                eprintln!("netvm: -r {r}: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let mut in_ports: Vec<u16> = inputs.iter().map(|i| i.0).collect();
+    in_ports.sort_unstable();
+    in_ports.dedup();
+
+    // Application.
+    let manifest = match (&args.app, &args.program) {
+        (Some(app), None) => match Manifest::load(app) {
+            Ok(m) => m,
+            Err(e) => return report(&e),
+        },
+        (None, Some(prog)) => {
+            let out_ports = match load_program(prog) {
+                Ok(p) => p.module.out_ports,
+                Err(e) => return report(&e),
+            };
+            Manifest::single(prog, &in_ports, out_ports, None)
+        }
+        _ => {
+            eprintln!("netvm: give either an application manifest or --program");
+            return EXIT_USAGE;
+        }
+    };
+    let engine: &dyn Engine = match args.engine {
+        EngineArg::Interp => &InterpEngine,
+    };
+    let registry = netvm_copro::registry();
+    let mut app = match Application::build(&manifest, engine, &registry, args.budget) {
+        Ok(a) => a,
+        Err(e) => return report(&e),
+    };
+    let sources = app.input_ports();
+    if let Some(p) = in_ports.iter().find(|p| !sources.contains(p)) {
+        eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
+        return EXIT_USAGE;
+    }
+
+    // Read every input, keep what precedes a corrupt record, merge by time.
+    let mut exit = 0u8;
+    let mut packets: Vec<Packet> = Vec::new();
+    for (port, path) in &inputs {
+        let (pkts, err) = read_capture(path, *port);
+        if let Some(e) = err {
+            eprintln!("netvm: {e} ({} packets before it are processed)", pkts.len());
+            exit = EXIT_ERROR;
+        }
+        packets.extend(pkts);
+    }
+    if inputs.len() > 1 {
+        packets.sort_by_key(|p| (p.ts, p.in_port));
+    }
+
+    // Outputs.
+    let mut sink_ports: Vec<u16> = manifest.sinks.iter().map(|s| s.port).collect();
+    sink_ports.sort_unstable();
+    sink_ports.dedup();
+    let sink_files: Vec<(u16, PathBuf)> = manifest.sinks.iter().filter_map(|s| s.file.clone().map(|f| (s.port, f))).collect();
+    let mut outputs = match Outputs::open(args.write.as_deref(), &sink_files, &sink_ports) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("netvm: {e}");
+            return EXIT_ERROR;
+        }
+    };
+
+    // Process.
+    let total = packets.len() as u64 * args.repeat;
+    let bar = progress_bar(total);
+    let mut elapsed = Duration::ZERO;
+    let mut verdicts: Vec<Verdict> = Vec::with_capacity(BATCH);
+    let mut emitted: Vec<(u16, Packet)> = Vec::new();
+    let capture = outputs.wants();
+    for rep in 0..args.repeat {
+        let keep = capture && rep == 0;
+        for chunk in packets.chunks(BATCH) {
+            let mut batch = chunk.to_vec();
+            let start = Instant::now();
+            if keep {
+                app.process_batch(&mut batch, &mut verdicts, &mut |port, p| emitted.push((port, p.clone())));
+            } else {
+                app.process_batch(&mut batch, &mut verdicts, &mut |_, _| {});
+            }
+            elapsed += start.elapsed();
+            if keep {
+                for (port, p) in emitted.drain(..) {
+                    if let Err(e) = outputs.write(port, &p) {
+                        eprintln!("netvm: writing output: {e}");
+                        return EXIT_ERROR;
+                    }
+                }
+            }
+            if let Some(b) = &bar {
+                b.inc(chunk.len() as u64);
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Err(e) = outputs.finish() {
+        eprintln!("netvm: writing output: {e}");
+        return EXIT_ERROR;
+    }
+
+    let stats = app.stats();
+    let ns_per_packet = if stats.packets == 0 { 0.0 } else { elapsed.as_nanos() as f64 / stats.packets as f64 };
+    match args.stats {
+        Some(StatsFormat::Json) => println!("{}", stats_json(&stats, ns_per_packet, app.engine(), args.repeat)),
+        Some(StatsFormat::Text) => print!("{}", stats_text(&stats, ns_per_packet, app.engine())),
+        None => {}
+    }
+    exit
+}
+
+fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
+    if total < 1_000_000 || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} packets ({per_sec}, eta {eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}
+
+fn fault_map(faults: &BTreeMap<&'static str, u64>) -> serde_json::Map<String, serde_json::Value> {
+    FaultKind::ALL.iter().map(|k| (k.name().to_string(), serde_json::json!(faults.get(k.name()).copied().unwrap_or(0)))).collect()
+}
+
+/// The `--stats json` object.
+pub fn stats_json(s: &AppStats, ns_per_packet: f64, engine: &str, repeat: u64) -> serde_json::Value {
+    let ports: serde_json::Map<String, serde_json::Value> = s.ports.iter().map(|(p, n)| (p.to_string(), serde_json::json!(n))).collect();
+    let netpes: Vec<serde_json::Value> = s
+        .netpes
+        .iter()
+        .map(|c| {
+            let faults: serde_json::Map<String, serde_json::Value> =
+                FaultKind::ALL.iter().map(|k| (k.name().to_string(), serde_json::json!(c.fault_count(*k)))).collect();
+            serde_json::json!({
+                "name": c.name,
+                "in": c.packets_in,
+                "out": c.packets_out,
+                "dropped": c.dropped,
+                "unconnected": c.unconnected,
+                "faults": faults,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "packets": s.packets,
+        "ports": ports,
+        "dropped": s.dropped,
+        "no_source": s.no_source,
+        "faults": fault_map(&s.faults),
+        "ns_per_packet": (ns_per_packet * 100.0).round() / 100.0,
+        "engine": engine,
+        "repeat": repeat,
+        "netpes": netpes,
+    })
+}
+
+fn stats_text(s: &AppStats, ns_per_packet: f64, engine: &str) -> String {
+    use std::fmt::Write;
+    let mut t = String::new();
+    let _ = writeln!(t, "packets     {}", s.packets);
+    for (p, n) in &s.ports {
+        let _ = writeln!(t, "port {p:<6} {n}");
+    }
+    let _ = writeln!(t, "dropped     {}", s.dropped);
+    for (k, n) in &s.faults {
+        let _ = writeln!(t, "fault {k:<6} {n}");
+    }
+    let _ = writeln!(t, "engine      {engine}, {ns_per_packet:.1} ns/packet");
+    for c in &s.netpes {
+        let _ = writeln!(t, "netpe {}: in {:?} out {:?} dropped {} unconnected {} faults {:?}", c.name, c.packets_in, c.packets_out, c.dropped, c.unconnected, c.faults);
+    }
+    t
+}

@@ -1,0 +1,357 @@
+//! A running application: NetPE instances joined port to port.
+
+use std::collections::{BTreeMap, HashMap};
+
+use netvm_vm::{CoproConfig, CoproRegistry, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState};
+
+use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
+use crate::stats::{fault_index, AppStats, PeCounters};
+use crate::{program, Engine, RuntimeError};
+
+/// Where an exchange buffer goes when it leaves a port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    /// Input port `in_port` of NetPE `node`.
+    Pe { node: u32, in_port: u16 },
+    /// Application output port.
+    Sink(u16),
+}
+
+struct Node {
+    code: Box<dyn PeCode>,
+    state: PeState,
+    /// Destinations of each output port, in manifest order.
+    out: Vec<Vec<Dest>>,
+    counters: PeCounters,
+}
+
+/// What happened to one input packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It left the application on this output port (exactly one copy left, no other copies existed).
+    Output(u16),
+    /// It was dropped (`drop`, an unconnected port, or no source for its input port).
+    Drop,
+    /// Execution faulted; the packet was dropped.
+    Fault(FaultKind),
+    /// It was duplicated at a fan-out; `outputs` copies left the application.
+    Fanout {
+        /// Copies that reached an output port.
+        outputs: u32,
+    },
+}
+
+/// A running NetVM application.
+pub struct Application {
+    nodes: Vec<Node>,
+    sources: HashMap<u16, Vec<Dest>>,
+    info_size: usize,
+    limits: Limits,
+    stats: AppStats,
+    work: Vec<(Dest, ExchangeBuffer, bool)>,
+    info_pool: Vec<Vec<u8>>,
+    engine: &'static str,
+}
+
+impl std::fmt::Debug for Application {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Application").field("netpes", &self.nodes.len()).field("engine", &self.engine).finish()
+    }
+}
+
+impl Application {
+    /// Builds an application: loads and verifies every program, prepares it
+    /// with `engine`, creates coprocessors from `registry`, checks the graph
+    /// (known names, existing ports, no cycle) and runs every `.init`
+    /// handler in topological order.
+    pub fn build(manifest: &Manifest, engine: &dyn Engine, registry: &CoproRegistry, budget: Option<u64>) -> Result<Application, RuntimeError> {
+        let bad = |m: String| RuntimeError::Manifest(m);
+        let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
+        if manifest.netpes.is_empty() {
+            return Err(bad("the application has no NetPE ([[netpe]])".into()));
+        }
+        let mut index: HashMap<&str, u32> = HashMap::new();
+        let mut nodes = Vec::with_capacity(manifest.netpes.len());
+        let mut info_size = 0usize;
+        for (i, spec) in manifest.netpes.iter().enumerate() {
+            if index.insert(spec.name.as_str(), i as u32).is_some() {
+                return Err(bad(format!("NetPE `{}` defined twice", spec.name)));
+            }
+            let path = manifest.base_dir.join(&spec.program);
+            let loaded = program::load_program(&path)?;
+            let verified = loaded.verify()?;
+            let code = engine.prepare(&verified).map_err(|e| bad(format!("NetPE `{}`: {e}", spec.name)))?;
+            let module = &verified.module;
+            info_size = info_size.max(module.info_size as usize);
+            let mut state = PeState::new(module);
+            for decl in &module.copros {
+                let mut cfg = CoproConfig::new();
+                if let Some(t) = spec.copro.get(&decl.name) {
+                    for (k, v) in t {
+                        let v = scalar_to_string(v).map_err(|e| bad(format!("NetPE `{}`, coprocessor `{}`, `{k}`: {e}", spec.name, decl.name)))?;
+                        cfg.insert(k.clone(), v);
+                    }
+                }
+                let inst = registry
+                    .create(&decl.kind, &cfg)
+                    .map_err(|error| RuntimeError::Copro { netpe: spec.name.clone(), copro: decl.name.clone(), error })?;
+                state.copros.push(inst);
+            }
+            if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
+                return Err(bad(format!("NetPE `{}` configures coprocessor `{unknown}`, which its program does not declare", spec.name)));
+            }
+            nodes.push(Node {
+                code,
+                state,
+                out: vec![Vec::new(); module.out_ports as usize],
+                counters: PeCounters::new(&spec.name, module.out_ports),
+            });
+        }
+        let lookup_out = |s: &str, what: &str, nodes: &[Node]| -> Result<(u32, u16), RuntimeError> {
+            let (name, port) = parse_endpoint(s, None).map_err(|e| bad(format!("{what}: {e}")))?;
+            let &n = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
+            let ports = nodes[n as usize].out.len();
+            if port as usize >= ports {
+                return Err(bad(format!("{what}: NetPE `{name}` has {ports} output port(s), so `{s}` does not exist")));
+            }
+            Ok((n, port))
+        };
+        let lookup_in = |s: &str, what: &str| -> Result<Dest, RuntimeError> {
+            let (name, in_port) = parse_endpoint(s, Some(0)).map_err(|e| bad(format!("{what}: {e}")))?;
+            let &node = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
+            Ok(Dest::Pe { node, in_port })
+        };
+        for c in &manifest.connections {
+            let (n, p) = lookup_out(&c.from, "connect.from", &nodes)?;
+            let d = lookup_in(&c.to, "connect.to")?;
+            nodes[n as usize].out[p as usize].push(d);
+        }
+        for s in &manifest.sinks {
+            let (n, p) = lookup_out(&s.from, "sink.from", &nodes)?;
+            nodes[n as usize].out[p as usize].push(Dest::Sink(s.port));
+        }
+        let mut sources: HashMap<u16, Vec<Dest>> = HashMap::new();
+        for s in &manifest.sources {
+            sources.entry(s.port).or_default().push(lookup_in(&s.to, "source.to")?);
+        }
+        if sources.is_empty() {
+            return Err(bad("the application has no source ([[source]])".into()));
+        }
+        let order = topological_order(&nodes, manifest)?;
+        let mut app = Application {
+            nodes,
+            sources,
+            info_size,
+            limits,
+            stats: AppStats::default(),
+            work: Vec::new(),
+            info_pool: Vec::new(),
+            engine: engine.name(),
+        };
+        for i in order {
+            let node = &mut app.nodes[i];
+            match node.code.init(&mut node.state, &app.limits) {
+                Outcome::Exit => {}
+                outcome => return Err(RuntimeError::Init { netpe: node.counters.name.clone(), outcome }),
+            }
+        }
+        Ok(app)
+    }
+
+    /// The engine the application runs on.
+    pub fn engine(&self) -> &'static str {
+        self.engine
+    }
+
+    /// The limits every handler runs under.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The application input ports that have a source.
+    pub fn input_ports(&self) -> Vec<u16> {
+        let mut v: Vec<u16> = self.sources.keys().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Processes a batch of packets in order. `verdicts` receives one entry
+    /// per packet; `emit` is called for every exchange buffer that leaves the
+    /// application, with its output port, in the order they leave. Each
+    /// packet slot holds the (possibly modified) packet afterwards.
+    pub fn process_batch(&mut self, batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
+        verdicts.clear();
+        verdicts.reserve(batch.len());
+        for pkt in batch.iter_mut() {
+            let v = self.process_one(pkt, emit);
+            verdicts.push(v);
+        }
+    }
+
+    fn process_one(&mut self, pkt: &mut Packet, emit: &mut dyn FnMut(u16, &Packet)) -> Verdict {
+        self.stats.packets += 1;
+        let Some(dests) = self.sources.get(&pkt.in_port) else {
+            self.stats.dropped += 1;
+            self.stats.no_source += 1;
+            return Verdict::Drop;
+        };
+        let mut info = self.info_pool.pop().unwrap_or_default();
+        info.clear();
+        info.resize(self.info_size, 0);
+        let xb = ExchangeBuffer { packet: std::mem::take(pkt), info };
+        let mut work = std::mem::take(&mut self.work);
+        fan_out(&mut work, dests, xb, true);
+        let mut outputs = 0u32;
+        let mut copies = dests.len() as u32;
+        let mut last = Verdict::Drop;
+        while let Some((dest, mut xb, orig)) = work.pop() {
+            let finished = match dest {
+                Dest::Sink(port) => {
+                    *self.stats.ports.entry(port).or_insert(0) += 1;
+                    emit(port, &xb.packet);
+                    outputs += 1;
+                    last = Verdict::Output(port);
+                    true
+                }
+                Dest::Pe { node, in_port } => {
+                    let n = &mut self.nodes[node as usize];
+                    n.counters.count_in(in_port);
+                    match n.code.push(&mut n.state, &mut xb, in_port, &self.limits) {
+                        Outcome::Forward(p) => {
+                            if let Some(c) = n.counters.packets_out.get_mut(p as usize) {
+                                *c += 1;
+                            }
+                            match n.out.get(p as usize) {
+                                Some(d) if !d.is_empty() => {
+                                    copies += d.len() as u32 - 1;
+                                    fan_out(&mut work, d, xb, orig);
+                                    continue;
+                                }
+                                _ => {
+                                    n.counters.unconnected += 1;
+                                    self.stats.dropped += 1;
+                                    last = Verdict::Drop;
+                                }
+                            }
+                        }
+                        Outcome::Drop | Outcome::Exit => {
+                            n.counters.dropped += 1;
+                            self.stats.dropped += 1;
+                            last = Verdict::Drop;
+                        }
+                        Outcome::Fault(k) => {
+                            n.counters.faults[fault_index(k)] += 1;
+                            *self.stats.faults.entry(k.name()).or_insert(0) += 1;
+                            last = Verdict::Fault(k);
+                        }
+                    }
+                    true
+                }
+            };
+            if finished {
+                let ExchangeBuffer { packet, info } = xb;
+                if orig {
+                    *pkt = packet;
+                }
+                self.info_pool.push(info);
+            }
+        }
+        self.work = work;
+        if copies > 1 {
+            Verdict::Fanout { outputs }
+        } else {
+            last
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> AppStats {
+        let mut s = self.stats.clone();
+        s.netpes = self.nodes.iter().map(|n| n.counters.clone()).collect();
+        s
+    }
+
+    /// The state of a NetPE (data memory, coprocessors), for the control plane.
+    pub fn netpe_state(&mut self, name: &str) -> Option<&mut PeState> {
+        self.nodes.iter_mut().find(|n| n.counters.name == name).map(|n| &mut n.state)
+    }
+
+    /// Names of the NetPEs in manifest order.
+    pub fn netpe_names(&self) -> Vec<&str> {
+        self.nodes.iter().map(|n| n.counters.name.as_str()).collect()
+    }
+
+    /// Coprocessor dumps by NetPE, for the control plane.
+    pub fn copro_dumps(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for n in &self.nodes {
+            for (i, c) in n.state.copros.iter().enumerate() {
+                out.insert(format!("{}.{}#{i}", n.counters.name, c.kind()), c.dump());
+            }
+        }
+        out
+    }
+}
+
+/// Pushes `xb` to every destination so that the first destination runs
+/// first: copies for all but the last, the buffer itself for the last.
+fn fan_out(work: &mut Vec<(Dest, ExchangeBuffer, bool)>, dests: &[Dest], xb: ExchangeBuffer, orig: bool) {
+    let (last, rest) = dests.split_last().expect("non-empty destinations");
+    let copies: Vec<ExchangeBuffer> = rest.iter().map(|_| xb.clone()).collect();
+    work.push((*last, xb, orig));
+    for (d, c) in rest.iter().zip(copies).rev() {
+        work.push((*d, c, false));
+    }
+}
+
+/// Orders the NetPEs so that every NetPE comes after those feeding it; fails on a cycle, naming it.
+fn topological_order(nodes: &[Node], manifest: &Manifest) -> Result<Vec<usize>, RuntimeError> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    let succ = |i: usize| -> Vec<usize> {
+        nodes[i].out.iter().flatten().filter_map(|d| match d {
+            Dest::Pe { node, .. } => Some(*node as usize),
+            Dest::Sink(_) => None,
+        }).collect()
+    };
+    let mut mark = vec![Mark::New; nodes.len()];
+    let mut post = Vec::with_capacity(nodes.len());
+    for root in 0..nodes.len() {
+        if mark[root] != Mark::New {
+            continue;
+        }
+        // Iterative DFS: (node, successors, next successor index).
+        let mut stack: Vec<(usize, Vec<usize>, usize)> = vec![(root, succ(root), 0)];
+        mark[root] = Mark::Active;
+        while let Some(top) = stack.last_mut() {
+            if top.2 < top.1.len() {
+                let next = top.1[top.2];
+                top.2 += 1;
+                match mark[next] {
+                    Mark::New => {
+                        mark[next] = Mark::Active;
+                        let s = succ(next);
+                        stack.push((next, s, 0));
+                    }
+                    Mark::Active => {
+                        let from = stack.iter().position(|f| f.0 == next).unwrap_or(0);
+                        let mut names: Vec<&str> = stack[from..].iter().map(|f| manifest.netpes[f.0].name.as_str()).collect();
+                        names.push(&manifest.netpes[next].name);
+                        return Err(RuntimeError::Cycle(names.join(" -> ")));
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[top.0] = Mark::Done;
+                post.push(top.0);
+                stack.pop();
+            }
+        }
+    }
+    post.reverse();
+    Ok(post)
+}

@@ -1,0 +1,172 @@
+//! Application manifests (TOML): which NetPEs, how they are connected, where
+//! packets enter and leave, and the execution budget.
+//!
+//! ```toml
+//! name = "classifier"
+//! budget = 100000                 # optional, per handler invocation
+//!
+//! [[netpe]]
+//! name = "classify"
+//! program = "classify.nil"        # .nil (assembly) or .nvm (binary), relative to the manifest
+//!
+//! [[netpe]]
+//! name = "count"
+//! program = "count.nil"
+//! copro = { hits = { size = 16 } }  # configuration of `.copro hits counters`
+//!
+//! [[source]]
+//! port = 0                        # application input port (`-r 0=FILE`); default 0
+//! to = "classify"                 # NetPE[.inport], inport default 0
+//!
+//! [[connect]]
+//! from = "classify.1"             # NetPE.outport
+//! to = "count"                    # NetPE[.inport]
+//!
+//! [[sink]]
+//! from = "count.0"                # NetPE.outport
+//! port = 1                        # application output port (stats key, `{port}` in -w)
+//! file = "tcp.pcap"               # optional: also written here (relative to the working directory)
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::RuntimeError;
+
+/// Largest number of NetPEs in one application.
+pub const MAX_NETPES: usize = 4096;
+
+/// A parsed application manifest.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Application name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Execution budget per handler invocation (see `netvm_vm::Limits`).
+    #[serde(default)]
+    pub budget: Option<u64>,
+    /// The NetPEs.
+    #[serde(default, rename = "netpe")]
+    pub netpes: Vec<NetPeSpec>,
+    /// Where packets enter.
+    #[serde(default, rename = "source")]
+    pub sources: Vec<SourceSpec>,
+    /// NetPE-to-NetPE connections.
+    #[serde(default, rename = "connect")]
+    pub connections: Vec<ConnectSpec>,
+    /// Where packets leave.
+    #[serde(default, rename = "sink")]
+    pub sinks: Vec<SinkSpec>,
+    /// Directory that relative program paths are resolved against.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// One NetPE of a manifest.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetPeSpec {
+    /// Unique name.
+    pub name: String,
+    /// Program file (`.nil` or `.nvm`).
+    pub program: PathBuf,
+    /// Coprocessor configuration, by the instance name the module declares.
+    #[serde(default)]
+    pub copro: BTreeMap<String, BTreeMap<String, toml::Value>>,
+}
+
+/// An application input.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// Application input port.
+    #[serde(default)]
+    pub port: u16,
+    /// `NetPE[.inport]`.
+    pub to: String,
+}
+
+/// A connection between two NetPEs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectSpec {
+    /// `NetPE.outport`.
+    pub from: String,
+    /// `NetPE[.inport]`.
+    pub to: String,
+}
+
+/// An application output.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSpec {
+    /// `NetPE.outport`.
+    pub from: String,
+    /// Application output port number.
+    pub port: u16,
+    /// Optional capture file this sink is written to.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+impl Manifest {
+    /// Reads and parses a manifest file.
+    pub fn load(path: &Path) -> Result<Manifest, RuntimeError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RuntimeError::Io { path: path.to_path_buf(), error: e.to_string() })?;
+        let mut m = Manifest::parse(&text).map_err(|e| RuntimeError::Manifest(format!("{}: {e}", path.display())))?;
+        m.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(m)
+    }
+
+    /// Parses manifest text (relative paths resolve against the current directory).
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        let m: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        if m.netpes.len() > MAX_NETPES {
+            return Err(format!("{} NetPEs (at most {MAX_NETPES})", m.netpes.len()));
+        }
+        Ok(m)
+    }
+
+    /// A manifest running one program: every input port `p` in `in_ports`
+    /// feeds input port `p` of the NetPE `main`, and every output port `p`
+    /// below `out_ports` is application output port `p`.
+    pub fn single(program: &Path, in_ports: &[u16], out_ports: u16, budget: Option<u64>) -> Manifest {
+        Manifest {
+            name: Some(program.display().to_string()),
+            budget,
+            netpes: vec![NetPeSpec { name: "main".into(), program: program.to_path_buf(), copro: BTreeMap::new() }],
+            sources: in_ports.iter().map(|p| SourceSpec { port: *p, to: format!("main.{p}") }).collect(),
+            connections: Vec::new(),
+            sinks: (0..out_ports).map(|p| SinkSpec { from: format!("main.{p}"), port: p, file: None }).collect(),
+            base_dir: PathBuf::new(),
+        }
+    }
+}
+
+/// Splits `name.port` (port optional when `default` is given).
+pub(crate) fn parse_endpoint(s: &str, default: Option<u16>) -> Result<(&str, u16), String> {
+    match s.rsplit_once('.') {
+        Some((name, port)) if !name.is_empty() => match port.parse::<u16>() {
+            Ok(p) => Ok((name, p)),
+            Err(_) => Err(format!("`{s}`: `{port}` is not a port number")),
+        },
+        _ => match default {
+            Some(p) if !s.is_empty() => Ok((s, p)),
+            _ => Err(format!("`{s}` must be NETPE.PORT")),
+        },
+    }
+}
+
+/// A TOML scalar as the string a coprocessor configuration expects.
+pub(crate) fn scalar_to_string(v: &toml::Value) -> Result<String, String> {
+    match v {
+        toml::Value::String(s) => Ok(s.clone()),
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::Float(f) => Ok(f.to_string()),
+        toml::Value::Boolean(b) => Ok(b.to_string()),
+        other => Err(format!("expected a string, number or boolean, found {}", other.type_str())),
+    }
+}

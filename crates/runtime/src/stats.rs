@@ -1,0 +1,72 @@
+//! Counters: per NetPE (packets in per input port, out per output port,
+//! drops, faults by kind) and per application (what `--stats json` prints).
+
+use std::collections::BTreeMap;
+
+use netvm_vm::FaultKind;
+
+/// Counters of one NetPE instance.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeCounters {
+    /// NetPE name.
+    pub name: String,
+    /// Exchange buffers received, by input port.
+    pub packets_in: Vec<u64>,
+    /// Exchange buffers sent, by output port.
+    pub packets_out: Vec<u64>,
+    /// Exchange buffers the program dropped (`drop`).
+    pub dropped: u64,
+    /// Exchange buffers sent on an output port connected to nothing (discarded).
+    pub unconnected: u64,
+    /// Faults, indexed like [`FaultKind::ALL`].
+    pub faults: [u64; FaultKind::ALL.len()],
+}
+
+impl PeCounters {
+    pub(crate) fn new(name: &str, out_ports: u16) -> PeCounters {
+        PeCounters { name: name.to_string(), packets_out: vec![0; out_ports as usize], ..PeCounters::default() }
+    }
+
+    #[inline]
+    pub(crate) fn count_in(&mut self, port: u16) {
+        let p = port as usize;
+        if p >= self.packets_in.len() {
+            self.packets_in.resize(p + 1, 0);
+        }
+        self.packets_in[p] += 1;
+    }
+
+    /// Faults of one kind.
+    pub fn fault_count(&self, kind: FaultKind) -> u64 {
+        self.faults[fault_index(kind)]
+    }
+}
+
+pub(crate) fn fault_index(kind: FaultKind) -> usize {
+    FaultKind::ALL.iter().position(|k| *k == kind).expect("listed kind")
+}
+
+/// Application-wide counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppStats {
+    /// Packets that entered the application.
+    pub packets: u64,
+    /// Exchange buffers that left, by application output port.
+    pub ports: BTreeMap<u16, u64>,
+    /// Exchange buffers discarded without a fault: `drop`, an unconnected
+    /// output port, or an input port no source listens on.
+    pub dropped: u64,
+    /// Of `dropped`: packets that arrived on an input port with no source.
+    pub no_source: u64,
+    /// Faults by kind (each fault also drops its exchange buffer; not included in `dropped`).
+    pub faults: BTreeMap<&'static str, u64>,
+    /// Per-NetPE counters, in manifest order.
+    pub netpes: Vec<PeCounters>,
+}
+
+impl AppStats {
+    /// Total faults of all kinds.
+    pub fn total_faults(&self) -> u64 {
+        self.faults.values().sum()
+    }
+}
