@@ -149,6 +149,39 @@ pub enum Op {
     CoproIn(u8, u8),
     CoproOut(u8, u8),
     CoproInvoke(u8, u8),
+    // Fused forms of `push imm` followed by one instruction (see [`fuse`]).
+    AddImm(u32),
+    SubImm(u32),
+    MulImm(u32),
+    AndImm(u32),
+    OrImm(u32),
+    XorImm(u32),
+    ShlImm(u32),
+    ShrImm(u32),
+    CmpImm(Cond, u32),
+    JcmpImm(Cond, u32, Edge),
+    /// `push off; upload.N`: push the packet value at a constant offset.
+    UploadConst(u8, u32),
+}
+
+/// Fuses `push v` with the instruction after it when that instruction is
+/// not a jump target: the most frequent NetIL idiom (constant operands,
+/// constant header offsets) then costs one dispatch instead of two.
+fn fuse(v: u32, next: Op) -> Option<Op> {
+    Some(match next {
+        Op::Add => Op::AddImm(v),
+        Op::Sub => Op::SubImm(v),
+        Op::Mul => Op::MulImm(v),
+        Op::And => Op::AndImm(v),
+        Op::Or => Op::OrImm(v),
+        Op::Xor => Op::XorImm(v),
+        Op::Shl => Op::ShlImm(v),
+        Op::Shr => Op::ShrImm(v),
+        Op::Cmp(c) => Op::CmpImm(c, v),
+        Op::Jcmp(c, e) => Op::JcmpImm(c, v, e),
+        Op::Load(Mem::Packet, w) => Op::UploadConst(w, v),
+        _ => return None,
+    })
 }
 
 /// A decoded switch: sorted case values with their edges, and the default edge.
@@ -178,13 +211,16 @@ impl Prepared {
             let t = u32::try_from(t).expect("verified target");
             *seg.index_of.get(&t).expect("verified target on an instruction") as u32
         };
-        let edge = |from: usize, t: i64| {
+        let mut is_target = vec![false; seg.insns.len() + 1];
+        let mut edge = |from: usize, t: i64| {
             let to = index(t);
+            is_target[to as usize] = true;
+            // Budget costs are defined on the original instruction indices.
             let cost = if (to as usize) <= from { from as u32 - to + 1 } else { 0 };
             Edge { to, cost }
         };
         let mut switches = Vec::new();
-        let ops = seg
+        let ops: Vec<Op> = seg
             .insns
             .iter()
             .enumerate()
@@ -275,18 +311,53 @@ impl Prepared {
                     }
                 }
             })
-            .collect();
-        Prepared { ops, switches }
+            .collect::<Vec<Op>>();
+        // Fuse, keeping a map from original to new indices for the edges.
+        let mut fused = Vec::with_capacity(ops.len());
+        let mut new_index = vec![0u32; ops.len()];
+        let mut i = 0;
+        while i < ops.len() {
+            new_index[i] = fused.len() as u32;
+            if let (Op::Push(v), Some(&next)) = (ops[i], ops.get(i + 1)) {
+                if !is_target[i + 1] {
+                    if let Some(f) = fuse(v, next) {
+                        fused.push(f);
+                        new_index[i + 1] = new_index[i];
+                        i += 2;
+                        continue;
+                    }
+                }
+            }
+            fused.push(ops[i]);
+            i += 1;
+        }
+        let remap = |e: &mut Edge| e.to = new_index[e.to as usize];
+        for op in &mut fused {
+            match op {
+                Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) => remap(e),
+                _ => {}
+            }
+        }
+        for sw in &mut switches {
+            sw.edges.iter_mut().for_each(remap);
+            remap(&mut sw.default);
+        }
+        Prepared { ops: fused, switches }
     }
 }
+
+/// Operand stack slots in scratch (a power of two > 1 + the largest `.maxstacksize`).
+const STACK_SLOTS: usize = 2048;
+/// Local slots in scratch (a power of two >= the largest `.locals`).
+const LOCAL_SLOTS: usize = 1024;
+const _: () = assert!(STACK_SLOTS > 1 + netil::module::limits::MAX_STACK as usize);
+const _: () = assert!(LOCAL_SLOTS >= netil::module::limits::MAX_LOCALS as usize);
 
 /// A NetPE's code prepared for interpretation.
 #[derive(Clone, Debug)]
 pub struct InterpCode {
     init: Option<Prepared>,
     push: Prepared,
-    max_stack: usize,
-    locals: usize,
     info_size: usize,
     out_ports: u16,
 }
@@ -297,8 +368,6 @@ impl InterpCode {
         InterpCode {
             init: v.init.as_ref().map(Prepared::new),
             push: Prepared::new(&v.push),
-            max_stack: v.module.max_stack as usize,
-            locals: v.module.locals as usize,
             info_size: v.module.info_size as usize,
             out_ports: v.module.out_ports,
         }
@@ -313,14 +382,17 @@ impl InterpCode {
     }
 
     fn run(&self, code: &Prepared, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, initial: Option<u32>, limits: &Limits) -> Outcome {
-        // Scratch layout: [0] is a dummy slot under the bottom of the stack,
-        // [1..=max_stack] the stack below the top, then the locals.
-        let need = 1 + self.max_stack + self.locals;
+        // Scratch layout: STACK_SLOTS stack slots ([0] is a dummy slot under
+        // the bottom of the stack), then LOCAL_SLOTS locals. Both are powers of
+        // two at least as large as the format allows, so masked indices need
+        // no bounds checks and a verified program never wraps.
         let mut scratch = std::mem::take(&mut state.scratch);
-        if scratch.len() < need {
-            scratch.resize(need, 0);
+        if scratch.len() < STACK_SLOTS + LOCAL_SLOTS {
+            scratch.resize(STACK_SLOTS + LOCAL_SLOTS, 0);
         }
-        let (stack, locals) = scratch.split_at_mut(1 + self.max_stack);
+        let (stack, locals) = scratch.split_at_mut(STACK_SLOTS);
+        let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("sized above");
+        let locals: &mut [u32; LOCAL_SLOTS] = (&mut locals[..LOCAL_SLOTS]).try_into().expect("sized above");
         let out = execute(code, stack, locals, state, xb, in_port, initial, limits, self.info_size, self.out_ports);
         state.scratch = scratch;
         out
@@ -347,8 +419,8 @@ impl PeCode for InterpCode {
 macro_rules! pop {
     ($tos:ident, $stack:ident, $sp:ident) => {{
         let v = $tos;
-        $sp -= 1;
-        $tos = $stack[$sp];
+        $sp = $sp.wrapping_sub(1);
+        $tos = $stack[$sp & (STACK_SLOTS - 1)];
         v
     }};
 }
@@ -357,8 +429,8 @@ macro_rules! pop {
 macro_rules! push {
     ($tos:ident, $stack:ident, $sp:ident, $v:expr) => {{
         let v = $v;
-        $stack[$sp] = $tos;
-        $sp += 1;
+        $stack[$sp & (STACK_SLOTS - 1)] = $tos;
+        $sp = $sp.wrapping_add(1);
         $tos = v;
     }};
 }
@@ -366,8 +438,8 @@ macro_rules! push {
 /// Binary operator: `a OP b` with b the top.
 macro_rules! binop {
     ($tos:ident, $stack:ident, $sp:ident, |$a:ident, $b:ident| $e:expr) => {{
-        $sp -= 1;
-        let $a = $stack[$sp];
+        $sp = $sp.wrapping_sub(1);
+        let $a = $stack[$sp & (STACK_SLOTS - 1)];
         let $b = $tos;
         $tos = $e;
     }};
@@ -415,8 +487,8 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut Exch
 #[allow(clippy::too_many_arguments)]
 fn execute(
     code: &Prepared,
-    stack: &mut [u32],
-    locals: &mut [u32],
+    stack: &mut [u32; STACK_SLOTS],
+    locals: &mut [u32; LOCAL_SLOTS],
     state: &mut PeState,
     xb: &mut ExchangeBuffer,
     in_port: u16,
@@ -459,13 +531,13 @@ fn execute(
                 pop!(tos, stack, sp);
             }
             Op::Dup => push!(tos, stack, sp, tos),
-            Op::Swap => std::mem::swap(&mut tos, &mut stack[sp - 1]),
+            Op::Swap => std::mem::swap(&mut tos, &mut stack[sp.wrapping_sub(1) & (STACK_SLOTS - 1)]),
             Op::Over => {
-                let a = stack[sp - 1];
+                let a = stack[sp.wrapping_sub(1) & (STACK_SLOTS - 1)];
                 push!(tos, stack, sp, a)
             }
             Op::Pick(n) => {
-                let v = if n == 0 { tos } else { stack[sp - n as usize] };
+                let v = if n == 0 { tos } else { stack[sp.wrapping_sub(n as usize) & (STACK_SLOTS - 1)] };
                 push!(tos, stack, sp, v)
             }
             Op::Add => binop!(tos, stack, sp, |a, b| a.wrapping_add(b)),
@@ -570,8 +642,8 @@ fn execute(
             }
             Op::Pktlen => push!(tos, stack, sp, xb.packet.data.len() as u32),
             Op::Wirelen => push!(tos, stack, sp, xb.packet.wire_len),
-            Op::Locload(l) => push!(tos, stack, sp, locals[l as usize]),
-            Op::Locstore(l) => locals[l as usize] = pop!(tos, stack, sp),
+            Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
+            Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
             Op::Mcopy(s, d) => {
                 let len = pop!(tos, stack, sp);
                 let src = pop!(tos, stack, sp);
@@ -610,6 +682,25 @@ fn execute(
             Op::CoproOut(c, r) => match state.copros.get_mut(c as usize).map(|cp| cp.read(r)) {
                 Some(Ok(v)) => push!(tos, stack, sp, v),
                 _ => fault!(Copro),
+            },
+            Op::AddImm(v) => tos = tos.wrapping_add(v),
+            Op::SubImm(v) => tos = tos.wrapping_sub(v),
+            Op::MulImm(v) => tos = tos.wrapping_mul(v),
+            Op::AndImm(v) => tos &= v,
+            Op::OrImm(v) => tos |= v,
+            Op::XorImm(v) => tos ^= v,
+            Op::ShlImm(v) => tos = tos.wrapping_shl(v),
+            Op::ShrImm(v) => tos = tos.wrapping_shr(v),
+            Op::CmpImm(c, v) => tos = u32::from(c.eval(tos, v)),
+            Op::JcmpImm(c, v, e) => {
+                let a = pop!(tos, stack, sp);
+                if c.eval(a, v) {
+                    take_edge!(e)
+                }
+            }
+            Op::UploadConst(w, off) => match mem::load_be(&xb.packet.data, off, u32::from(w)) {
+                Some(v) => push!(tos, stack, sp, v),
+                None => fault!(Bounds),
             },
             Op::CoproInvoke(c, o) => {
                 let ctx = InvokeContext { packet: &xb.packet.data, info: memory(Mem::Info, xb, &[], info_size), now: xb.packet.ts };

@@ -86,10 +86,14 @@
 //!
 //! Decoding and the flow pass visit each instruction once. Stacks are
 //! persistent lists shared between instructions, so a state costs O(1)
-//! memory whatever its depth. The value pass iterates in reverse postorder;
-//! the stack constants before an instruction are dropped (widened to
-//! unknown) after they changed 8 times, which bounds the iteration on
-//! contrived control flow at the price of some precision there.
+//! memory whatever its depth, and merging two stacks walks only the part
+//! they do not share. The value pass iterates in reverse postorder;
+//! instructions with one predecessor take its state over without merging.
+//! Two bounds keep contrived control flow cheap, at the price of some
+//! precision there: a merge rebuilds at most the top 64 values (deeper ones
+//! that would need rebuilding become unknown), and the stack constants
+//! before a join are dropped after they changed 8 times. The verifier never
+//! gives up with a "too complex" error. docs/verifier.md has the details.
 
 mod absint;
 mod error;

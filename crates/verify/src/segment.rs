@@ -17,7 +17,7 @@ use netil::{DecodeError, Insn, Mem, Module, Opcode, Operands, SegmentKind, Sourc
 use crate::absint::{Arena, Stack, Val, EMPTY, NONE};
 use crate::{Rule, SegmentInfo, VerifyError};
 
-/// After this many changes of the stack state before one instruction, its
+/// After this many changes of the stack state before a join, its
 /// constants are dropped (widened to Unknown), which bounds the iteration.
 const WIDEN_AFTER: u8 = 8;
 

@@ -415,3 +415,68 @@ fn nested_loops_with_many_constants_terminate() {
     assert_eq!(e.rule, Rule::UninitLocal);
     assert_eq!(e.offset, Some(200 * 5));
 }
+
+#[test]
+fn flow_errors_come_before_value_errors() {
+    // An out-of-bounds load at offset 6 and an underflow at offset 8: the flow
+    // pass runs first, so the underflow is reported.
+    let e = fails(
+        "
+segment .push
+    pop
+    push 0
+    dload.8
+    pop
+    pop
+    drop
+ends",
+    );
+    assert_eq!((e.rule, e.offset), (Rule::StackUnderflow, Some(8)));
+    // Among value errors, the lowest offset wins.
+    let e = fails(
+        "
+.locals 1
+segment .push
+    pop
+    locload 0
+    push 0
+    dload.8
+    drop
+ends",
+    );
+    assert_eq!((e.rule, e.offset), (Rule::UninitLocal, Some(1)));
+}
+
+#[test]
+fn left_to_run_time() {
+    // Constant division by zero, a constant ret.pop port that does not exist,
+    // packet offsets far beyond any packet, an endless loop in .init.
+    ok("
+.ports 1
+.datasize 4
+segment .init
+    push 0
+loop:
+    jump loop
+ends
+segment .push
+    pop
+    push 1
+    push 0
+    div
+    pop
+    push 100000
+    upload.32
+    pop
+    push 7
+    ret.pop
+ends");
+}
+
+#[test]
+fn module_level_display() {
+    let e = verify(&Module::default()).unwrap_err();
+    assert_eq!(e.to_string(), "module: missing-push: the module has no .push segment; every NetPE needs a push handler");
+    let e = verify(&push_module(vec![])).unwrap_err();
+    assert!(e.to_string().starts_with(".push: empty-segment: "), "{e}");
+}
