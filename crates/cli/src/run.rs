@@ -238,8 +238,17 @@ pub fn cmd_run(args: RunArgs) -> u8 {
     let stats = app.stats();
     let ns_per_packet = if stats.packets == 0 { 0.0 } else { elapsed.as_nanos() as f64 / stats.packets as f64 };
     match args.stats {
-        Some(StatsFormat::Json) => println!("{}", stats_json(&stats, ns_per_packet, app.engine(), args.repeat)),
-        Some(StatsFormat::Text) => print!("{}", stats_text(&stats, ns_per_packet, app.engine())),
+        Some(StatsFormat::Json) => {
+            let mut j = stats_json(&stats, ns_per_packet, app.engine(), args.repeat);
+            j["copro"] = app.copro_dumps().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>().into();
+            println!("{j}");
+        }
+        Some(StatsFormat::Text) => {
+            print!("{}", stats_text(&stats, ns_per_packet, app.engine()));
+            for (k, v) in app.copro_dumps() {
+                println!("copro {k}: {v}");
+            }
+        }
         None => {}
     }
     exit

@@ -67,7 +67,7 @@ pub struct TestFile {
 /// Parses hex bytes, ignoring `_`.
 pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
     let clean: String = s.chars().filter(|c| *c != '_').collect();
-    if clean.len() % 2 != 0 {
+    if !clean.len().is_multiple_of(2) {
         return Err(format!("odd number of hex digits in `{s}`"));
     }
     (0..clean.len()).step_by(2).map(|i| u8::from_str_radix(&clean[i..i + 2], 16).map_err(|_| format!("bad hex `{s}`"))).collect()

@@ -465,6 +465,7 @@ fn memory_mut<'a>(m: Mem, xb: &'a mut ExchangeBuffer, data: &'a mut [u8], info_s
 }
 
 /// `mcopy`: memmove of `len` bytes, both ranges checked first.
+#[allow(clippy::too_many_arguments)]
 fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut ExchangeBuffer, data: &mut [u8], info_size: usize) -> bool {
     let (Some(sr), Some(dr)) = (
         mem::range(src_off, len, memory(src, xb, data, info_size).len()),
@@ -484,7 +485,7 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut Exch
 
 /// Executes one handler. `initial` is the value on the stack at entry (the
 /// input port for `.push`), `None` for an empty stack.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments)] // the machine state, passed apart so the borrows stay disjoint
 fn execute(
     code: &Prepared,
     stack: &mut [u32; STACK_SLOTS],

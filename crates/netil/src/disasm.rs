@@ -72,7 +72,7 @@ pub fn format_insn(insn: &Insn, m: &Module, starts: &BTreeSet<i64>) -> String {
         Operands::CoproReg { copro: c, reg } => format!("{mn} {}, {reg}", copro(*c)),
         Operands::CoproOp { copro: c, op } => format!("{mn} {}, {op}", copro(*c)),
         Operands::Switch(s) => {
-            let mut txt = format!("{mn}");
+            let mut txt = mn.to_string();
             for (v, t) in &s.cases {
                 let _ = write!(txt, " {v}: {},", target(*t));
             }

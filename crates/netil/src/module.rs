@@ -73,7 +73,7 @@ pub struct CoproDecl {
 }
 
 /// A NetIL module: one NetPE's declarations and code.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Module {
     /// Maximum operand stack depth (`.maxstacksize`).
     pub max_stack: u16,
@@ -93,11 +93,6 @@ pub struct Module {
     pub push: Option<Vec<u8>>,
 }
 
-impl Default for Module {
-    fn default() -> Self {
-        Module { max_stack: 0, locals: 0, info_size: 0, data_size: 0, out_ports: 0, copros: Vec::new(), init: None, push: None }
-    }
-}
 
 impl Module {
     /// The code of a segment, if present.

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+
 use netvm_vm::{CoproConfig, CoproRegistry, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState};
 
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
@@ -19,6 +20,8 @@ enum Dest {
 
 struct Node {
     code: Box<dyn PeCode>,
+    /// Names of the coprocessor instances, in declaration order.
+    copro_names: Vec<String>,
     state: PeState,
     /// Destinations of each output port, in manifest order.
     out: Vec<Vec<Dest>>,
@@ -44,11 +47,16 @@ pub enum Verdict {
 /// A running NetVM application.
 pub struct Application {
     nodes: Vec<Node>,
-    sources: HashMap<u16, Vec<Dest>>,
+    /// Destinations by application input port (dense: index = port).
+    sources: Vec<Vec<Dest>>,
     info_size: usize,
     limits: Limits,
     stats: AppStats,
-    work: Vec<(Dest, ExchangeBuffer, bool)>,
+    /// Exchange buffers out, by application output port (dense; folded into `stats` on demand).
+    port_counts: Vec<u64>,
+    /// Faults by kind, indexed like `FaultKind::ALL`.
+    fault_counts: [u64; FaultKind::ALL.len()],
+    work: Vec<Work>,
     info_pool: Vec<Vec<u8>>,
     engine: &'static str,
 }
@@ -102,6 +110,7 @@ impl Application {
             }
             nodes.push(Node {
                 code,
+                copro_names: module.copros.iter().map(|d| d.name.clone()).collect(),
                 state,
                 out: vec![Vec::new(); module.out_ports as usize],
                 counters: PeCounters::new(&spec.name, module.out_ports),
@@ -130,11 +139,15 @@ impl Application {
             let (n, p) = lookup_out(&s.from, "sink.from", &nodes)?;
             nodes[n as usize].out[p as usize].push(Dest::Sink(s.port));
         }
-        let mut sources: HashMap<u16, Vec<Dest>> = HashMap::new();
+        let mut sources: Vec<Vec<Dest>> = Vec::new();
         for s in &manifest.sources {
-            sources.entry(s.port).or_default().push(lookup_in(&s.to, "source.to")?);
+            let p = s.port as usize;
+            if sources.len() <= p {
+                sources.resize(p + 1, Vec::new());
+            }
+            sources[p].push(lookup_in(&s.to, "source.to")?);
         }
-        if sources.is_empty() {
+        if sources.iter().all(Vec::is_empty) {
             return Err(bad("the application has no source ([[source]])".into()));
         }
         let order = topological_order(&nodes, manifest)?;
@@ -144,6 +157,8 @@ impl Application {
             info_size,
             limits,
             stats: AppStats::default(),
+            port_counts: vec![0; manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0)],
+            fault_counts: [0; FaultKind::ALL.len()],
             work: Vec::new(),
             info_pool: Vec::new(),
             engine: engine.name(),
@@ -170,9 +185,7 @@ impl Application {
 
     /// The application input ports that have a source.
     pub fn input_ports(&self) -> Vec<u16> {
-        let mut v: Vec<u16> = self.sources.keys().copied().collect();
-        v.sort_unstable();
-        v
+        self.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
     }
 
     /// Processes a batch of packets in order. `verdicts` receives one entry
@@ -190,24 +203,27 @@ impl Application {
 
     fn process_one(&mut self, pkt: &mut Packet, emit: &mut dyn FnMut(u16, &Packet)) -> Verdict {
         self.stats.packets += 1;
-        let Some(dests) = self.sources.get(&pkt.in_port) else {
+        let Some(dests) = self.sources.get(pkt.in_port as usize).filter(|d| !d.is_empty()) else {
             self.stats.dropped += 1;
             self.stats.no_source += 1;
             return Verdict::Drop;
         };
-        let mut info = self.info_pool.pop().unwrap_or_default();
+        let mut info = if self.info_size == 0 { Vec::new() } else { self.info_pool.pop().unwrap_or_default() };
         info.clear();
         info.resize(self.info_size, 0);
         let xb = ExchangeBuffer { packet: std::mem::take(pkt), info };
         let mut work = std::mem::take(&mut self.work);
-        fan_out(&mut work, dests, xb, true);
+        // `next` carries the buffer along single-destination hops without
+        // touching the work stack; only real fan-out pushes copies there.
+        let mut next = None;
+        fan_out(&mut work, &mut next, dests, xb, true);
         let mut outputs = 0u32;
         let mut copies = dests.len() as u32;
         let mut last = Verdict::Drop;
-        while let Some((dest, mut xb, orig)) = work.pop() {
+        while let Some((dest, mut xb, orig)) = next.take().or_else(|| work.pop()) {
             let finished = match dest {
                 Dest::Sink(port) => {
-                    *self.stats.ports.entry(port).or_insert(0) += 1;
+                    self.port_counts[port as usize] += 1;
                     emit(port, &xb.packet);
                     outputs += 1;
                     last = Verdict::Output(port);
@@ -224,7 +240,7 @@ impl Application {
                             match n.out.get(p as usize) {
                                 Some(d) if !d.is_empty() => {
                                     copies += d.len() as u32 - 1;
-                                    fan_out(&mut work, d, xb, orig);
+                                    fan_out(&mut work, &mut next, d, xb, orig);
                                     continue;
                                 }
                                 _ => {
@@ -241,7 +257,7 @@ impl Application {
                         }
                         Outcome::Fault(k) => {
                             n.counters.faults[fault_index(k)] += 1;
-                            *self.stats.faults.entry(k.name()).or_insert(0) += 1;
+                            self.fault_counts[fault_index(k)] += 1;
                             last = Verdict::Fault(k);
                         }
                     }
@@ -253,7 +269,9 @@ impl Application {
                 if orig {
                     *pkt = packet;
                 }
-                self.info_pool.push(info);
+                if info.capacity() != 0 {
+                    self.info_pool.push(info);
+                }
             }
         }
         self.work = work;
@@ -267,6 +285,8 @@ impl Application {
     /// A snapshot of the counters.
     pub fn stats(&self) -> AppStats {
         let mut s = self.stats.clone();
+        s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
+        s.faults = FaultKind::ALL.iter().zip(self.fault_counts).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
         s.netpes = self.nodes.iter().map(|n| n.counters.clone()).collect();
         s
     }
@@ -281,26 +301,40 @@ impl Application {
         self.nodes.iter().map(|n| n.counters.name.as_str()).collect()
     }
 
-    /// Coprocessor dumps by NetPE, for the control plane.
+    /// The state of every coprocessor instance, keyed `NETPE.NAME`, for the control plane.
     pub fn copro_dumps(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for n in &self.nodes {
-            for (i, c) in n.state.copros.iter().enumerate() {
-                out.insert(format!("{}.{}#{i}", n.counters.name, c.kind()), c.dump());
+            for (name, c) in n.copro_names.iter().zip(&n.state.copros) {
+                out.insert(format!("{}.{name}", n.counters.name), c.dump());
             }
         }
         out
     }
 }
 
-/// Pushes `xb` to every destination so that the first destination runs
-/// first: copies for all but the last, the buffer itself for the last.
-fn fan_out(work: &mut Vec<(Dest, ExchangeBuffer, bool)>, dests: &[Dest], xb: ExchangeBuffer, orig: bool) {
+type Work = (Dest, ExchangeBuffer, bool);
+
+/// Sends `xb` to every destination so that the first destination runs
+/// first: copies for all but the last, the buffer itself for the last. The
+/// first destination goes to `next` (run immediately), the others onto the
+/// work stack in reverse order.
+#[inline]
+fn fan_out(work: &mut Vec<Work>, next: &mut Option<Work>, dests: &[Dest], xb: ExchangeBuffer, orig: bool) {
+    if let [only] = dests {
+        *next = Some((*only, xb, orig));
+        return;
+    }
     let (last, rest) = dests.split_last().expect("non-empty destinations");
     let copies: Vec<ExchangeBuffer> = rest.iter().map(|_| xb.clone()).collect();
     work.push((*last, xb, orig));
-    for (d, c) in rest.iter().zip(copies).rev() {
-        work.push((*d, c, false));
+    let mut copies = copies.into_iter().zip(rest).rev().peekable();
+    while let Some((c, d)) = copies.next() {
+        if copies.peek().is_none() {
+            *next = Some((*d, c, false));
+        } else {
+            work.push((*d, c, false));
+        }
     }
 }
 
