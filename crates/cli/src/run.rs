@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use netvm_io::{read_capture, PcapWriter};
-use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, Manifest, Verdict};
+use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, JitEngine, Manifest, Verdict};
 use netvm_vm::{FaultKind, Packet};
 
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
@@ -31,8 +31,8 @@ pub struct RunArgs {
     /// Output capture for output port 1; with `{port}` in the name, one file per output port.
     #[arg(short = 'w', value_name = "OUT")]
     write: Option<String>,
-    /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineArg::Interp)]
+    /// Execution engine: the Cranelift JIT, or the reference interpreter.
+    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     engine: EngineArg,
     /// Run the trace N times from memory (for measurement); outputs are written once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -47,6 +47,8 @@ pub struct RunArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum EngineArg {
+    /// Native code compiled with Cranelift (the default).
+    Jit,
     /// The reference interpreter.
     Interp,
 }
@@ -156,6 +158,7 @@ pub fn cmd_run(args: RunArgs) -> u8 {
     };
     let engine: &dyn Engine = match args.engine {
         EngineArg::Interp => &InterpEngine,
+        EngineArg::Jit => &JitEngine,
     };
     let registry = netvm_copro::registry();
     let mut app = match Application::build(&manifest, engine, &registry, args.budget) {

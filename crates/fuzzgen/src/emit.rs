@@ -11,7 +11,7 @@
 
 use std::fmt::Write;
 
-use netil::{encode, Mem, OperandKind, Opcode, Operands, SegmentKind, SwitchTable};
+use netil::{encode, Mem, Opcode, OperandKind, Operands, SegmentKind, SwitchTable};
 
 /// A label of one segment (an index into [`SegBuilder::labels`]).
 pub(crate) type Label = usize;
@@ -108,7 +108,13 @@ impl SegBuilder {
             return;
         }
         let pick = if let Arg::Depth(n) = arg { n } else { 0 };
-        assert!(self.depth >= op.stack_needs(pick), "fuzzgen bug: `{}` needs {} values, depth {}", op.mnemonic(), op.stack_needs(pick), self.depth);
+        assert!(
+            self.depth >= op.stack_needs(pick),
+            "fuzzgen bug: `{}` needs {} values, depth {}",
+            op.mnemonic(),
+            op.stack_needs(pick),
+            self.depth
+        );
         let after = self.depth - op.pops() + op.pushes();
         let edge_depth = self.depth - op.pops();
         match &arg {
@@ -180,7 +186,9 @@ impl SegBuilder {
             let end = i64::from(at) + i64::from(insn_len(*op, arg));
             let resolve = |t: &Target| -> i64 {
                 match t {
-                    Target::Label(l) => i64::from(offsets[*l].unwrap_or_else(|| panic!("fuzzgen bug: label `{}` never placed", self.labels[*l].name))),
+                    Target::Label(l) => {
+                        i64::from(offsets[*l].unwrap_or_else(|| panic!("fuzzgen bug: label `{}` never placed", self.labels[*l].name)))
+                    }
                     Target::Raw(d) => end + i64::from(*d),
                 }
             };
@@ -195,9 +203,10 @@ impl SegBuilder {
                 Arg::MemPair(s, d) => Operands::MemPair(*s, *d),
                 Arg::CoproReg(c, r) => Operands::CoproReg { copro: *c, reg: *r },
                 Arg::CoproOp(c, o) => Operands::CoproOp { copro: *c, op: *o },
-                Arg::Switch(cases, default) => {
-                    Operands::Switch(SwitchTable { default: resolve(default), cases: cases.iter().map(|(v, t)| (*v, resolve(t))).collect() })
-                }
+                Arg::Switch(cases, default) => Operands::Switch(SwitchTable {
+                    default: resolve(default),
+                    cases: cases.iter().map(|(v, t)| (*v, resolve(t))).collect(),
+                }),
             };
             encode(*op, &operands, at, &mut code).expect("fuzzgen bug: instruction does not encode");
         }
@@ -255,7 +264,7 @@ impl Cosmetic {
                 let s = v.to_string();
                 let mut out = String::new();
                 for (i, c) in s.chars().enumerate() {
-                    if i > 0 && (s.len() - i) % 3 == 0 {
+                    if i > 0 && (s.len() - i).is_multiple_of(3) {
                         out.push('_');
                     }
                     out.push(c);

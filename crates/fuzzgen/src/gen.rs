@@ -3,12 +3,12 @@
 //! Code is generated as nested statements (straight-line code, `if`/`else`,
 //! `switch`, counted and unbounded loops with `break`/`continue`, early exits)
 //! over expressions that each push exactly one value. The builder
-//! ([`crate::emit::SegBuilder`]) tracks the operand-stack depth, so:
+//! (`SegBuilder`, in the private `emit` module) tracks the operand-stack depth, so:
 //!
 //! - an instruction is only emitted when the stack holds what it needs, and
 //!   the declared `.maxstacksize` is the largest depth reached;
 //! - every join (the end of an `if`, `switch` or loop, a `break` target)
-//!   is reached with one agreed depth: each arm ends with [`Gen::adjust`],
+//!   is reached with one agreed depth: each arm ends with `Gen::adjust`,
 //!   which pops or pushes values until the join depth is reached;
 //! - every local is stored at the entry of each handler, before any read;
 //! - info and data accesses use either a constant offset inside the declared
@@ -90,15 +90,55 @@ struct LoopCtx {
 const PKT_OFFSETS: &[u32] = &[0, 6, 12, 13, 14, 15, 16, 18, 20, 22, 23, 24, 26, 30, 34, 36, 38, 40, 42, 46, 47, 54, 58];
 /// Interesting immediates.
 const INTERESTING: &[u32] = &[
-    0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 14, 15, 16, 17, 20, 23, 31, 32, 33, 40, 60, 63, 64, 127, 128, 255, 256, 0x800, 0x806, 0x86dd,
-    0x8100, 0x88a8, 0x7fff, 0x8000, 0xffff, 0x1_0000, 0x7fff_ffff, 0x8000_0000, 0x8000_0001, 0xffff_fffe, 0xffff_ffff,
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    12,
+    14,
+    15,
+    16,
+    17,
+    20,
+    23,
+    31,
+    32,
+    33,
+    40,
+    60,
+    63,
+    64,
+    127,
+    128,
+    255,
+    256,
+    0x800,
+    0x806,
+    0x86dd,
+    0x8100,
+    0x88a8,
+    0x7fff,
+    0x8000,
+    0xffff,
+    0x1_0000,
+    0x7fff_ffff,
+    0x8000_0000,
+    0x8000_0001,
+    0xffff_fffe,
+    0xffff_ffff,
 ];
 /// Shift and bit counts, including counts of 32 and more.
 const SHIFTS: &[u32] = &[0, 1, 2, 3, 4, 7, 8, 15, 16, 24, 31, 32, 33, 35, 63, 64, 255, 0xffff_ffff];
 /// Case values for switches on packet fields.
 const CASE_VALUES: &[u32] = &[0, 1, 2, 4, 6, 17, 41, 58, 0x45, 0x60, 0x800, 0x806, 0x86dd, 0x8100, 0x88a8, 0xffff];
 
-const UNARY: &[Opcode] = &[Opcode::Not, Opcode::Neg, Opcode::Bswap, Opcode::Bswap16, Opcode::Popcnt, Opcode::Clz, Opcode::Ctz, Opcode::Hash32];
+const UNARY: &[Opcode] =
+    &[Opcode::Not, Opcode::Neg, Opcode::Bswap, Opcode::Bswap16, Opcode::Popcnt, Opcode::Clz, Opcode::Ctz, Opcode::Hash32];
 const ARITH: &[Opcode] = &[Opcode::Add, Opcode::Sub, Opcode::Mul, Opcode::And, Opcode::Or, Opcode::Xor];
 const DIVS: &[Opcode] = &[Opcode::Div, Opcode::Mod, Opcode::Sdiv, Opcode::Smod];
 const SHIFT_OPS: &[Opcode] =
@@ -475,7 +515,12 @@ impl<'g, 'a> Gen<'g, 'a> {
     fn cond_jump(&mut self, target: Label) -> Result<()> {
         let t = Arg::Target(Target::Label(target));
         let room = self.room();
-        let kind = self.weighted(&[(30, 0u8), (if room >= 2 { 35 } else { 0 }, 1), (if room >= 2 { 15 } else { 0 }, 2), (if room >= 2 { 20 } else { 0 }, 3)])?;
+        let kind = self.weighted(&[
+            (30, 0u8),
+            (if room >= 2 { 35 } else { 0 }, 1),
+            (if room >= 2 { 15 } else { 0 }, 2),
+            (if room >= 2 { 20 } else { 0 }, 3),
+        ])?;
         match kind {
             0 => {
                 self.expr(1)?;
@@ -796,9 +841,8 @@ impl<'g, 'a> Gen<'g, 'a> {
         let n = self.range(1u8, 4)?;
         for _ in 0..n {
             let op = self.pick(Opcode::ALL)?;
-            let raw = |g: &mut Self| -> Result<Target> {
-                Ok(Target::Raw(if g.chance(80)? { g.range(-64i32, 64)? } else { g.u.arbitrary()? }))
-            };
+            let raw =
+                |g: &mut Self| -> Result<Target> { Ok(Target::Raw(if g.chance(80)? { g.range(-64i32, 64)? } else { g.u.arbitrary()? })) };
             let arg = match op.operands() {
                 netil::OperandKind::None => Arg::None,
                 netil::OperandKind::Imm32 => Arg::Imm(self.u.arbitrary()?),
@@ -1074,7 +1118,12 @@ impl<'g, 'a> Gen<'g, 'a> {
             }
             return Ok(None);
         }
-        let k = self.weighted(&[(55, 0u8), (if room >= 2 { 20 } else { 0 }, 1), (if room >= 2 { 8 } else { 0 }, 2), (if room >= 2 { 6 } else { 0 }, 3)])?;
+        let k = self.weighted(&[
+            (55, 0u8),
+            (if room >= 2 { 20 } else { 0 }, 1),
+            (if room >= 2 { 8 } else { 0 }, 2),
+            (if room >= 2 { 6 } else { 0 }, 3),
+        ])?;
         match k {
             0 => {
                 let o = if self.chance(70)? { self.pick(PKT_OFFSETS)? } else { self.range(0u32, 40)? };
@@ -1378,7 +1427,8 @@ impl<'g, 'a> Gen<'g, 'a> {
                 self.push(v);
             }
             1 => {
-                let op = self.pick(&[Opcode::Pktlen, Opcode::Pktlen, Opcode::Wirelen, Opcode::Inport, Opcode::TstampS, Opcode::TstampNs])?;
+                let op =
+                    self.pick(&[Opcode::Pktlen, Opcode::Pktlen, Opcode::Wirelen, Opcode::Inport, Opcode::TstampS, Opcode::TstampNs])?;
                 self.emit(op);
             }
             2 => {

@@ -42,9 +42,9 @@
 //! configuration); coprocessor instructions need [`GenConfig::copro`] and
 //! `exit` needs [`GenConfig::init`].
 
+mod emit;
 pub mod gen;
 pub mod harness;
-mod emit;
 mod packet;
 
 use std::fmt::Write;

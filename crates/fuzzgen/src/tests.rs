@@ -47,13 +47,15 @@ fn two_thousand_programs_verify_and_cover_every_opcode() {
         let len = 64 + (seed as usize * 37) % 8000;
         let buf = buffer(seed, len);
         let g = generate_program(&mut Unstructured::new(&buf), &cfg).unwrap();
-        let v = netvm_verify::verify(&g.module)
-            .unwrap_or_else(|e| panic!("seed {seed}: generated program rejected: {e}\n{}", g.listing));
+        let v = netvm_verify::verify(&g.module).unwrap_or_else(|e| panic!("seed {seed}: generated program rejected: {e}\n{}", g.listing));
         reachable_ops(&v, &mut counts);
         with_init += usize::from(g.module.init.is_some());
         with_copro += usize::from(!g.module.copros.is_empty());
         total_insns += v.push.insns.len();
     }
+    let mut table: Vec<(usize, &str)> = counts.iter().map(|(op, n)| (*n, op.mnemonic())).collect();
+    table.sort_unstable();
+    println!("reachable instructions per opcode over 2,000 programs (rarest first): {table:?}");
     let missing: Vec<&str> =
         Opcode::ALL.iter().filter(|op| !counts.contains_key(op) && !NOT_COVERED.contains(op)).map(|op| op.mnemonic()).collect();
     assert!(missing.is_empty(), "opcodes never generated in reachable code: {missing:?}\ncounts: {counts:?}");
@@ -128,7 +130,15 @@ fn infinite_loop_programs_verify() {
                 if seg.is_reachable(i) {
                     assert!(!matches!(insn.op, Opcode::Ret | Opcode::RetPop | Opcode::Drop), "{insn:?}");
                     assert_ne!(insn.op.access_memory(), Some(netil::Mem::Packet), "{insn:?}");
-                    assert!(!matches!(insn.operands, netil::Operands::Mem(netil::Mem::Packet) | netil::Operands::MemPair(netil::Mem::Packet, _) | netil::Operands::MemPair(_, netil::Mem::Packet)), "{insn:?}");
+                    assert!(
+                        !matches!(
+                            insn.operands,
+                            netil::Operands::Mem(netil::Mem::Packet)
+                                | netil::Operands::MemPair(netil::Mem::Packet, _)
+                                | netil::Operands::MemPair(_, netil::Mem::Packet)
+                        ),
+                        "{insn:?}"
+                    );
                 }
             }
         }

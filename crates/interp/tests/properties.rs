@@ -14,7 +14,7 @@
 //! Case counts are bounded so that each property runs in a few seconds.
 
 use netil::insn::encoded_len;
-use netil::{encode, CoproDecl, Mem, Module, OperandKind, Opcode, Operands, SwitchTable};
+use netil::{encode, CoproDecl, Mem, Module, Opcode, OperandKind, Operands, SwitchTable};
 use netvm_fuzzgen::arbitrary::Unstructured;
 use netvm_fuzzgen::{generate_from_bytes, generate_infinite_loop, generate_packets, new_state, observe, GenConfig};
 use netvm_interp::InterpCode;
@@ -245,7 +245,15 @@ fn random_instruction_sequences_often_verify() {
     let (mut ok, n) = (0, 500);
     for _ in 0..n {
         let raw = strategy.new_tree(&mut runner).unwrap().current();
-        let m = Module { max_stack: 16, locals: 4, info_size: 16, data_size: 16, out_ports: 4, push: Some(build(&raw, true)), ..Module::default() };
+        let m = Module {
+            max_stack: 16,
+            locals: 4,
+            info_size: 16,
+            data_size: 16,
+            out_ports: 4,
+            push: Some(build(&raw, true)),
+            ..Module::default()
+        };
         ok += usize::from(verify(&m).is_ok());
     }
     println!("{ok} of {n} random instruction sequences verify");

@@ -42,7 +42,7 @@ fn check_text_roundtrip(m: &Module) -> Result<String, TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(200))]
+    #![proptest_config(config(500))]
 
     /// `to_bytes` → `from_bytes` is the identity on generated modules.
     #[test]
@@ -139,12 +139,87 @@ proptest! {
 
 /// Tokens of the assembly language, to build random but assembler-shaped text.
 const TOKENS: &[&str] = &[
-    "segment", ".push", ".init", "ends", ".maxstacksize", ".locals", ".infosize", ".datasize", ".ports", ".copro", "c", "counters",
-    "push", "pop", "dup", "pick", "add", "div", "jump", "jz", "jcmp.lt", "switch", "default", "ret", "ret.pop", "drop", "exit",
-    "upload.8", "ustore.32", "locload", "locstore", "mcopy", "crc32", "csum", "copro.in", "copro.out", "copro.invoke", "pkt",
-    "packet", "info", "data", "l", "m", "0", "1", "7", "255", "256", "1023", "1024", "65535", "65536", "-1", "-2147483648",
-    "4294967295", "4294967296", "0x", "0xffff_ffff", "0b101", "0o17", "+3", "-", "_", "@", "@+0", "@-5", "@2147483647",
-    "@-2147483649", ":", ":", ",", ",", "\\", ";", "\n", "\n", "\n", "\r\n", "\t", "é", "\u{0}",
+    "segment",
+    ".push",
+    ".init",
+    "ends",
+    ".maxstacksize",
+    ".locals",
+    ".infosize",
+    ".datasize",
+    ".ports",
+    ".copro",
+    "c",
+    "counters",
+    "push",
+    "pop",
+    "dup",
+    "pick",
+    "add",
+    "div",
+    "jump",
+    "jz",
+    "jcmp.lt",
+    "switch",
+    "default",
+    "ret",
+    "ret.pop",
+    "drop",
+    "exit",
+    "upload.8",
+    "ustore.32",
+    "locload",
+    "locstore",
+    "mcopy",
+    "crc32",
+    "csum",
+    "copro.in",
+    "copro.out",
+    "copro.invoke",
+    "pkt",
+    "packet",
+    "info",
+    "data",
+    "l",
+    "m",
+    "0",
+    "1",
+    "7",
+    "255",
+    "256",
+    "1023",
+    "1024",
+    "65535",
+    "65536",
+    "-1",
+    "-2147483648",
+    "4294967295",
+    "4294967296",
+    "0x",
+    "0xffff_ffff",
+    "0b101",
+    "0o17",
+    "+3",
+    "-",
+    "_",
+    "@",
+    "@+0",
+    "@-5",
+    "@2147483647",
+    "@-2147483649",
+    ":",
+    ":",
+    ",",
+    ",",
+    "\\",
+    ";",
+    "\n",
+    "\n",
+    "\n",
+    "\r\n",
+    "\t",
+    "é",
+    "\u{0}",
 ];
 
 proptest! {
@@ -166,5 +241,37 @@ proptest! {
                 check_text_roundtrip(&a.module)?;
             }
         }
+    }
+}
+
+/// Known gap (ignored until netil closes it): docs/netil.md section 4.8
+/// promises that every module whose segments decode (and whose coprocessor
+/// names are unique) disassembles to text that reassembles to the identical
+/// bytes. Unreachable code only has to decode, so verified modules can hold
+/// instructions the text form does not reproduce:
+///
+/// - `ret 5000`: the disassembler prints it, the assembler only accepts
+///   ports 0..=1023;
+/// - a `switch` whose cases are not ascending: the assembler sorts them
+///   (docs section 4.5 says cases are encoded in the order written), so the
+///   bytes change; with a duplicate value it refuses the listing.
+#[test]
+#[ignore = "netil: text round trip of verified modules with unreachable `ret N > 1023` or unsorted switch tables"]
+fn verified_modules_with_odd_unreachable_code_roundtrip() {
+    let base = Module { max_stack: 1, out_ports: 1, ..Module::default() };
+    let cases: [(&str, Vec<u8>); 3] = [
+        // drop; ret 5000
+        ("unreachable ret 5000", vec![0x51, 0x4f, 0x88, 0x13]),
+        // drop; switch 5: @+0, 3: @+0, default: @+0
+        ("unreachable unsorted switch", vec![0x51, 0x4e, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]),
+        // drop; switch 5: @+0, 5: @+0, default: @+0
+        ("unreachable duplicate switch", vec![0x51, 0x4e, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]),
+    ];
+    for (what, code) in cases {
+        let m = Module { push: Some(code), ..base.clone() };
+        netvm_verify::verify(&m).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let text = disassemble(&m).expect("decodes");
+        let again = assemble(&text).unwrap_or_else(|e| panic!("{what}: the disassembly does not assemble: {e}\n{text}"));
+        assert_eq!(again.module.to_bytes(), m.to_bytes(), "{what}: disasm → asm changed the bytes\n{text}");
     }
 }

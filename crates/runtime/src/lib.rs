@@ -3,7 +3,7 @@
 //!
 //! - [`manifest`]: the TOML application description;
 //! - [`program`]: loading `.nil`/`.nvm` files and verifying them;
-//! - [`Engine`]: how a verified module becomes executable code ([`InterpEngine`] today);
+//! - [`Engine`]: how a verified module becomes executable code ([`InterpEngine`], [`JitEngine`]);
 //! - [`Application`]: the DAG of NetPE instances, [`Application::process_batch`], counters.
 //!
 //! Semantics follow the NetVM paper §3.1.4: one exchange buffer is in flight
@@ -69,6 +69,20 @@ pub trait Engine {
     fn name(&self) -> &'static str;
     /// Prepares a verified module for execution.
     fn prepare(&self, verified: &Verified) -> Result<Box<dyn PeCode>, String>;
+}
+
+/// The Cranelift JIT as an [`Engine`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct JitEngine;
+
+impl Engine for JitEngine {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn prepare(&self, verified: &Verified) -> Result<Box<dyn PeCode>, String> {
+        netvm_jit::JitCode::compile(verified).map(|c| Box::new(c) as Box<dyn PeCode>).map_err(|e| e.to_string())
+    }
 }
 
 /// The reference interpreter as an [`Engine`].

@@ -1,0 +1,232 @@
+//! The netvm JIT: verified NetIL modules compiled to native code with
+//! Cranelift, with exactly the semantics of docs/netil.md (the reference
+//! interpreter in `netvm-interp` is the oracle it is tested against).
+//!
+//! - [`context`]: the `#[repr(C)]` execution context a compiled handler
+//!   receives, the outcome encoding, and the run-time helpers compiled code
+//!   calls (region functions, `mcopy`, coprocessors);
+//! - [`translate`]: NetIL → Cranelift IR. The operand stack and the locals
+//!   become SSA variables (the verifier proves the stack depth at every
+//!   instruction), memories are reached through the context, and every
+//!   bounds check, division check and budget charge of the interpreter is
+//!   kept;
+//! - [`JitCode`]: a compiled module (its `.init` and `.push` handlers),
+//!   implementing [`netvm_vm::PeCode`].
+//!
+//! The same translation targets every ISA Cranelift supports (x86-64,
+//! aarch64, riscv64): only instruction selection differs.
+
+pub mod context;
+pub mod translate;
+
+use std::sync::{Arc, OnceLock};
+
+use cranelift_codegen::isa::OwnedTargetIsa;
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, Linkage, Module as _};
+use netil::SegmentKind;
+use netvm_verify::Verified;
+use netvm_vm::{ExchangeBuffer, Limits, Outcome, PeCode, PeState};
+
+pub use context::JitCtx;
+
+/// Why a module could not be compiled. These are bugs or host limits, never
+/// properties of a verified program.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    /// Cranelift could not create an ISA for this host.
+    #[error("no Cranelift backend for this host: {0}")]
+    Isa(String),
+    /// Cranelift rejected the generated IR or failed to emit it.
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+}
+
+/// Options of the code generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JitOptions {
+    /// Cranelift optimisation level `speed` (otherwise `none`).
+    pub optimize: bool,
+    /// Run Cranelift's IR verifier on every function (on in debug builds).
+    pub verify_ir: bool,
+}
+
+impl Default for JitOptions {
+    fn default() -> Self {
+        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions) }
+    }
+}
+
+/// The host ISA, built once per process and option set.
+fn host_isa(opts: JitOptions) -> Result<OwnedTargetIsa, JitError> {
+    static CACHE: OnceLock<Result<[OwnedTargetIsa; 4], String>> = OnceLock::new();
+    let isas = CACHE.get_or_init(|| {
+        let mut out = Vec::with_capacity(4);
+        for (optimize, verify) in [(false, false), (false, true), (true, false), (true, true)] {
+            let mut flags = settings::builder();
+            let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| e.to_string());
+            set(&mut flags, "opt_level", if optimize { "speed" } else { "none" })?;
+            set(&mut flags, "enable_verifier", if verify { "true" } else { "false" })?;
+            set(&mut flags, "is_pic", "false")?;
+            set(&mut flags, "use_colocated_libcalls", "false")?;
+            let isa = cranelift_native::builder()
+                .map_err(|e| e.to_string())?
+                .finish(settings::Flags::new(flags))
+                .map_err(|e| e.to_string())?;
+            out.push(isa);
+        }
+        out.try_into().map_err(|_| "ISA list".to_string())
+    });
+    match isas {
+        Ok(list) => Ok(list[usize::from(opts.optimize) * 2 + usize::from(opts.verify_ir)].clone()),
+        Err(e) => Err(JitError::Isa(e.clone())),
+    }
+}
+
+/// A compiled handler: `extern "C" fn(*mut JitCtx) -> u32` (see [`context::decode_outcome`]).
+pub type HandlerFn = unsafe extern "C" fn(*mut JitCtx) -> u32;
+
+/// Owns the executable memory of one compiled module.
+struct CodeMemory {
+    module: Option<JITModule>,
+}
+
+impl Drop for CodeMemory {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            // SAFETY: the function pointers into this memory live in the same
+            // `JitCode` as this `CodeMemory` and are dropped with it; nothing
+            // can call them afterwards.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+// SAFETY: after `finalize_definitions` the module is never mutated again; the
+// code it holds is immutable and position-independent of any thread, so it
+// may be shared and called from several threads at once.
+unsafe impl Send for CodeMemory {}
+// SAFETY: see `Send`: no method taking `&self` mutates anything.
+unsafe impl Sync for CodeMemory {}
+
+/// A verified module compiled to native code.
+pub struct JitCode {
+    init: Option<HandlerFn>,
+    push: HandlerFn,
+    info_size: usize,
+    out_ports: u16,
+    /// Cranelift IR of each compiled segment, for `--emit clif`.
+    clif: Vec<(SegmentKind, String)>,
+    /// Size of the machine code of each compiled segment, in bytes.
+    code_size: Vec<(SegmentKind, usize)>,
+    _memory: Arc<CodeMemory>,
+}
+
+impl std::fmt::Debug for JitCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JitCode").field("code_size", &self.code_size).finish()
+    }
+}
+
+impl JitCode {
+    /// Compiles a verified module with default options.
+    pub fn compile(v: &Verified) -> Result<JitCode, JitError> {
+        Self::compile_with(v, JitOptions::default())
+    }
+
+    /// Compiles a verified module.
+    pub fn compile_with(v: &Verified, opts: JitOptions) -> Result<JitCode, JitError> {
+        let isa = host_isa(opts)?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for (name, ptr) in context::helper_symbols() {
+            builder.symbol(name, ptr);
+        }
+        let mut module = JITModule::new(builder);
+        let mut ctx = module.make_context();
+        let mut fctx = cranelift_frontend::FunctionBuilderContext::new();
+        let helpers = context::declare_helpers(&mut module).map_err(|e| JitError::Codegen(e.to_string()))?;
+        let mut ids = Vec::new();
+        let mut clif = Vec::new();
+        let mut code_size = Vec::new();
+        for seg in [v.init.as_ref(), Some(&v.push)].into_iter().flatten() {
+            module.clear_context(&mut ctx);
+            ctx.func.signature = translate::handler_signature(&module);
+            let mut hrefs = helpers;
+            let frontend = module.isa().frontend_config();
+            translate::translate_segment(&mut ctx.func, &mut fctx, &mut module, &mut hrefs, seg, &v.module, frontend);
+            clif.push((seg.kind, ctx.func.display().to_string()));
+            let name = match seg.kind {
+                SegmentKind::Init => "netvm_init",
+                SegmentKind::Push => "netvm_push",
+            };
+            let id = module
+                .declare_function(name, Linkage::Local, &ctx.func.signature)
+                .map_err(|e| JitError::Codegen(e.to_string()))?;
+            module.define_function(id, &mut ctx).map_err(|e| JitError::Codegen(format!("{e:?}")))?;
+            code_size.push((seg.kind, ctx.compiled_code().map_or(0, |c| c.code_buffer().len())));
+            ids.push((seg.kind, id));
+        }
+        module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
+        let mut init = None;
+        let mut push = None;
+        for (kind, id) in ids {
+            let ptr = module.get_finalized_function(id);
+            // SAFETY: `ptr` is the entry of a function just compiled with the
+            // signature `handler_signature` (one pointer argument, one i32
+            // result, the host's default calling convention), which is
+            // `extern "C" fn(*mut JitCtx) -> u32` on every supported host.
+            let f: HandlerFn = unsafe { std::mem::transmute::<*const u8, HandlerFn>(ptr) };
+            match kind {
+                SegmentKind::Init => init = Some(f),
+                SegmentKind::Push => push = Some(f),
+            }
+        }
+        Ok(JitCode {
+            init,
+            push: push.expect("a verified module has a .push segment"),
+            info_size: v.module.info_size as usize,
+            out_ports: v.module.out_ports,
+            clif,
+            code_size,
+            _memory: Arc::new(CodeMemory { module: Some(module) }),
+        })
+    }
+
+    /// The Cranelift IR of each compiled segment (before optimisation).
+    pub fn clif(&self) -> &[(SegmentKind, String)] {
+        &self.clif
+    }
+
+    /// Machine-code size of each compiled segment.
+    pub fn code_size(&self) -> &[(SegmentKind, usize)] {
+        &self.code_size
+    }
+
+    fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+        let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, self.out_ports, limits.budget);
+        // SAFETY: `ctx` points into `state` and `xb`, which are exclusively
+        // borrowed for the whole call, so the raw pointers in it stay valid
+        // and unaliased; the compiled code only accesses memory inside the
+        // bounds recorded in `ctx` (every access is checked) and calls the
+        // helpers of `context`, which uphold the same contract.
+        let raw = unsafe { f(&mut ctx) };
+        context::decode_outcome(raw)
+    }
+}
+
+impl PeCode for JitCode {
+    fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
+        match self.init {
+            Some(f) => {
+                let mut empty = ExchangeBuffer::default();
+                self.call(f, state, &mut empty, 0, limits)
+            }
+            None => Outcome::Exit,
+        }
+    }
+
+    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+        self.call(self.push, state, xb, in_port, limits)
+    }
+}

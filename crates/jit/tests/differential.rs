@@ -1,0 +1,140 @@
+//! The JIT against the reference interpreter: generated programs × generated
+//! packets, and real programs × real captures. Everything a program can
+//! observably do must be identical: outcome (port, drop, fault kind), packet
+//! bytes, info memory, data memory and coprocessor state after every packet.
+//!
+//! CI runs 2,200 programs × 50 packets (at least 100,000 cases: programs
+//! whose `.init` faults run no packet) plus the real
+//! programs); `NETVM_DIFF_PROGRAMS=N` runs N programs, `NETVM_DIFF_SEED=S`
+//! changes the seed. `fuzz/fuzz_targets/jit_differential.rs` does the same
+//! without end.
+
+use netvm_fuzzgen::arbitrary::Unstructured;
+use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig};
+use netvm_interp::InterpCode;
+use netvm_jit::JitCode;
+use netvm_vm::{Limits, Packet};
+
+/// splitmix64: a small deterministic generator for the byte streams the program generator reads.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n.div_ceil(8)).flat_map(|_| self.next().to_le_bytes()).take(n).collect()
+    }
+}
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Runs one program on both engines and returns a description of the first difference.
+fn compare(module: &netil::Module, packets: &[Packet], limits: &Limits) -> Result<usize, String> {
+    let v = netvm_verify::verify(module).map_err(|e| format!("generated program does not verify: {e}"))?;
+    let interp = InterpCode::new(&v);
+    let jit = JitCode::compile(&v).map_err(|e| format!("JIT compilation failed: {e}"))?;
+    let (ia, io) = observe(&interp, module, packets, limits);
+    let (ja, jo) = observe(&jit, module, packets, limits);
+    if ia != ja {
+        return Err(format!(".init: interpreter {ia}, JIT {ja}"));
+    }
+    for (k, (a, b)) in io.iter().zip(&jo).enumerate() {
+        if a != b {
+            let field = if a.outcome != b.outcome {
+                format!("outcome: interpreter {}, JIT {}", a.outcome, b.outcome)
+            } else if a.packet != b.packet {
+                "packet bytes differ".to_string()
+            } else if a.info != b.info {
+                "info memory differs".to_string()
+            } else if a.data != b.data {
+                "data memory differs".to_string()
+            } else {
+                format!("coprocessor state: {:?} vs {:?}", a.copros, b.copros)
+            };
+            return Err(format!("packet {k} ({} bytes, wire {}): {field}\npacket: {}", packets[k].data.len(), packets[k].wire_len, hex(&packets[k].data)));
+        }
+    }
+    assert_eq!(io.len(), jo.len());
+    Ok(io.len())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[test]
+fn generated_programs_and_packets() {
+    let programs = env_num("NETVM_DIFF_PROGRAMS", 2200);
+    let seed = env_num("NETVM_DIFF_SEED", 0x6e65_7476_6d00);
+    let per_program = 50;
+    let mut rng = SplitMix(seed);
+    let cfg = GenConfig::default();
+    let limits = Limits { budget: 4000 };
+    let mut cases = 0usize;
+    let mut failures = Vec::new();
+    for p in 0..programs {
+        let prog_bytes = rng.bytes(4096);
+        let pkt_bytes = rng.bytes(per_program * 160);
+        let Ok(g) = generate_program(&mut Unstructured::new(&prog_bytes), &cfg) else { continue };
+        let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), per_program) else { continue };
+        match compare(&g.module, &packets, &limits) {
+            Ok(n) => cases += n,
+            Err(e) => {
+                failures.push(format!("program {p} (seed {seed:#x}):\n{e}\n{}", g.listing));
+                if failures.len() >= 3 {
+                    break;
+                }
+            }
+        }
+    }
+    println!("{programs} programs, {cases} cases compared");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    if programs >= 2200 {
+        assert!(cases >= 100_000, "only {cases} cases");
+    }
+}
+
+#[test]
+fn examples_and_test_programs_on_real_captures() {
+    let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut packets: Vec<Packet> = netvm_io::read_capture(&root.join("examples/traces/mixed.pcap"), 0).0;
+    if let Ok(rd) = std::fs::read_dir(root.join("../shared/corpus/tcpdump-tests")) {
+        let mut files: Vec<_> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        for f in files {
+            packets.extend(netvm_io::read_capture(&f, 0).0.into_iter().take(20));
+        }
+    }
+    // Truncated copies: captured length shorter than the wire length.
+    let truncated: Vec<Packet> = packets.iter().take(500).map(|p| Packet { data: p.data[..p.data.len() / 2].to_vec(), ..p.clone() }).collect();
+    packets.extend(truncated);
+    let mut programs: Vec<std::path::PathBuf> = ["examples/fig2-filter", "examples/classifier", "tests/programs"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().filter_map(|e| e.ok().map(|e| e.path())))
+        .filter(|p| p.extension().is_some_and(|x| x == "nil"))
+        .collect();
+    programs.sort();
+    let limits = Limits::default();
+    let mut cases = 0;
+    for p in &programs {
+        let src = std::fs::read_to_string(p).unwrap();
+        let m = netil::assemble(&src).unwrap().module;
+        if netvm_verify::verify(&m).is_err() {
+            continue; // tests/programs may hold deliberately rejected listings
+        }
+        match compare(&m, &packets, &limits) {
+            Ok(n) => cases += n,
+            Err(e) => panic!("{}: {e}", p.display()),
+        }
+    }
+    println!("{} programs × {} packets = {cases} cases", programs.len(), packets.len());
+    assert!(cases > 10_000);
+}
