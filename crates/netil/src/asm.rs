@@ -437,7 +437,8 @@ impl Assembler {
             OperandKind::None => Operands::None,
             OperandKind::Imm32 => Operands::Imm(num(&a[0], i64::from(i32::MIN), i64::from(u32::MAX), "a 32-bit value")? as u32),
             OperandKind::Target => Operands::Target(target(&a[0])?),
-            OperandKind::Port => Operands::Port(num(&a[0], 0, i64::from(limits::MAX_PORTS) - 1, "a port number")? as u16),
+            // Any 16-bit port encodes; the verifier checks it against `.ports`.
+            OperandKind::Port => Operands::Port(num(&a[0], 0, 65535, "a port number")? as u16),
             OperandKind::Local => Operands::Local(num(&a[0], 0, 65535, "a local index")? as u16),
             OperandKind::Depth => Operands::Depth(num(&a[0], 0, 255, "a stack depth")? as u8),
             OperandKind::Mem => Operands::Mem(mem(&a[0])?),

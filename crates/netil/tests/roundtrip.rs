@@ -244,34 +244,32 @@ proptest! {
     }
 }
 
-/// Known gap (ignored until netil closes it): docs/netil.md section 4.8
-/// promises that every module whose segments decode (and whose coprocessor
-/// names are unique) disassembles to text that reassembles to the identical
-/// bytes. Unreachable code only has to decode, so verified modules can hold
-/// instructions the text form does not reproduce:
-///
-/// - `ret 5000`: the disassembler prints it, the assembler only accepts
-///   ports 0..=1023;
-/// - a `switch` whose cases are not ascending: the assembler sorts them
-///   (docs section 4.5 says cases are encoded in the order written), so the
-///   bytes change; with a duplicate value it refuses the listing.
+/// docs/netil.md section 4.8 promises that every verified module
+/// disassembles to text that reassembles to the identical bytes, including
+/// unreachable code, which only has to decode: an unreachable `ret 5000`
+/// round-trips (any 16-bit port assembles; the verifier checks reachable
+/// ones against `.ports`), and a `switch` whose cases are not strictly
+/// ascending is rejected wherever it is (`switch-unsorted`), since the
+/// assembler always writes cases sorted.
 #[test]
-#[ignore = "netil: text round trip of verified modules with unreachable `ret N > 1023` or unsorted switch tables"]
 fn verified_modules_with_odd_unreachable_code_roundtrip() {
     let base = Module { max_stack: 1, out_ports: 1, ..Module::default() };
-    let cases: [(&str, Vec<u8>); 3] = [
-        // drop; ret 5000
-        ("unreachable ret 5000", vec![0x51, 0x4f, 0x88, 0x13]),
+    // drop; ret 5000
+    let m = Module { push: Some(vec![0x51, 0x4f, 0x88, 0x13]), ..base.clone() };
+    netvm_verify::verify(&m).expect("unreachable ret 5000 verifies");
+    let text = disassemble(&m).expect("decodes");
+    let again = assemble(&text).unwrap_or_else(|e| panic!("the disassembly does not assemble: {e}\n{text}"));
+    assert_eq!(again.module.to_bytes(), m.to_bytes(), "disasm → asm changed the bytes\n{text}");
+    let unsorted: [(&str, Vec<u8>); 2] = [
         // drop; switch 5: @+0, 3: @+0, default: @+0
         ("unreachable unsorted switch", vec![0x51, 0x4e, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]),
         // drop; switch 5: @+0, 5: @+0, default: @+0
         ("unreachable duplicate switch", vec![0x51, 0x4e, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]),
     ];
-    for (what, code) in cases {
+    for (what, code) in unsorted {
         let m = Module { push: Some(code), ..base.clone() };
-        netvm_verify::verify(&m).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let text = disassemble(&m).expect("decodes");
-        let again = assemble(&text).unwrap_or_else(|e| panic!("{what}: the disassembly does not assemble: {e}\n{text}"));
-        assert_eq!(again.module.to_bytes(), m.to_bytes(), "{what}: disasm → asm changed the bytes\n{text}");
+        let e = netvm_verify::verify(&m).expect_err(what);
+        assert_eq!(e.rule.name(), "switch-unsorted", "{what}: {e}");
+        assert_eq!(e.offset, Some(1), "{what}: {e}");
     }
 }

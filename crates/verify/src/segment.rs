@@ -132,6 +132,27 @@ impl<'a> SegmentVerifier<'a> {
             };
             self.error(Some(e.offset()), rule, message, None)
         })?;
+        // Case order is a property of the encoding, checked on every switch,
+        // reachable or not, so that every verified module survives the text
+        // round trip (the assembler writes cases sorted).
+        for insn in &self.insns {
+            if let Operands::Switch(table) = &insn.operands {
+                if let Some(k) = table.cases.windows(2).position(|w| w[1].0 <= w[0].0) {
+                    let (a, b) = (table.cases[k].0, table.cases[k + 1].0);
+                    let what = if a == b {
+                        format!("case value {b} appears twice (cases {k} and {})", k + 1)
+                    } else {
+                        format!("case value {b} (case {}) follows {a} (case {k})", k + 1)
+                    };
+                    return Err(self.error(
+                        Some(insn.offset),
+                        Rule::SwitchUnsorted,
+                        format!("{}: {what}; case values must be strictly ascending", describe(insn, self.module)),
+                        None,
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 
