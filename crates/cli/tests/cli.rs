@@ -206,3 +206,27 @@ fn classifier_application_runs() {
     // The fan-out sink 5 sees every packet that ipv4 sends to `ports`.
     assert_eq!(s["ports"]["5"], s["netpes"][2]["in"][0]);
 }
+
+#[test]
+fn compile_emits_clif_and_asm_and_jit_is_the_default_engine() {
+    let prog = path("examples/fig2-filter/filter.nil");
+    let o = netvm(&["compile", "--program", &prog, "--emit", "clif"]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let clif = String::from_utf8_lossy(&o.stdout);
+    assert!(clif.contains("function") && clif.contains("bswap"), "{clif}");
+    let o = netvm(&["compile", "--program", &prog, "--emit", "asm"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("bytes of machine code"));
+    let o = netvm(&["compile", &path("examples/classifier/app.toml")]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("bytes of machine code").count(), 3);
+    // The default engine is the JIT, and both engines count the same.
+    let trace = path("examples/traces/mixed.pcap");
+    let app = path("examples/classifier/app.toml");
+    let jit = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json"]));
+    let interp = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json", "--engine", "interp"]));
+    assert_eq!(jit["engine"], "jit");
+    for key in ["packets", "ports", "dropped", "faults", "netpes", "copro"] {
+        assert_eq!(jit[key], interp[key], "{key}");
+    }
+}

@@ -50,11 +50,13 @@ pub struct JitOptions {
     pub optimize: bool,
     /// Run Cranelift's IR verifier on every function (on in debug builds).
     pub verify_ir: bool,
+    /// Keep the text of the generated code ([`JitCode::clif`], [`JitCode::asm`]).
+    pub keep_text: bool,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions) }
+        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions), keep_text: false }
     }
 }
 
@@ -116,8 +118,10 @@ pub struct JitCode {
     push: HandlerFn,
     info_size: usize,
     out_ports: u16,
-    /// Cranelift IR of each compiled segment, for `--emit clif`.
+    /// Cranelift IR of each compiled segment after optimisation, for `--emit clif`.
     clif: Vec<(SegmentKind, String)>,
+    /// Machine code of each compiled segment as text, for `--emit asm`.
+    asm: Vec<(SegmentKind, String)>,
     /// Size of the machine code of each compiled segment, in bytes.
     code_size: Vec<(SegmentKind, usize)>,
     _memory: Arc<CodeMemory>,
@@ -148,6 +152,7 @@ impl JitCode {
         let helpers = context::declare_helpers(&mut module).map_err(|e| JitError::Codegen(e.to_string()))?;
         let mut ids = Vec::new();
         let mut clif = Vec::new();
+        let mut asm = Vec::new();
         let mut code_size = Vec::new();
         for seg in [v.init.as_ref(), Some(&v.push)].into_iter().flatten() {
             module.clear_context(&mut ctx);
@@ -155,7 +160,7 @@ impl JitCode {
             let mut hrefs = helpers;
             let frontend = module.isa().frontend_config();
             translate::translate_segment(&mut ctx.func, &mut fctx, &mut module, &mut hrefs, seg, &v.module, frontend);
-            clif.push((seg.kind, ctx.func.display().to_string()));
+            ctx.set_disasm(opts.keep_text);
             let name = match seg.kind {
                 SegmentKind::Init => "netvm_init",
                 SegmentKind::Push => "netvm_push",
@@ -165,6 +170,10 @@ impl JitCode {
                 .map_err(|e| JitError::Codegen(e.to_string()))?;
             module.define_function(id, &mut ctx).map_err(|e| JitError::Codegen(format!("{e:?}")))?;
             code_size.push((seg.kind, ctx.compiled_code().map_or(0, |c| c.code_buffer().len())));
+            if opts.keep_text {
+                clif.push((seg.kind, ctx.func.display().to_string()));
+                asm.push((seg.kind, ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default()));
+            }
             ids.push((seg.kind, id));
         }
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
@@ -188,14 +197,23 @@ impl JitCode {
             info_size: v.module.info_size as usize,
             out_ports: v.module.out_ports,
             clif,
+            asm,
             code_size,
             _memory: Arc::new(CodeMemory { module: Some(module) }),
         })
     }
 
-    /// The Cranelift IR of each compiled segment (before optimisation).
+    /// The Cranelift IR of each compiled segment, after Cranelift's
+    /// optimisations (empty unless compiled with [`JitOptions::keep_text`]).
     pub fn clif(&self) -> &[(SegmentKind, String)] {
         &self.clif
+    }
+
+    /// The machine code of each compiled segment, as Cranelift's
+    /// disassembly of its final instructions (empty unless compiled with
+    /// [`JitOptions::keep_text`]).
+    pub fn asm(&self) -> &[(SegmentKind, String)] {
+        &self.asm
     }
 
     /// Machine-code size of each compiled segment.

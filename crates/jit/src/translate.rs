@@ -34,6 +34,11 @@ pub fn handler_signature<M: Module>(m: &M) -> Signature {
     s
 }
 
+/// Memory flags of loads from the execution context.
+fn ctx_flags() -> MemFlagsData {
+    MemFlagsData::trusted().with_readonly().with_can_move()
+}
+
 /// Memory flags of accesses whose bounds were checked just before.
 fn checked() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
@@ -237,7 +242,10 @@ pub fn translate_segment<M: Module>(
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let ctx = b.block_params(entry)[0];
-    let ld = |b: &mut FunctionBuilder, ty, off: i32| b.ins().load(ty, MemFlagsData::trusted(), ctx, off);
+    // The context is never written while a handler runs (helpers only read
+    // it), so its loads are `readonly` and `can_move`: Cranelift may drop
+    // unused ones and move the others.
+    let ld = |b: &mut FunctionBuilder, ty, off: i32| b.ins().load(ty, ctx_flags(), ctx, off);
     let mem = [
         (ld(&mut b, ptr, offsets::PKT), ld(&mut b, I64, offsets::PKT_LEN)),
         (ld(&mut b, ptr, offsets::INFO), ld(&mut b, I64, offsets::INFO_LEN)),
@@ -498,7 +506,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
                 TstampS => offsets::TS_SEC,
                 _ => offsets::TS_NSEC,
             };
-            let v = tx.b.ins().load(I32, MemFlagsData::trusted(), tx.ctx, off);
+            let v = tx.b.ins().load(I32, ctx_flags(), tx.ctx, off);
             tx.set(d, v);
         }
         (Operands::Local(l), Locload) => {
