@@ -52,11 +52,14 @@ pub struct JitOptions {
     pub verify_ir: bool,
     /// Keep the text of the generated code ([`JitCode::clif`], [`JitCode::asm`]).
     pub keep_text: bool,
+    /// NetIL-level domain optimisations (the constant byte-order swap of
+    /// big-endian comparisons); off only to measure or test them.
+    pub domain_opts: bool,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions), keep_text: false }
+        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions), keep_text: false, domain_opts: true }
     }
 }
 
@@ -159,7 +162,7 @@ impl JitCode {
             ctx.func.signature = translate::handler_signature(&module);
             let mut hrefs = helpers;
             let frontend = module.isa().frontend_config();
-            translate::translate_segment(&mut ctx.func, &mut fctx, &mut module, &mut hrefs, seg, &v.module, frontend);
+            translate::translate_segment(&mut ctx.func, &mut fctx, &mut module, &mut hrefs, seg, &v.module, frontend, opts.domain_opts);
             ctx.set_disasm(opts.keep_text);
             let name = match seg.kind {
                 SegmentKind::Init => "netvm_init",

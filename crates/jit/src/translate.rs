@@ -60,6 +60,12 @@ struct Tx<'a, 'b, M: Module> {
     faults: [Option<Block>; FaultKind::ALL.len()],
     /// Back-edge blocks to fill: (block, budget cost, target).
     pay: Vec<(Block, u32, Block)>,
+    /// Values known to be constants (from `push`).
+    consts: HashMap<Value, u32>,
+    /// Big-endian loads: result value → (raw little-endian load, width).
+    swapped: HashMap<Value, (Value, u32)>,
+    /// Domain optimisations on (see [`crate::JitOptions::domain_opts`]).
+    opts: bool,
     out_ports: u16,
 }
 
@@ -125,15 +131,46 @@ impl<M: Module> Tx<'_, '_, M> {
         match width {
             1 => self.b.ins().uload8(I32, checked(), addr, 0),
             2 => {
-                let v = self.b.ins().load(types::I16, checked(), addr, 0);
-                let v = self.b.ins().bswap(v);
-                self.b.ins().uextend(I32, v)
+                let raw = self.b.ins().load(types::I16, checked(), addr, 0);
+                let v = self.b.ins().bswap(raw);
+                let v = self.b.ins().uextend(I32, v);
+                self.swapped.insert(v, (raw, 2));
+                v
             }
             _ => {
-                let v = self.b.ins().load(I32, checked(), addr, 0);
-                self.b.ins().bswap(v)
+                let raw = self.b.ins().load(I32, checked(), addr, 0);
+                let v = self.b.ins().bswap(raw);
+                self.swapped.insert(v, (raw, 4));
+                v
             }
         }
+    }
+
+    /// `icmp cc a, b`, with the constant byte-order swap of the NetVM paper
+    /// (§4.1, Fig. 8): an equality test of a big-endian load against a
+    /// constant compares the raw load with the byte-swapped constant, so the
+    /// swap of the loaded value disappears (and the byte swap moves to
+    /// compile time). Only `eq`/`ne`: swapping does not preserve order.
+    fn compare(&mut self, cc: IntCC, a: Value, b: Value) -> Value {
+        if self.opts && matches!(cc, IntCC::Equal | IntCC::NotEqual) {
+            let pair = match (self.swapped.get(&a), self.consts.get(&b), self.swapped.get(&b), self.consts.get(&a)) {
+                (Some(&l), Some(&c), _, _) | (_, _, Some(&l), Some(&c)) => Some((l, c)),
+                _ => None,
+            };
+            if let Some(((raw, width), c)) = pair {
+                if width == 4 {
+                    let k = self.b.ins().iconst(I32, i64::from(c.swap_bytes()));
+                    return self.b.ins().icmp(cc, raw, k);
+                }
+                if c <= 0xffff {
+                    let k = self.b.ins().iconst(types::I16, i64::from((c as u16).swap_bytes()));
+                    return self.b.ins().icmp(cc, raw, k);
+                }
+                // A 16-bit load never equals a constant above 0xffff.
+                return self.b.ins().iconst(types::I8, i64::from(cc == IntCC::NotEqual));
+            }
+        }
+        self.b.ins().icmp(cc, a, b)
     }
 
     /// Big-endian store of the low `width` bytes of `v`.
@@ -205,6 +242,7 @@ fn cond_cc(op: Opcode) -> Option<IntCC> {
 }
 
 /// Translates one verified segment into `func` (whose signature must be [`handler_signature`]).
+#[allow(clippy::too_many_arguments)]
 pub fn translate_segment<M: Module>(
     func: &mut Function,
     fctx: &mut FunctionBuilderContext,
@@ -213,6 +251,7 @@ pub fn translate_segment<M: Module>(
     seg: &SegmentInfo,
     m: &netil::Module,
     frontend: TargetFrontendConfig,
+    domain_opts: bool,
 ) {
     let insns = &seg.insns;
     let reachable = |i: usize| seg.depth.get(i).copied().flatten().is_some();
@@ -281,6 +320,9 @@ pub fn translate_segment<M: Module>(
         blocks,
         faults: [None; FaultKind::ALL.len()],
         pay: Vec::new(),
+        consts: HashMap::new(),
+        swapped: HashMap::new(),
+        opts: domain_opts,
         out_ports: m.out_ports,
     };
 
@@ -331,6 +373,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
         (_, Nop) => {}
         (Operands::Imm(v), Push) => {
             let c = tx.iconst(*v);
+            tx.consts.insert(c, *v);
             tx.set(d, c);
         }
         (_, Pop) => {}
@@ -442,7 +485,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
         (Operands::None, _) if cond_cc(op).is_some() => {
             let a = tx.get(d - 2);
             let b = tx.get(d - 1);
-            let c = tx.b.ins().icmp(cond_cc(op).expect("comparison"), a, b);
+            let c = tx.compare(cond_cc(op).expect("comparison"), a, b);
             let r = tx.b.ins().uextend(I32, c);
             tx.set(d - 2, r);
         }
@@ -470,7 +513,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
                 _ => {
                     let a = tx.get(d - 2);
                     let b = tx.get(d - 1);
-                    let c = tx.b.ins().icmp(cond_cc(op).expect("jcmp"), a, b);
+                    let c = tx.compare(cond_cc(op).expect("jcmp"), a, b);
                     tx.b.ins().brif(c, taken, &[], fall, &[]);
                 }
             }
