@@ -226,19 +226,15 @@ pub(crate) fn insn_len(op: Opcode, arg: &Arg) -> u32 {
 /// A tiny deterministic generator (SplitMix64) for listing cosmetics, so that
 /// the text's spelling varies without consuming fuzzer input.
 #[derive(Clone, Debug)]
-pub(crate) struct Cosmetic(u64);
+pub(crate) struct Cosmetic(crate::SplitMix);
 
 impl Cosmetic {
     pub fn new(seed: u64) -> Cosmetic {
-        Cosmetic(seed)
+        Cosmetic(crate::SplitMix(seed))
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// True with probability `pct` percent.

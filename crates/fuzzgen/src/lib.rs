@@ -132,6 +132,27 @@ pub struct Generated {
     pub listing: String,
 }
 
+/// SplitMix64: a small deterministic generator, used for the listing's
+/// cosmetics and by tests that feed the generator seeded bytes.
+#[derive(Clone, Debug)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 pseudo-random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// `n` pseudo-random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n.div_ceil(8)).flat_map(|_| self.next_u64().to_le_bytes()).take(n).collect()
+    }
+}
+
 /// The coprocessor kind generated programs declare.
 pub const COPRO_KIND: &str = "counters";
 

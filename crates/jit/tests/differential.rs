@@ -10,27 +10,10 @@
 //! without end.
 
 use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig};
+use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig, SplitMix};
 use netvm_interp::InterpCode;
 use netvm_jit::JitCode;
 use netvm_vm::{Limits, Packet};
-
-/// splitmix64: a small deterministic generator for the byte streams the program generator reads.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n.div_ceil(8)).flat_map(|_| self.next().to_le_bytes()).take(n).collect()
-    }
-}
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
