@@ -243,7 +243,8 @@ pub fn cmd_run(args: RunArgs) -> u8 {
     match args.stats {
         Some(StatsFormat::Json) => {
             let mut j = stats_json(&stats, ns_per_packet, app.engine(), args.repeat);
-            j["copro"] = app.copro_dumps().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>().into();
+            j["copro"] =
+                app.copro_dumps().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>().into();
             println!("{j}");
         }
         Some(StatsFormat::Text) => {
@@ -263,7 +264,8 @@ fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
     }
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} packets ({per_sec}, eta {eta})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} packets ({per_sec}, eta {eta})")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(bar)
 }
@@ -317,7 +319,11 @@ fn stats_text(s: &AppStats, ns_per_packet: f64, engine: &str) -> String {
     }
     let _ = writeln!(t, "engine      {engine}, {ns_per_packet:.1} ns/packet");
     for c in &s.netpes {
-        let _ = writeln!(t, "netpe {}: in {:?} out {:?} dropped {} unconnected {} faults {:?}", c.name, c.packets_in, c.packets_out, c.dropped, c.unconnected, c.faults);
+        let _ = writeln!(
+            t,
+            "netpe {}: in {:?} out {:?} dropped {} unconnected {} faults {:?}",
+            c.name, c.packets_in, c.packets_out, c.dropped, c.unconnected, c.faults
+        );
     }
     t
 }

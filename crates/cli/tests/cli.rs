@@ -116,7 +116,19 @@ fn outputs_per_port_repeat_and_budget() {
     write_pcap(&trace, &pkts);
     let t = trace.display().to_string();
     let pattern = dir.path().join("out-{port}.pcap").display().to_string();
-    let o = netvm(&["run", "--program", &path("examples/fig2-filter/filter.nil"), "-r", &t, "-w", &pattern, "--stats", "json", "--repeat", "3"]);
+    let o = netvm(&[
+        "run",
+        "--program",
+        &path("examples/fig2-filter/filter.nil"),
+        "-r",
+        &t,
+        "-w",
+        &pattern,
+        "--stats",
+        "json",
+        "--repeat",
+        "3",
+    ]);
     let s = json(&o);
     assert_eq!(s["packets"], 15);
     assert_eq!(s["ports"]["1"], 6);
@@ -155,7 +167,19 @@ fn several_inputs_merge_by_time_and_port() {
     std::fs::write(&prog, ".ports 3\nsegment .push\n  ret.pop\nends\n").unwrap();
     let out = dir.path().join("out-{port}.pcap").display().to_string();
     let all = dir.path().join("all.pcap");
-    let o = netvm(&["run", "--program", &prog.display().to_string(), "-r", &format!("1={}", a.display()), "-r", &format!("2={}", b.display()), "-w", &out, "--stats", "json"]);
+    let o = netvm(&[
+        "run",
+        "--program",
+        &prog.display().to_string(),
+        "-r",
+        &format!("1={}", a.display()),
+        "-r",
+        &format!("2={}", b.display()),
+        "-w",
+        &out,
+        "--stats",
+        "json",
+    ]);
     let s = json(&o);
     assert_eq!(s["ports"]["1"], 3);
     assert_eq!(s["ports"]["2"], 3);

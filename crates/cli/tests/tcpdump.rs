@@ -32,7 +32,8 @@ fn fig2_agrees_with_tcpdump() {
     let mut files = vec![root.join("examples/traces/mixed.pcap")];
     let corpus = root.join("../shared/corpus/tcpdump-tests");
     match std::fs::read_dir(&corpus) {
-        Ok(rd) => files.extend(rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))),
+        Ok(rd) => files
+            .extend(rd.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "pcap" || x == "pcapng"))),
         Err(_) => eprintln!("corpus {} not found: checking the example trace only", corpus.display()),
     }
     files.sort();

@@ -7,7 +7,11 @@ use netvm_filetests::{engines, TestFile};
 #[test]
 fn programs() {
     let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/programs"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir).expect("tests/programs").filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "nil")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/programs")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "nil"))
+        .collect();
     files.sort();
     assert!(files.len() >= 10, "only {} test programs", files.len());
     let mut failures = Vec::new();

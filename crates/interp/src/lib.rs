@@ -381,7 +381,15 @@ impl InterpCode {
         }
     }
 
-    fn run(&self, code: &Prepared, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, initial: Option<u32>, limits: &Limits) -> Outcome {
+    fn run(
+        &self,
+        code: &Prepared,
+        state: &mut PeState,
+        xb: &mut ExchangeBuffer,
+        in_port: u16,
+        initial: Option<u32>,
+        limits: &Limits,
+    ) -> Outcome {
         // Scratch layout: STACK_SLOTS stack slots ([0] is a dummy slot under
         // the bottom of the stack), then LOCAL_SLOTS locals. Both are powers of
         // two at least as large as the format allows, so masked indices need

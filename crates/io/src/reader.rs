@@ -256,17 +256,11 @@ impl CaptureReader {
     /// Reads a capture from any byte stream (it is buffered here); `name`
     /// names it in errors. Reads the header(s) as [`CaptureReader::open`] does.
     pub fn from_reader<R: Read + Send + 'static>(reader: R, name: &str) -> Result<CaptureReader, CaptureError> {
-        let mut src =
-            Source { inner: Box::new(BufReader::with_capacity(64 * 1024, reader)), name: name.to_string(), offset: 0 };
+        let mut src = Source { inner: Box::new(BufReader::with_capacity(64 * 1024, reader)), name: name.to_string(), offset: 0 };
         let mut magic = [0u8; 4];
         let got = src.read_full(&mut magic)?;
-        let known: [[u8; 4]; 5] = [
-            [0xD4, 0xC3, 0xB2, 0xA1],
-            [0xA1, 0xB2, 0xC3, 0xD4],
-            [0x4D, 0x3C, 0xB2, 0xA1],
-            [0xA1, 0xB2, 0x3C, 0x4D],
-            PCAPNG_SHB,
-        ];
+        let known: [[u8; 4]; 5] =
+            [[0xD4, 0xC3, 0xB2, 0xA1], [0xA1, 0xB2, 0xC3, 0xD4], [0x4D, 0x3C, 0xB2, 0xA1], [0xA1, 0xB2, 0x3C, 0x4D], PCAPNG_SHB];
         if got < 4 {
             return Err(if known.iter().any(|m| m[..got] == magic[..got]) {
                 CaptureError::TruncatedFileHeader { file: src.name.clone(), needed: 4, got: got as u64 }
@@ -286,8 +280,7 @@ impl CaptureReader {
         if got < 20 {
             return Err(CaptureError::TruncatedFileHeader { file: src.name.clone(), needed: 24, got: 4 + got as u64 });
         }
-        let parsed =
-            PcapHeader::from_slice(&header).map_err(|e| src.corrupt(0, format!("bad pcap file header: {e}")))?.1;
+        let parsed = PcapHeader::from_slice(&header).map_err(|e| src.corrupt(0, format!("bad pcap file header: {e}")))?.1;
         let big_endian = parsed.endianness == Endianness::Big;
         let state = PcapState {
             big_endian,
@@ -306,9 +299,7 @@ impl CaptureReader {
             return Err(CaptureError::TruncatedFileHeader { file: src.name.clone(), needed: 12, got: 4 + got as u64 });
         }
         state.read_shb(&mut src, 0, head).map_err(|e| match e {
-            CaptureError::TruncatedRecordHeader { file, needed, got, .. } => {
-                CaptureError::TruncatedFileHeader { file, needed, got }
-            }
+            CaptureError::TruncatedRecordHeader { file, needed, got, .. } => CaptureError::TruncatedFileHeader { file, needed, got },
             CaptureError::TruncatedBlock { file, block_len, remain, .. } => {
                 CaptureError::TruncatedFileHeader { file, needed: u64::from(block_len), got: remain }
             }
@@ -379,11 +370,7 @@ impl CaptureReader {
 impl PcapState {
     fn next_packet(&mut self, src: &mut Source) -> Result<Option<Packet>, CaptureError> {
         if self.link_type != LINKTYPE_ETHERNET {
-            return Err(CaptureError::UnsupportedLinkType {
-                file: src.name.clone(),
-                offset: 20,
-                link_type: self.link_type,
-            });
+            return Err(CaptureError::UnsupportedLinkType { file: src.name.clone(), offset: 20, link_type: self.link_type });
         }
         let start = src.offset;
         let mut h = [0u8; 16];
@@ -392,12 +379,7 @@ impl PcapState {
             return Ok(None);
         }
         if got < 16 {
-            return Err(CaptureError::TruncatedRecordHeader {
-                file: src.name.clone(),
-                offset: start,
-                needed: 16,
-                got: got as u64,
-            });
+            return Err(CaptureError::TruncatedRecordHeader { file: src.name.clone(), offset: start, needed: 16, got: got as u64 });
         }
         let be = self.big_endian;
         let ts_sec = rd32(arr(&h, 0), be);
@@ -405,28 +387,14 @@ impl PcapState {
         let caplen = rd32(arr(&h, 8), be);
         let orig_len = rd32(arr(&h, 12), be);
         if caplen > MAX_CAPLEN {
-            return Err(CaptureError::CaplenTooLarge {
-                file: src.name.clone(),
-                offset: start,
-                caplen,
-                max: MAX_CAPLEN,
-            });
+            return Err(CaptureError::CaplenTooLarge { file: src.name.clone(), offset: start, caplen, max: MAX_CAPLEN });
         }
         let mut data = vec![0u8; caplen as usize];
         let got = src.read_full(&mut data)?;
         if got < data.len() {
-            return Err(CaptureError::TruncatedRecord {
-                file: src.name.clone(),
-                offset: start,
-                caplen,
-                remain: got as u64,
-            });
+            return Err(CaptureError::TruncatedRecord { file: src.name.clone(), offset: start, caplen, remain: got as u64 });
         }
-        let ts = if self.nanosecond {
-            normalize(ts_sec, ts_frac, 1_000_000_000)
-        } else {
-            normalize(ts_sec, ts_frac, 1_000_000)
-        };
+        let ts = if self.nanosecond { normalize(ts_sec, ts_frac, 1_000_000_000) } else { normalize(ts_sec, ts_frac, 1_000_000) };
         Ok(Some(Packet { data, wire_len: orig_len.max(caplen), ts, in_port: 0 }))
     }
 }
@@ -454,12 +422,7 @@ impl NgState {
             return Ok(Block::Eof);
         }
         if got < 8 {
-            return Err(CaptureError::TruncatedRecordHeader {
-                file: src.name.clone(),
-                offset: start,
-                needed: 8,
-                got: got as u64,
-            });
+            return Err(CaptureError::TruncatedRecordHeader { file: src.name.clone(), offset: start, needed: 8, got: got as u64 });
         }
         if arr::<4>(&h, 0) == PCAPNG_SHB {
             self.read_shb(src, start, h)?;
@@ -498,12 +461,7 @@ impl NgState {
         let mut fixed = [0u8; 16]; // byte-order magic, version, section length
         let got = src.read_full(&mut fixed)?;
         if got < 4 {
-            return Err(CaptureError::TruncatedRecordHeader {
-                file: src.name.clone(),
-                offset: start,
-                needed: 12,
-                got: 8 + got as u64,
-            });
+            return Err(CaptureError::TruncatedRecordHeader { file: src.name.clone(), offset: start, needed: 12, got: 8 + got as u64 });
         }
         let be = match arr::<4>(&fixed, 0) {
             [0x1A, 0x2B, 0x3C, 0x4D] => true,
@@ -534,11 +492,7 @@ impl NgState {
 
     fn read_idb(&mut self, src: &mut Source, start: u64, len: u32) -> Result<(), CaptureError> {
         if len > MAX_IDB_LEN {
-            return Err(src.bad_len(
-                start,
-                len,
-                format!("interface description block larger than {MAX_IDB_LEN} bytes"),
-            ));
+            return Err(src.bad_len(start, len, format!("interface description block larger than {MAX_IDB_LEN} bytes")));
         }
         let mut body = vec![0u8; len as usize - 12];
         if src.read_full(&mut body)? < body.len() {
@@ -562,27 +516,19 @@ impl NgState {
             let value = match body.get(p + 4..p + 4 + olen) {
                 Some(v) => v,
                 None => {
-                    return Err(src.corrupt(
-                        start,
-                        format!("interface option {code} of {olen} bytes runs past the end of the block"),
-                    ));
+                    return Err(src.corrupt(start, format!("interface option {code} of {olen} bytes runs past the end of the block")));
                 }
             };
             match code {
                 9 => {
-                    let [v] = <[u8; 1]>::try_from(value)
-                        .map_err(|_| src.corrupt(start, format!("if_tsresol option of {olen} bytes, not 1")))?;
-                    let units = if v & 0x80 != 0 {
-                        1u64.checked_shl(u32::from(v & 0x7F))
-                    } else {
-                        10u64.checked_pow(u32::from(v))
-                    };
-                    iface.units_per_sec =
-                        units.ok_or_else(|| src.corrupt(start, format!("if_tsresol {v:#04x} is out of range")))?;
+                    let [v] =
+                        <[u8; 1]>::try_from(value).map_err(|_| src.corrupt(start, format!("if_tsresol option of {olen} bytes, not 1")))?;
+                    let units = if v & 0x80 != 0 { 1u64.checked_shl(u32::from(v & 0x7F)) } else { 10u64.checked_pow(u32::from(v)) };
+                    iface.units_per_sec = units.ok_or_else(|| src.corrupt(start, format!("if_tsresol {v:#04x} is out of range")))?;
                 }
                 14 => {
-                    let b = <[u8; 8]>::try_from(value)
-                        .map_err(|_| src.corrupt(start, format!("if_tsoffset option of {olen} bytes, not 8")))?;
+                    let b =
+                        <[u8; 8]>::try_from(value).map_err(|_| src.corrupt(start, format!("if_tsoffset option of {olen} bytes, not 8")))?;
                     iface.offset_sec = if be { i64::from_be_bytes(b) } else { i64::from_le_bytes(b) };
                 }
                 _ => {}
@@ -599,18 +545,11 @@ impl NgState {
         let iface = match self.interfaces.get(id as usize) {
             Some(i) => *i,
             None => {
-                return Err(src.corrupt(
-                    start,
-                    format!("{what} names interface {id}, but only {} are described", self.interfaces.len()),
-                ));
+                return Err(src.corrupt(start, format!("{what} names interface {id}, but only {} are described", self.interfaces.len())));
             }
         };
         if iface.link_type != LINKTYPE_ETHERNET {
-            return Err(CaptureError::UnsupportedLinkType {
-                file: src.name.clone(),
-                offset: start,
-                link_type: iface.link_type,
-            });
+            return Err(CaptureError::UnsupportedLinkType { file: src.name.clone(), offset: start, link_type: iface.link_type });
         }
         Ok(iface)
     }
@@ -629,12 +568,7 @@ impl NgState {
         let caplen = rd32(arr(&fixed, 12), be);
         let orig_len = rd32(arr(&fixed, 16), be);
         if caplen > MAX_CAPLEN {
-            return Err(CaptureError::CaplenTooLarge {
-                file: src.name.clone(),
-                offset: start,
-                caplen,
-                max: MAX_CAPLEN,
-            });
+            return Err(CaptureError::CaplenTooLarge { file: src.name.clone(), offset: start, caplen, max: MAX_CAPLEN });
         }
         let padded = u64::from(caplen).next_multiple_of(4);
         if 32 + padded > u64::from(len) {
@@ -666,12 +600,7 @@ impl NgState {
             caplen = caplen.min(iface.snaplen);
         }
         if caplen > MAX_CAPLEN {
-            return Err(CaptureError::CaplenTooLarge {
-                file: src.name.clone(),
-                offset: start,
-                caplen,
-                max: MAX_CAPLEN,
-            });
+            return Err(CaptureError::CaplenTooLarge { file: src.name.clone(), offset: start, caplen, max: MAX_CAPLEN });
         }
         let mut data = vec![0u8; caplen as usize];
         if src.read_full(&mut data)? < data.len() {

@@ -57,31 +57,22 @@ impl<W: Write> PcapWriter<W> {
         };
         header.write_to(&mut out).map_err(|e| match e {
             pcap_file::PcapError::IoError(source) => CaptureError::Io { file: name.to_string(), source },
-            other => {
-                CaptureError::Unwritable { file: name.to_string(), index: 0, detail: format!("file header: {other}") }
-            }
+            other => CaptureError::Unwritable { file: name.to_string(), index: 0, detail: format!("file header: {other}") },
         })?;
         Ok(PcapWriter { out, name: name.to_string(), written: 0 })
     }
 
     /// Appends one packet record.
     pub fn write(&mut self, packet: &Packet) -> Result<(), CaptureError> {
-        let unwritable =
-            |detail: String| CaptureError::Unwritable { file: self.name.clone(), index: self.written, detail };
+        let unwritable = |detail: String| CaptureError::Unwritable { file: self.name.clone(), index: self.written, detail };
         let caplen = match u32::try_from(packet.data.len()) {
             Ok(n) if n <= MAX_CAPLEN => n,
-            _ => {
-                return Err(unwritable(format!(
-                    "{} captured bytes, more than the maximum {MAX_CAPLEN}",
-                    packet.data.len()
-                )))
-            }
+            _ => return Err(unwritable(format!("{} captured bytes, more than the maximum {MAX_CAPLEN}", packet.data.len()))),
         };
         // Normalize an out-of-range nsec rather than write an invalid fraction.
         let sec = packet.ts.sec + u64::from(packet.ts.nsec / 1_000_000_000);
         let nsec = packet.ts.nsec % 1_000_000_000;
-        let sec = u32::try_from(sec)
-            .map_err(|_| unwritable(format!("timestamp {sec} s does not fit the 32-bit seconds of pcap")))?;
+        let sec = u32::try_from(sec).map_err(|_| unwritable(format!("timestamp {sec} s does not fit the 32-bit seconds of pcap")))?;
         let mut header = [0u8; 16];
         header[0..4].copy_from_slice(&sec.to_le_bytes());
         header[4..8].copy_from_slice(&nsec.to_le_bytes());

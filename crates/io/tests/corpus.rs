@@ -95,10 +95,8 @@ fn tcpdump_corpus() {
     for (kind, n) in &by_kind {
         println!("  {kind}: {n}   e.g. {}", examples[kind]);
     }
-    let names: Vec<String> = unsupported
-        .iter()
-        .map(|(lt, n)| format!("{}:{n}", netvm_io::link_type_name(*lt).unwrap_or_else(|| lt.to_string())))
-        .collect();
+    let names: Vec<String> =
+        unsupported.iter().map(|(lt, n)| format!("{}:{n}", netvm_io::link_type_name(*lt).unwrap_or_else(|| lt.to_string()))).collect();
     println!("  unsupported link types: {}", names.join(" "));
     assert!(ethernet > 300 && ethernet_with_packets * 10 >= ethernet * 9, "{ethernet_with_packets}/{ethernet}");
 }

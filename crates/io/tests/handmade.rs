@@ -73,12 +73,7 @@ fn pcap_nanosecond_both_byte_orders() {
 fn pcap_out_of_range_fraction_is_normalized() {
     // As in timestamp_invalid_micro.pcap: usec = 1_000_000 and more.
     let mut p = Pcap::new(false, false, 1);
-    p.record(10, 1_000_000, &frame(20, 0), 20).record(10, 3_500_000, &frame(20, 0), 20).record(
-        u32::MAX,
-        u32::MAX,
-        &frame(20, 0),
-        20,
-    );
+    p.record(10, 1_000_000, &frame(20, 0), 20).record(10, 3_500_000, &frame(20, 0), 20).record(u32::MAX, u32::MAX, &frame(20, 0), 20);
     let (pkts, err) = read_bytes(&p.bytes, "m.pcap");
     assert!(err.is_none());
     assert_eq!(pkts[0].ts, ts(11, 0));
@@ -251,9 +246,7 @@ fn not_a_capture_file() {
 
 #[test]
 fn unsupported_link_types() {
-    for (lt, label) in
-        [(113, "113 (LINUX_SLL)"), (101, "101 (RAW)"), (127, "127 (IEEE802_11_RADIOTAP)"), (60000, "60000")]
-    {
+    for (lt, label) in [(113, "113 (LINUX_SLL)"), (101, "101 (RAW)"), (127, "127 (IEEE802_11_RADIOTAP)"), (60000, "60000")] {
         let mut p = Pcap::new(false, false, lt);
         p.record(1, 0, &frame(60, 0), 60);
         let r = CaptureReader::from_reader(Cursor::new(p.bytes.clone()), "sll.pcap").unwrap();
@@ -262,10 +255,7 @@ fn unsupported_link_types() {
         assert!(pkts.is_empty());
         let e = err.unwrap();
         assert!(matches!(e, CaptureError::UnsupportedLinkType { offset: 20, link_type, .. } if link_type == lt));
-        assert_eq!(
-            e.to_string(),
-            format!("sll.pcap: unsupported link type {label} at byte 20; only ETHERNET (1) is supported")
-        );
+        assert_eq!(e.to_string(), format!("sll.pcap: unsupported link type {label} at byte 20; only ETHERNET (1) is supported"));
     }
     // pcapng: the error comes at the first packet of the non-Ethernet interface.
     let mut ng = PcapNg::new(false);
@@ -316,10 +306,7 @@ fn pcapng_bad_block_lengths() {
         let (pkts, err) = read_bytes(&b, "len.pcapng");
         assert_eq!(pkts.len(), 1);
         let e = err.unwrap();
-        assert!(
-            matches!(e, CaptureError::BadBlockLength { offset, block_len, .. } if offset == epb2 as u64 && block_len == len),
-            "{e}"
-        );
+        assert!(matches!(e, CaptureError::BadBlockLength { offset, block_len, .. } if offset == epb2 as u64 && block_len == len), "{e}");
         assert!(e.to_string().contains(why), "{e}");
     }
     // Trailing length differs.

@@ -10,12 +10,7 @@ use proptest::prelude::*;
 
 fn packet() -> impl Strategy<Value = Packet> {
     (proptest::collection::vec(any::<u8>(), 0..300), 0u32..3000, 0u64..=u64::from(u32::MAX), 0u32..1_000_000_000)
-        .prop_map(|(data, extra, sec, nsec)| Packet {
-            wire_len: data.len() as u32 + extra,
-            data,
-            ts: Timestamp { sec, nsec },
-            in_port: 5,
-        })
+        .prop_map(|(data, extra, sec, nsec)| Packet { wire_len: data.len() as u32 + extra, data, ts: Timestamp { sec, nsec }, in_port: 5 })
 }
 
 /// Checks the reader's invariants on any input.

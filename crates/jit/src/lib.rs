@@ -75,10 +75,8 @@ fn host_isa(opts: JitOptions) -> Result<OwnedTargetIsa, JitError> {
             set(&mut flags, "enable_verifier", if verify { "true" } else { "false" })?;
             set(&mut flags, "is_pic", "false")?;
             set(&mut flags, "use_colocated_libcalls", "false")?;
-            let isa = cranelift_native::builder()
-                .map_err(|e| e.to_string())?
-                .finish(settings::Flags::new(flags))
-                .map_err(|e| e.to_string())?;
+            let isa =
+                cranelift_native::builder().map_err(|e| e.to_string())?.finish(settings::Flags::new(flags)).map_err(|e| e.to_string())?;
             out.push(isa);
         }
         out.try_into().map_err(|_| "ISA list".to_string())
@@ -168,9 +166,7 @@ impl JitCode {
                 SegmentKind::Init => "netvm_init",
                 SegmentKind::Push => "netvm_push",
             };
-            let id = module
-                .declare_function(name, Linkage::Local, &ctx.func.signature)
-                .map_err(|e| JitError::Codegen(e.to_string()))?;
+            let id = module.declare_function(name, Linkage::Local, &ctx.func.signature).map_err(|e| JitError::Codegen(e.to_string()))?;
             module.define_function(id, &mut ctx).map_err(|e| JitError::Codegen(format!("{e:?}")))?;
             code_size.push((seg.kind, ctx.compiled_code().map_or(0, |c| c.code_buffer().len())));
             if opts.keep_text {

@@ -42,7 +42,12 @@ fn compare(module: &netil::Module, packets: &[Packet], limits: &Limits) -> Resul
             } else {
                 format!("coprocessor state: {:?} vs {:?}", a.copros, b.copros)
             };
-            return Err(format!("packet {k} ({} bytes, wire {}): {field}\npacket: {}", packets[k].data.len(), packets[k].wire_len, hex(&packets[k].data)));
+            return Err(format!(
+                "packet {k} ({} bytes, wire {}): {field}\npacket: {}",
+                packets[k].data.len(),
+                packets[k].wire_len,
+                hex(&packets[k].data)
+            ));
         }
     }
     assert_eq!(io.len(), jo.len());
@@ -97,7 +102,8 @@ fn examples_and_test_programs_on_real_captures() {
         }
     }
     // Truncated copies: captured length shorter than the wire length.
-    let truncated: Vec<Packet> = packets.iter().take(500).map(|p| Packet { data: p.data[..p.data.len() / 2].to_vec(), ..p.clone() }).collect();
+    let truncated: Vec<Packet> =
+        packets.iter().take(500).map(|p| Packet { data: p.data[..p.data.len() / 2].to_vec(), ..p.clone() }).collect();
     packets.extend(truncated);
     let mut programs: Vec<std::path::PathBuf> = ["examples/fig2-filter", "examples/classifier", "tests/programs"]
         .iter()

@@ -14,7 +14,7 @@ use std::fmt;
 
 use crate::insn::{encode, encoded_len, Operands, SwitchTable, MAX_SWITCH_CASES};
 use crate::module::{is_ident, limits, CoproDecl, Module, SegmentKind};
-use crate::opcode::{Mem, OperandKind, Opcode};
+use crate::opcode::{Mem, Opcode, OperandKind};
 
 /// `.maxstacksize` when a listing does not declare one.
 pub const DEFAULT_MAX_STACK: u16 = 64;
@@ -367,7 +367,11 @@ impl Assembler {
         };
         if toks.len() != want {
             let col = toks.get(want).map_or(head.col, |t| t.col);
-            return err(line, col, format!("`{}` takes {want} operand{}, found {}", op.mnemonic(), if want == 1 { "" } else { "s" }, toks.len()));
+            return err(
+                line,
+                col,
+                format!("`{}` takes {want} operand{}, found {}", op.mnemonic(), if want == 1 { "" } else { "s" }, toks.len()),
+            );
         }
         Ok(1 + op.operands().fixed_size().unwrap_or(0) as u32)
     }
@@ -422,7 +426,9 @@ impl Assembler {
                 None => err(line, t.col, format!("undefined label `{}` in segment {}", t.text, seg.kind)),
             }
         };
-        let mem = |t: &Tok| Mem::from_name(&t.text).map_or_else(|| err(line, t.col, format!("expected a memory (pkt, info, data), found `{}`", t.text)), Ok);
+        let mem = |t: &Tok| {
+            Mem::from_name(&t.text).map_or_else(|| err(line, t.col, format!("expected a memory (pkt, info, data), found `{}`", t.text)), Ok)
+        };
         let copro = |t: &Tok| -> Result<u8, AsmError> {
             if let Some(i) = self.module.copros.iter().position(|c| c.name == t.text) {
                 return Ok(i as u8);

@@ -5,7 +5,7 @@
 //! segment into [`Insn`]s with absolute jump targets (byte offsets in the
 //! segment); [`encode`] is its exact inverse.
 
-use crate::opcode::{Mem, OperandKind, Opcode};
+use crate::opcode::{Mem, Opcode, OperandKind};
 
 /// The operands of a decoded instruction.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -152,9 +152,7 @@ pub fn decode_one(code: &[u8], offset: u32) -> Result<Insn, DecodeError> {
     let op = Opcode::from_byte(byte).ok_or(DecodeError::InvalidOpcode { offset, byte })?;
     let mut r = Reader { code, pos: start + 1 };
     let trunc = DecodeError::Truncated { offset, mnemonic: op.mnemonic() };
-    let mem = |b: u8| {
-        Mem::from_u8(b).ok_or(DecodeError::InvalidMemory { offset, mnemonic: op.mnemonic(), byte: b })
-    };
+    let mem = |b: u8| Mem::from_u8(b).ok_or(DecodeError::InvalidMemory { offset, mnemonic: op.mnemonic(), byte: b });
     let operands = match op.operands() {
         OperandKind::None => Operands::None,
         OperandKind::Imm32 => Operands::Imm(r.u32().ok_or(trunc)?),
@@ -243,9 +241,8 @@ pub fn encoded_len(op: Opcode, operands: &Operands) -> u32 {
 pub fn encode(op: Opcode, operands: &Operands, at: u32, out: &mut Vec<u8>) -> Result<(), EncodeError> {
     let mismatch = || EncodeError::OperandMismatch { mnemonic: op.mnemonic(), operands: operands.clone() };
     let end = i64::from(at) + i64::from(encoded_len(op, operands));
-    let rel = |t: i64| -> Result<i32, EncodeError> {
-        i32::try_from(t - end).map_err(|_| EncodeError::TargetOutOfRange { from: at, to: t })
-    };
+    let rel =
+        |t: i64| -> Result<i32, EncodeError> { i32::try_from(t - end).map_err(|_| EncodeError::TargetOutOfRange { from: at, to: t }) };
     out.push(op as u8);
     match (op.operands(), operands) {
         (OperandKind::None, Operands::None) => {}

@@ -93,7 +93,6 @@ pub struct Module {
     pub push: Option<Vec<u8>>,
 }
 
-
 impl Module {
     /// The code of a segment, if present.
     pub fn segment(&self, kind: SegmentKind) -> Option<&[u8]> {
@@ -258,7 +257,10 @@ impl<'a> ByteReader<'a> {
         let len = self.u8(what)? as usize;
         let bytes = self.take(len, what)?;
         if len == 0 || len > limits::MAX_NAME || !is_ident(bytes) {
-            return Err(LoadError::Invalid { offset: at, what: format!("{what} is not an identifier of 1..={} characters", limits::MAX_NAME) });
+            return Err(LoadError::Invalid {
+                offset: at,
+                what: format!("{what} is not an identifier of 1..={} characters", limits::MAX_NAME),
+            });
         }
         Ok(String::from_utf8(bytes.to_vec()).expect("ASCII checked"))
     }

@@ -391,10 +391,7 @@ impl Opcode {
     /// True for stores (`ustore.*`, `istore.*`, `dstore.*`).
     pub const fn is_store(self) -> bool {
         use Opcode::*;
-        matches!(
-            self,
-            Ustore8 | Ustore16 | Ustore32 | Istore8 | Istore16 | Istore32 | Dstore8 | Dstore16 | Dstore32
-        )
+        matches!(self, Ustore8 | Ustore16 | Ustore32 | Istore8 | Istore16 | Istore32 | Dstore8 | Dstore16 | Dstore32)
     }
 
     /// True for instructions that touch the exchange buffer (packet or info memory, or its metadata);

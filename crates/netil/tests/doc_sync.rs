@@ -13,7 +13,7 @@
 //!   is exactly the binary module that listing assembles to.
 
 use netil::module::{MAGIC, VERSION_MAJOR, VERSION_MINOR};
-use netil::{assemble, disassemble, OperandKind, Opcode};
+use netil::{assemble, disassemble, Opcode, OperandKind};
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/netil.md");
@@ -147,9 +147,7 @@ fn magic_and_version_are_documented() {
     // The header layout table states both version fields with their current values.
     for (offset, field, value) in [("8", "version major", VERSION_MAJOR), ("10", "version minor", VERSION_MINOR)] {
         let want = format!("`{value}`");
-        let ok = doc.lines().filter_map(cells).any(|c| {
-            c.len() >= 5 && c[0] == offset && c[3] == field && c[4].starts_with(&want)
-        });
+        let ok = doc.lines().filter_map(cells).any(|c| c.len() >= 5 && c[0] == offset && c[3] == field && c[4].starts_with(&want));
         assert!(ok, "the header layout table has no row `| {offset} | 2 | `u16` | {field} | {want} ... |`");
     }
 }
@@ -208,8 +206,8 @@ fn listings_assemble_and_round_trip() {
                     for l in body.lines() {
                         let data = l.split(';').next().unwrap_or("");
                         for tok in data.split_whitespace() {
-                            let b = u8::from_str_radix(tok, 16)
-                                .unwrap_or_else(|_| panic!("docs/netil.md:{line}: `{tok}` is not a hex byte"));
+                            let b =
+                                u8::from_str_radix(tok, 16).unwrap_or_else(|_| panic!("docs/netil.md:{line}: `{tok}` is not a hex byte"));
                             bytes.push(b);
                         }
                     }

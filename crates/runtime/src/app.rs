@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-
 use netvm_vm::{CoproConfig, CoproRegistry, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState};
 
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
@@ -72,7 +71,12 @@ impl Application {
     /// with `engine`, creates coprocessors from `registry`, checks the graph
     /// (known names, existing ports, no cycle) and runs every `.init`
     /// handler in topological order.
-    pub fn build(manifest: &Manifest, engine: &dyn Engine, registry: &CoproRegistry, budget: Option<u64>) -> Result<Application, RuntimeError> {
+    pub fn build(
+        manifest: &Manifest,
+        engine: &dyn Engine,
+        registry: &CoproRegistry,
+        budget: Option<u64>,
+    ) -> Result<Application, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
         if manifest.netpes.is_empty() {
@@ -96,13 +100,16 @@ impl Application {
                 let mut cfg = CoproConfig::new();
                 if let Some(t) = spec.copro.get(&decl.name) {
                     for (k, v) in t {
-                        let v = scalar_to_string(v).map_err(|e| bad(format!("NetPE `{}`, coprocessor `{}`, `{k}`: {e}", spec.name, decl.name)))?;
+                        let v = scalar_to_string(v)
+                            .map_err(|e| bad(format!("NetPE `{}`, coprocessor `{}`, `{k}`: {e}", spec.name, decl.name)))?;
                         cfg.insert(k.clone(), v);
                     }
                 }
-                let inst = registry
-                    .create(&decl.kind, &cfg)
-                    .map_err(|error| RuntimeError::Copro { netpe: spec.name.clone(), copro: decl.name.clone(), error })?;
+                let inst = registry.create(&decl.kind, &cfg).map_err(|error| RuntimeError::Copro {
+                    netpe: spec.name.clone(),
+                    copro: decl.name.clone(),
+                    error,
+                })?;
                 state.copros.push(inst);
             }
             if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
@@ -347,10 +354,15 @@ fn topological_order(nodes: &[Node], manifest: &Manifest) -> Result<Vec<usize>, 
         Done,
     }
     let succ = |i: usize| -> Vec<usize> {
-        nodes[i].out.iter().flatten().filter_map(|d| match d {
-            Dest::Pe { node, .. } => Some(*node as usize),
-            Dest::Sink(_) => None,
-        }).collect()
+        nodes[i]
+            .out
+            .iter()
+            .flatten()
+            .filter_map(|d| match d {
+                Dest::Pe { node, .. } => Some(*node as usize),
+                Dest::Sink(_) => None,
+            })
+            .collect()
     };
     let mut mark = vec![Mark::New; nodes.len()];
     let mut post = Vec::with_capacity(nodes.len());

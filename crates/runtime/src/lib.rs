@@ -11,9 +11,9 @@
 //! duplicated and each copy runs to completion, in manifest order, before
 //! the next one starts.
 
+mod app;
 pub mod manifest;
 pub mod program;
-mod app;
 mod stats;
 
 pub use app::{Application, Verdict};

@@ -101,14 +101,7 @@ port = 2
     app.process_batch(&mut batch, &mut verdicts, &mut |port, p| seen.push((port, p.data.clone())));
     assert_eq!(
         seen,
-        vec![
-            (1, vec![0xbb, 1, 2]),
-            (2, vec![0xcc, 1, 2]),
-            (9, vec![0, 1, 2]),
-            (1, vec![0xbb]),
-            (2, vec![0xcc]),
-            (9, vec![7]),
-        ]
+        vec![(1, vec![0xbb, 1, 2]), (2, vec![0xcc, 1, 2]), (9, vec![0, 1, 2]), (1, vec![0xbb]), (2, vec![0xcc]), (9, vec![7]),]
     );
     assert_eq!(verdicts, vec![Verdict::Fanout { outputs: 3 }; 2]);
     let s = app.stats();
@@ -140,7 +133,10 @@ fn verdicts_drops_faults_and_unconnected_ports() {
 fn manifest_errors_are_clear() {
     let cases: &[(&str, &str)] = &[
         ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[source]]\nto = \"y\"\n", "unknown NetPE `y`"),
-        ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[source]]\nto = \"x\"\n[[sink]]\nfrom = \"x.3\"\nport = 1\n", "has 1 output port(s)"),
+        (
+            "[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[source]]\nto = \"x\"\n[[sink]]\nfrom = \"x.3\"\nport = 1\n",
+            "has 1 output port(s)",
+        ),
         ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n", "defined twice"),
         ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n", "no source"),
         ("[[netpe]]\nname = \"x\"\nprogram = \"missing.nil\"\n[[source]]\nto = \"x\"\n", "missing.nil"),
@@ -175,7 +171,8 @@ fn init_runs_once_and_init_faults_stop_the_start() {
     let mut v = Vec::new();
     app.process_batch(&mut batch, &mut v, &mut |_, _| {});
     assert_eq!(v, vec![Verdict::Drop, Verdict::Output(1), Verdict::Drop]);
-    let faulty = ".datasize 4\nsegment .init\n push 0\n dload.32\n push 9\n add\n push 1\n dstore.8\n exit\nends\nsegment .push\n drop\nends\n";
+    let faulty =
+        ".datasize 4\nsegment .init\n push 0\n dload.32\n push 9\n add\n push 1\n dstore.8\n exit\nends\nsegment .push\n drop\nends\n";
     let e = build("[[netpe]]\nname = \"x\"\nprogram = \"f.nil\"\n[[source]]\nto = \"x\"\n", &[("f.nil", faulty)]).unwrap_err();
     assert!(e.to_string().contains(".init failed: fault bounds"), "{e}");
 }

@@ -168,7 +168,13 @@ impl<'a> SegmentVerifier<'a> {
             _ => format!("`{}`", insn.op.mnemonic()),
         };
         if t < 0 || t >= len {
-            return Err(self.at(i, Rule::JumpOutOfSegment, format!("{} jumps to offset {t}, outside the segment (0..{len})", jumper()), s, d));
+            return Err(self.at(
+                i,
+                Rule::JumpOutOfSegment,
+                format!("{} jumps to offset {t}, outside the segment (0..{len})", jumper()),
+                s,
+                d,
+            ));
         }
         let t = t as u32;
         match self.insns.binary_search_by_key(&t, |x| x.offset) {
@@ -204,7 +210,10 @@ impl<'a> SegmentVerifier<'a> {
                     Opcode::Drop => "drops the exchange buffer",
                     _ => "needs the exchange buffer (packet, info memory or packet metadata)",
                 };
-                return fail(Rule::InitForbidden, format!("{} {why}, and .init runs without one; end .init with exit", describe(insn, self.module)));
+                return fail(
+                    Rule::InitForbidden,
+                    format!("{} {why}, and .init runs without one; end .init with exit", describe(insn, self.module)),
+                );
             }
             SegmentKind::Push if insn.op == Opcode::Exit => {
                 return fail(
@@ -301,8 +310,11 @@ impl<'a> SegmentVerifier<'a> {
                     values(u64::from(d2)),
                     src(from2),
                 );
-                let shown =
-                    format!("{} (and {} on the other path)", self.arena.show(s2, usize::from(d2)), self.arena.show(stack[i], usize::from(d1)));
+                let shown = format!(
+                    "{} (and {} on the other path)",
+                    self.arena.show(s2, usize::from(d2)),
+                    self.arena.show(stack[i], usize::from(d1))
+                );
                 return Err(self.error(Some(self.insns[i].offset), Rule::StackMismatch, message, Some(shown)));
             }
             if done[i] {

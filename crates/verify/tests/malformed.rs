@@ -58,7 +58,9 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             };
             match tail {
                 [] => Expect::Verify { rule, segment: None, offset: None },
-                ["in", seg] => Expect::Verify { rule, segment: Some(parse_segment(seg).ok_or(format!("bad segment `{seg}`"))?), offset: None },
+                ["in", seg] => {
+                    Expect::Verify { rule, segment: Some(parse_segment(seg).ok_or(format!("bad segment `{seg}`"))?), offset: None }
+                }
                 ["at", at] => {
                     let (seg, off) = match at.split_once('+') {
                         Some((seg, off)) => (parse_segment(seg).ok_or(format!("bad segment `{seg}`"))?, off),
@@ -96,7 +98,10 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     if !digits.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
-    (0..digits.len()).step_by(2).map(|i| u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| format!("bad hex `{}`", &digits[i..i + 2]))).collect()
+    (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).map_err(|_| format!("bad hex `{}`", &digits[i..i + 2])))
+        .collect()
 }
 
 fn load_kind(e: &LoadError) -> &'static str {

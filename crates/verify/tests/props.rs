@@ -44,8 +44,11 @@ fn check_segment(seg: &SegmentInfo, m: &Module) {
         assert!(u32::from(d) >= insn.op.stack_needs(pick), "underflow accepted at {}", insn.offset);
         let out = u32::from(d) - insn.op.pops() + insn.op.pushes();
         assert!(out <= u32::from(m.max_stack), "overflow accepted at {}", insn.offset);
-        let mut succ: Vec<usize> =
-            insn.targets().into_iter().map(|t| seg.index_of(u32::try_from(t).expect("target in range")).expect("target on an instruction")).collect();
+        let mut succ: Vec<usize> = insn
+            .targets()
+            .into_iter()
+            .map(|t| seg.index_of(u32::try_from(t).expect("target in range")).expect("target on an instruction"))
+            .collect();
         if !insn.op.ends_block() {
             assert!(i + 1 < n, "fall-through accepted at {}", insn.offset);
             succ.push(i + 1);

@@ -80,7 +80,9 @@ impl CoproRegistry {
     pub fn create(&self, kind: &str, config: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
         match self.kinds.get(kind) {
             Some(f) => f(config),
-            None => Err(format!("unknown coprocessor kind `{kind}` (known: {})", self.kinds.keys().cloned().collect::<Vec<_>>().join(", "))),
+            None => {
+                Err(format!("unknown coprocessor kind `{kind}` (known: {})", self.kinds.keys().cloned().collect::<Vec<_>>().join(", ")))
+            }
         }
     }
 
