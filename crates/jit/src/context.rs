@@ -1,23 +1,24 @@
-//! What compiled code sees of the machine: the execution context passed to
-//! every handler, the encoding of its result, and the run-time helpers it
-//! calls for the instructions that are not worth inlining (region
-//! functions, `mcopy`, coprocessors).
+//! What compiled code sees of the machine: the execution context of a
+//! single compiled handler, the encoding of its result, and the run-time
+//! helpers compiled code calls for the instructions not worth inlining
+//! (region functions and coprocessors).
 //!
-//! Every pointer in [`JitCtx`] comes from one exclusive borrow of the NetPE
-//! state and the exchange buffer, taken for the duration of one call; the
-//! helpers build their slices from the same pointers and lengths, so
-//! compiled code and helpers never touch memory outside the bounds recorded
-//! here.
+//! The helpers have a plain C ABI and take explicit pointers and lengths
+//! (never a context), so that the same compiled code calls them from a
+//! single handler, from a linked application and from an AOT object linked
+//! into a C program (include/netvm.h declares them under the same names).
+//! Their callers check every range before the call: a helper only ever
+//! reads bytes it was given. `mcopy` needs no helper (it is `memmove` after
+//! the checks), nor do `hash32` and `csum.upd` (inlined).
 
 use std::mem::offset_of;
 
 use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_module::{FuncId, Linkage, Module, ModuleResult};
-use netil::Mem;
 use netvm_vm::{region, Coprocessor, ExchangeBuffer, FaultKind, InvokeContext, Outcome, PeState, Timestamp};
 
-/// The execution context of one handler invocation (`#[repr(C)]`: compiled
-/// code reads its fields at fixed offsets).
+/// The execution context of one invocation of a single compiled handler
+/// (`#[repr(C)]`: compiled code reads its fields at fixed offsets).
 #[repr(C)]
 #[derive(Debug)]
 pub struct JitCtx {
@@ -33,22 +34,20 @@ pub struct JitCtx {
     pub data: *mut u8,
     /// Data memory length.
     pub data_len: u64,
-    /// Budget left.
+    /// Budget the invocation starts with.
     pub budget: u64,
-    /// Coprocessor instances.
+    /// Coprocessor instances (`*mut Box<dyn Coprocessor>`).
     pub copros: *mut Box<dyn Coprocessor>,
     /// Number of coprocessor instances.
     pub ncopros: u64,
+    /// Timestamp seconds.
+    pub ts_sec: u64,
     /// Wire length of the packet.
     pub wire_len: u32,
     /// NetPE input port.
     pub in_port: u32,
-    /// Timestamp seconds (low 32 bits).
-    pub ts_sec: u32,
     /// Timestamp nanoseconds.
     pub ts_nsec: u32,
-    /// Full timestamp, for coprocessors.
-    pub ts: Timestamp,
 }
 
 /// Byte offsets of the fields compiled code reads.
@@ -68,19 +67,23 @@ pub mod offsets {
     pub const DATA_LEN: i32 = offset_of!(JitCtx, data_len) as i32;
     /// `budget`
     pub const BUDGET: i32 = offset_of!(JitCtx, budget) as i32;
+    /// `copros`
+    pub const COPROS: i32 = offset_of!(JitCtx, copros) as i32;
+    /// `ncopros`
+    pub const NCOPROS: i32 = offset_of!(JitCtx, ncopros) as i32;
+    /// `ts_sec`
+    pub const TS_SEC: i32 = offset_of!(JitCtx, ts_sec) as i32;
     /// `wire_len`
     pub const WIRE_LEN: i32 = offset_of!(JitCtx, wire_len) as i32;
     /// `in_port`
     pub const IN_PORT: i32 = offset_of!(JitCtx, in_port) as i32;
-    /// `ts_sec`
-    pub const TS_SEC: i32 = offset_of!(JitCtx, ts_sec) as i32;
     /// `ts_nsec`
     pub const TS_NSEC: i32 = offset_of!(JitCtx, ts_nsec) as i32;
 }
 
 impl JitCtx {
     /// The context of one call on `state` and `xb`.
-    pub fn new(state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, info_size: usize, _out_ports: u16, budget: u64) -> JitCtx {
+    pub fn new(state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, info_size: usize, budget: u64) -> JitCtx {
         let info_len = info_size.min(xb.info.len());
         JitCtx {
             pkt: xb.packet.data.as_mut_ptr(),
@@ -92,36 +95,16 @@ impl JitCtx {
             budget,
             copros: state.copros.as_mut_ptr(),
             ncopros: state.copros.len() as u64,
+            ts_sec: xb.packet.ts.sec,
             wire_len: xb.packet.wire_len,
             in_port: u32::from(in_port),
-            ts_sec: xb.packet.ts.sec as u32,
             ts_nsec: xb.packet.ts.nsec,
-            ts: xb.packet.ts,
         }
-    }
-
-    /// The memory `m` as a slice.
-    ///
-    /// # Safety
-    /// The context must have been built by [`JitCtx::new`] from borrows that
-    /// are still live and not otherwise accessed during the returned borrow.
-    unsafe fn memory(&mut self, m: Mem) -> &mut [u8] {
-        let (p, n) = match m {
-            Mem::Packet => (self.pkt, self.pkt_len),
-            Mem::Info => (self.info, self.info_len),
-            Mem::Data => (self.data, self.data_len),
-        };
-        if n == 0 {
-            return &mut [];
-        }
-        // SAFETY: (p, n) describe a live allocation of at least n bytes (see
-        // `JitCtx::new`), exclusively borrowed for the call.
-        unsafe { std::slice::from_raw_parts_mut(p, n as usize) }
     }
 }
 
-/// Result encoding of a compiled handler: `0..=0xffff` = forward on that
-/// port; [`OUT_DROP`]; [`OUT_EXIT`]; [`OUT_FAULT`] `|` index in `FaultKind::ALL`.
+/// Result encoding of compiled code: `0..=0xffff` = forward on that port;
+/// [`OUT_DROP`]; [`OUT_EXIT`]; [`OUT_FAULT`] `|` index in `FaultKind::ALL`.
 pub const OUT_DROP: u32 = 0x1_0000;
 /// `exit` (end of `.init`).
 pub const OUT_EXIT: u32 = 0x2_0000;
@@ -147,85 +130,69 @@ pub fn decode_outcome(raw: u32) -> Outcome {
     }
 }
 
-/// Flag bit in helper results meaning "fault".
+/// Flag bit in 64-bit helper results meaning "fault".
 pub const HELPER_FAULT: u64 = 1 << 32;
 
-/// Region operations of [`netvm_jit_region`].
-pub mod region_op {
-    /// `crc32`
-    pub const CRC32: u32 = 0;
-    /// `hash`
-    pub const HASH: u32 = 1;
-    /// `csum`
-    pub const CSUM: u32 = 2;
-}
-
-/// `mcopy`: `mems` is `src << 4 | dst`. Returns 0, or 1 for a bounds fault.
+/// A byte slice from a pointer and length given by compiled code.
 ///
 /// # Safety
-/// `ctx` must point to a live context built by [`JitCtx::new`].
-pub unsafe extern "C" fn netvm_jit_mcopy(ctx: *mut JitCtx, mems: u32, dst_off: u32, src_off: u32, len: u32) -> u32 {
-    // SAFETY: the caller passes its own live context.
-    let ctx = unsafe { &mut *ctx };
-    let (Some(src), Some(dst)) = (Mem::from_u8((mems >> 4) as u8), Mem::from_u8((mems & 0xf) as u8)) else { return 1 };
-    // SAFETY: the slices are built from the context's pointers; the two
-    // memories are distinct allocations unless src == dst, handled apart.
-    let (src_len, dst_len) = unsafe { (ctx.memory(src).len(), ctx.memory(dst).len()) };
-    let (Some(sr), Some(dr)) = (netvm_vm::mem::range(src_off, len, src_len), netvm_vm::mem::range(dst_off, len, dst_len)) else {
-        return 1;
-    };
-    if src == dst {
-        // SAFETY: one slice of one memory.
-        let m = unsafe { ctx.memory(dst) };
-        m.copy_within(sr, dr.start);
-    } else {
-        // SAFETY: distinct memories are distinct allocations; the temporary
-        // copy keeps only one borrow live at a time.
-        let tmp = unsafe { ctx.memory(src) }[sr].to_vec();
-        let d = unsafe { ctx.memory(dst) };
-        d[dr].copy_from_slice(&tmp);
+/// `(p, n)` must describe readable memory (compiled code passes a range it
+/// checked against a live memory), or `n` must be 0.
+unsafe fn bytes<'a>(p: *const u8, n: u64) -> &'a [u8] {
+    if n == 0 {
+        return &[];
     }
-    0
+    // SAFETY: see the function's contract.
+    unsafe { std::slice::from_raw_parts(p, n as usize) }
 }
 
-/// `crc32` / `hash` / `csum` over `[off, off + len)` of `mem`. Returns the
-/// value, or [`HELPER_FAULT`] for a bounds fault.
+/// `crc32` over `[p, p + n)`.
 ///
 /// # Safety
-/// `ctx` must point to a live context built by [`JitCtx::new`].
-pub unsafe extern "C" fn netvm_jit_region(ctx: *mut JitCtx, op: u32, mem: u32, off: u32, len: u32) -> u64 {
-    // SAFETY: the caller passes its own live context.
-    let ctx = unsafe { &mut *ctx };
-    let Some(m) = Mem::from_u8(mem as u8) else { return HELPER_FAULT };
-    // SAFETY: built from the context's pointers.
-    let bytes = unsafe { ctx.memory(m) };
-    let Some(r) = netvm_vm::mem::range(off, len, bytes.len()) else { return HELPER_FAULT };
-    let b = &bytes[r];
-    u64::from(match op {
-        region_op::CRC32 => region::crc32(b),
-        region_op::HASH => region::murmur3_32(b),
-        _ => region::internet_checksum(b),
-    })
+/// `[p, p + n)` must be readable (checked by the caller).
+pub unsafe extern "C" fn netvm_rt_crc32(p: *const u8, n: u64) -> u32 {
+    // SAFETY: the caller's contract.
+    region::crc32(unsafe { bytes(p, n) })
 }
 
-/// `hash32`.
-pub extern "C" fn netvm_jit_hash32(v: u32) -> u32 {
-    region::hash32(v)
+/// `hash` (MurmurHash3) over `[p, p + n)`.
+///
+/// # Safety
+/// `[p, p + n)` must be readable (checked by the caller).
+pub unsafe extern "C" fn netvm_rt_murmur3(p: *const u8, n: u64) -> u32 {
+    // SAFETY: the caller's contract.
+    region::murmur3_32(unsafe { bytes(p, n) })
 }
 
-/// `csum.upd`.
-pub extern "C" fn netvm_jit_csum_upd(hc: u32, old: u32, new: u32) -> u32 {
-    region::csum_update(hc, old, new)
+/// `csum` (RFC 1071) over `[p, p + n)`.
+///
+/// # Safety
+/// `[p, p + n)` must be readable (checked by the caller).
+pub unsafe extern "C" fn netvm_rt_csum(p: *const u8, n: u64) -> u32 {
+    // SAFETY: the caller's contract.
+    region::internet_checksum(unsafe { bytes(p, n) })
+}
+
+/// The coprocessor instance `i` of the vector `(copros, n)`, if it exists.
+///
+/// # Safety
+/// `(copros, n)` must describe a live vector of instances that nothing else
+/// accesses during the returned borrow.
+unsafe fn copro_at<'a>(copros: *mut Box<dyn Coprocessor>, n: u64, i: u32) -> Option<&'a mut Box<dyn Coprocessor>> {
+    if u64::from(i) >= n {
+        return None;
+    }
+    // SAFETY: `i` is in bounds of the live vector.
+    Some(unsafe { &mut *copros.add(i as usize) })
 }
 
 /// `copro.in`: returns 0, or 1 for a coprocessor fault.
 ///
 /// # Safety
-/// `ctx` must point to a live context built by [`JitCtx::new`].
-pub unsafe extern "C" fn netvm_jit_copro_in(ctx: *mut JitCtx, copro: u32, reg: u32, value: u32) -> u32 {
-    // SAFETY: the caller passes its own live context.
-    let ctx = unsafe { &mut *ctx };
-    match unsafe { copro_at(ctx, copro) } {
+/// `(copros, n)` must describe the NetPE's live coprocessor vector.
+pub unsafe extern "C" fn netvm_rt_copro_in(copros: *mut Box<dyn Coprocessor>, n: u64, copro: u32, reg: u32, value: u32) -> u32 {
+    // SAFETY: the caller's contract.
+    match unsafe { copro_at(copros, n, copro) } {
         Some(c) => u32::from(c.write(reg as u8, value).is_err()),
         None => 1,
     }
@@ -234,80 +201,70 @@ pub unsafe extern "C" fn netvm_jit_copro_in(ctx: *mut JitCtx, copro: u32, reg: u
 /// `copro.out`: returns the register, or [`HELPER_FAULT`].
 ///
 /// # Safety
-/// `ctx` must point to a live context built by [`JitCtx::new`].
-pub unsafe extern "C" fn netvm_jit_copro_out(ctx: *mut JitCtx, copro: u32, reg: u32) -> u64 {
-    // SAFETY: the caller passes its own live context.
-    let ctx = unsafe { &mut *ctx };
-    match unsafe { copro_at(ctx, copro) }.map(|c| c.read(reg as u8)) {
+/// `(copros, n)` must describe the NetPE's live coprocessor vector.
+pub unsafe extern "C" fn netvm_rt_copro_out(copros: *mut Box<dyn Coprocessor>, n: u64, copro: u32, reg: u32) -> u64 {
+    // SAFETY: the caller's contract.
+    match unsafe { copro_at(copros, n, copro) }.map(|c| c.read(reg as u8)) {
         Some(Ok(v)) => u64::from(v),
         _ => HELPER_FAULT,
     }
 }
 
-/// `copro.invoke`: returns 0, or 1 for a coprocessor fault.
+/// `copro.invoke` with the current packet and info memory: returns 0, or 1 for a coprocessor fault.
 ///
 /// # Safety
-/// `ctx` must point to a live context built by [`JitCtx::new`].
-pub unsafe extern "C" fn netvm_jit_copro_invoke(ctx: *mut JitCtx, copro: u32, op: u32) -> u32 {
-    // SAFETY: the caller passes its own live context.
-    let ctx = unsafe { &mut *ctx };
-    if u64::from(copro) >= ctx.ncopros {
-        return 1;
+/// `(copros, n)` must describe the NetPE's live coprocessor vector;
+/// `(pkt, pkt_len)` and `(info, info_len)` live memories distinct from it.
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn netvm_rt_copro_invoke(
+    copros: *mut Box<dyn Coprocessor>,
+    n: u64,
+    copro: u32,
+    op: u32,
+    pkt: *const u8,
+    pkt_len: u64,
+    info: *const u8,
+    info_len: u64,
+    ts_sec: u64,
+    ts_nsec: u32,
+) -> u32 {
+    // SAFETY: the caller's contract: the memories are live and do not
+    // overlap the coprocessor instances.
+    let (packet, info) = unsafe { (bytes(pkt, pkt_len), bytes(info, info_len)) };
+    let ctx = InvokeContext { packet, info, now: Timestamp { sec: ts_sec, nsec: ts_nsec } };
+    // SAFETY: the caller's contract.
+    match unsafe { copro_at(copros, n, copro) } {
+        Some(c) => u32::from(c.invoke(op as u8, &ctx).is_err()),
+        None => 1,
     }
-    // SAFETY: packet and info memory are distinct allocations from the
-    // coprocessor instances; all three are live for the call.
-    let packet: &[u8] = unsafe { ctx.memory(Mem::Packet) };
-    let packet = packet as *const [u8];
-    let info: &[u8] = unsafe { ctx.memory(Mem::Info) };
-    let info = info as *const [u8];
-    let now = ctx.ts;
-    let Some(c) = (unsafe { copro_at(ctx, copro) }) else { return 1 };
-    // SAFETY: see above; the shared views do not overlap the coprocessor.
-    let ictx = InvokeContext { packet: unsafe { &*packet }, info: unsafe { &*info }, now };
-    u32::from(c.invoke(op as u8, &ictx).is_err())
-}
-
-/// The coprocessor instance `i`, if it exists.
-///
-/// # Safety
-/// `ctx.copros` / `ctx.ncopros` must describe the live instance vector.
-unsafe fn copro_at(ctx: &mut JitCtx, i: u32) -> Option<&mut Box<dyn Coprocessor>> {
-    if u64::from(i) >= ctx.ncopros {
-        return None;
-    }
-    // SAFETY: `i` is in bounds of the live vector described by the context.
-    Some(unsafe { &mut *ctx.copros.add(i as usize) })
 }
 
 /// Symbols of the helpers, for the JIT's symbol table.
 pub fn helper_symbols() -> Vec<(&'static str, *const u8)> {
     vec![
-        ("netvm_jit_mcopy", netvm_jit_mcopy as *const u8),
-        ("netvm_jit_region", netvm_jit_region as *const u8),
-        ("netvm_jit_hash32", netvm_jit_hash32 as *const u8),
-        ("netvm_jit_csum_upd", netvm_jit_csum_upd as *const u8),
-        ("netvm_jit_copro_in", netvm_jit_copro_in as *const u8),
-        ("netvm_jit_copro_out", netvm_jit_copro_out as *const u8),
-        ("netvm_jit_copro_invoke", netvm_jit_copro_invoke as *const u8),
+        ("netvm_rt_crc32", netvm_rt_crc32 as *const u8),
+        ("netvm_rt_murmur3", netvm_rt_murmur3 as *const u8),
+        ("netvm_rt_csum", netvm_rt_csum as *const u8),
+        ("netvm_rt_copro_in", netvm_rt_copro_in as *const u8),
+        ("netvm_rt_copro_out", netvm_rt_copro_out as *const u8),
+        ("netvm_rt_copro_invoke", netvm_rt_copro_invoke as *const u8),
     ]
 }
 
 /// The helpers declared in a module.
 #[derive(Clone, Copy, Debug)]
 pub struct Helpers {
-    /// `netvm_jit_mcopy`
-    pub mcopy: FuncId,
-    /// `netvm_jit_region`
-    pub region: FuncId,
-    /// `netvm_jit_hash32`
-    pub hash32: FuncId,
-    /// `netvm_jit_csum_upd`
-    pub csum_upd: FuncId,
-    /// `netvm_jit_copro_in`
+    /// `netvm_rt_crc32`
+    pub crc32: FuncId,
+    /// `netvm_rt_murmur3`
+    pub murmur3: FuncId,
+    /// `netvm_rt_csum`
+    pub csum: FuncId,
+    /// `netvm_rt_copro_in`
     pub copro_in: FuncId,
-    /// `netvm_jit_copro_out`
+    /// `netvm_rt_copro_out`
     pub copro_out: FuncId,
-    /// `netvm_jit_copro_invoke`
+    /// `netvm_rt_copro_invoke`
     pub copro_invoke: FuncId,
 }
 
@@ -320,27 +277,18 @@ pub fn declare_helpers<M: Module>(module: &mut M) -> ModuleResult<Helpers> {
         s.returns.push(AbiParam::new(ret));
         s
     };
-    let i32t = types::I32;
+    let (i32t, i64t) = (types::I32, types::I64);
     let sigs = [
-        ("netvm_jit_mcopy", sig(&[ptr, i32t, i32t, i32t, i32t], i32t)),
-        ("netvm_jit_region", sig(&[ptr, i32t, i32t, i32t, i32t], types::I64)),
-        ("netvm_jit_hash32", sig(&[i32t], i32t)),
-        ("netvm_jit_csum_upd", sig(&[i32t, i32t, i32t], i32t)),
-        ("netvm_jit_copro_in", sig(&[ptr, i32t, i32t, i32t], i32t)),
-        ("netvm_jit_copro_out", sig(&[ptr, i32t, i32t], types::I64)),
-        ("netvm_jit_copro_invoke", sig(&[ptr, i32t, i32t], i32t)),
+        ("netvm_rt_crc32", sig(&[ptr, i64t], i32t)),
+        ("netvm_rt_murmur3", sig(&[ptr, i64t], i32t)),
+        ("netvm_rt_csum", sig(&[ptr, i64t], i32t)),
+        ("netvm_rt_copro_in", sig(&[ptr, i64t, i32t, i32t, i32t], i32t)),
+        ("netvm_rt_copro_out", sig(&[ptr, i64t, i32t, i32t], i64t)),
+        ("netvm_rt_copro_invoke", sig(&[ptr, i64t, i32t, i32t, ptr, i64t, ptr, i64t, i64t, i32t], i32t)),
     ];
     let mut ids = Vec::with_capacity(sigs.len());
     for (name, s) in &sigs {
         ids.push(module.declare_function(name, Linkage::Import, s)?);
     }
-    Ok(Helpers {
-        mcopy: ids[0],
-        region: ids[1],
-        hash32: ids[2],
-        csum_upd: ids[3],
-        copro_in: ids[4],
-        copro_out: ids[5],
-        copro_invoke: ids[6],
-    })
+    Ok(Helpers { crc32: ids[0], murmur3: ids[1], csum: ids[2], copro_in: ids[3], copro_out: ids[4], copro_invoke: ids[5] })
 }

@@ -2,27 +2,36 @@
 //! Cranelift, with exactly the semantics of docs/netil.md (the reference
 //! interpreter in `netvm-interp` is the oracle it is tested against).
 //!
-//! - [`context`]: the `#[repr(C)]` execution context a compiled handler
-//!   receives, the outcome encoding, and the run-time helpers compiled code
-//!   calls (region functions, `mcopy`, coprocessors);
+//! - [`analysis`]: the NetIL-level analysis behind the domain
+//!   optimisations (value ranges, exact header-offset arithmetic,
+//!   packet-length facts);
 //! - [`translate`]: NetIL → Cranelift IR. The operand stack and the locals
 //!   become SSA variables (the verifier proves the stack depth at every
-//!   instruction), memories are reached through the context, and every
-//!   bounds check, division check and budget charge of the interpreter is
-//!   kept;
-//! - [`JitCode`]: a compiled module (its `.init` and `.push` handlers),
-//!   implementing [`netvm_vm::PeCode`].
+//!   instruction), memories are reached through views the caller provides,
+//!   and every bounds check, division check and budget charge of the
+//!   interpreter is kept, except the bounds checks the analysis proves
+//!   redundant;
+//! - [`context`]: the execution context of a single handler, the outcome
+//!   encoding, and the C-ABI helpers compiled code calls;
+//! - [`JitCode`]: one compiled module (its `.init` and `.push` handlers),
+//!   implementing [`netvm_vm::PeCode`];
+//! - [`link`]: a whole application compiled into one function that runs a
+//!   batch of packets through its NetPEs (`--link direct`), or into one
+//!   function per NetPE joined through a vector table (`--link table`).
 //!
 //! The same translation targets every ISA Cranelift supports (x86-64,
 //! aarch64, riscv64): only instruction selection differs.
 
+pub mod analysis;
 pub mod context;
 pub mod translate;
 
 use std::sync::{Arc, OnceLock};
 
+use cranelift_codegen::ir::{types, InstBuilder};
 use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module as _};
 use netil::SegmentKind;
@@ -43,6 +52,45 @@ pub enum JitError {
     Codegen(String),
 }
 
+/// The NetIL-level domain optimisations, each of which can be switched off
+/// to measure it or to test that it changes nothing but the code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DomainOpts {
+    /// Constant byte-order swap: an equality test of a big-endian load with
+    /// a constant compares the raw load with the swapped constant (NetVM
+    /// paper §5.1, Fig. 8).
+    pub bswap_const: bool,
+    /// Bounds-check merging: packet accesses covered by a dominating check
+    /// or an explicit length test are not checked again (see [`analysis`]).
+    pub bounds: bool,
+    /// Offset folding: header-offset arithmetic proved not to wrap is
+    /// reassociated into the 64-bit address, so its constant part becomes an
+    /// addressing-mode displacement (NetVM paper Figs. 5 and 7).
+    pub fold_offsets: bool,
+    /// Dead info stores: in a linked application, a store to info memory at a
+    /// constant offset that neither its NetPE nor any NetPE downstream reads
+    /// is removed (info memory never leaves the application).
+    pub dead_info_stores: bool,
+}
+
+impl DomainOpts {
+    /// Every optimisation on (the default).
+    pub const ALL: DomainOpts = DomainOpts { bswap_const: true, bounds: true, fold_offsets: true, dead_info_stores: true };
+    /// Every optimisation off.
+    pub const NONE: DomainOpts = DomainOpts { bswap_const: false, bounds: false, fold_offsets: false, dead_info_stores: false };
+
+    /// Whether the analysis is needed at all.
+    fn analyse(self) -> bool {
+        self.bounds || self.fold_offsets || self.dead_info_stores
+    }
+}
+
+impl Default for DomainOpts {
+    fn default() -> Self {
+        DomainOpts::ALL
+    }
+}
+
 /// Options of the code generator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct JitOptions {
@@ -52,14 +100,27 @@ pub struct JitOptions {
     pub verify_ir: bool,
     /// Keep the text of the generated code ([`JitCode::clif`], [`JitCode::asm`]).
     pub keep_text: bool,
-    /// NetIL-level domain optimisations (the constant byte-order swap of
-    /// big-endian comparisons); off only to measure or test them.
-    pub domain_opts: bool,
+    /// NetIL-level domain optimisations.
+    pub domain: DomainOpts,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions), keep_text: false, domain_opts: true }
+        JitOptions { optimize: true, verify_ir: cfg!(debug_assertions), keep_text: false, domain: DomainOpts::ALL }
+    }
+}
+
+/// Analyses a segment for the domain optimisations `opts` (nothing when all are off).
+pub(crate) fn segment_facts(
+    seg: &netvm_verify::SegmentInfo,
+    m: &netil::Module,
+    opts: DomainOpts,
+    sizes: analysis::KnownSizes,
+) -> analysis::SegmentFacts {
+    if opts.analyse() {
+        analysis::analyse(seg, m, sizes)
+    } else {
+        analysis::SegmentFacts::none(seg.insns.len())
     }
 }
 
@@ -118,7 +179,6 @@ pub struct JitCode {
     init: Option<HandlerFn>,
     push: HandlerFn,
     info_size: usize,
-    out_ports: u16,
     /// Cranelift IR of each compiled segment after optimisation, for `--emit clif`.
     clif: Vec<(SegmentKind, String)>,
     /// Machine code of each compiled segment as text, for `--emit asm`.
@@ -158,9 +218,20 @@ impl JitCode {
         for seg in [v.init.as_ref(), Some(&v.push)].into_iter().flatten() {
             module.clear_context(&mut ctx);
             ctx.func.signature = translate::handler_signature(&module);
-            let mut hrefs = helpers;
+            let facts = segment_facts(seg, &v.module, opts.domain, analysis::KnownSizes::default());
+            let ptr = module.target_config().pointer_type();
             let frontend = module.isa().frontend_config();
-            translate::translate_segment(&mut ctx.func, &mut fctx, &mut module, &mut hrefs, seg, &v.module, frontend, opts.domain_opts);
+            {
+                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                let entry = b.create_block();
+                b.append_block_params_for_function_params(entry);
+                b.switch_to_block(entry);
+                let env = handler_env(&mut b, entry, ptr, seg.kind);
+                let mut cx = translate::FuncCx::new(&mut module, helpers, opts.domain);
+                translate::translate_segment(&mut b, &mut cx, seg, &v.module, &facts, &[], env);
+                b.seal_all_blocks();
+                b.finalize(frontend);
+            }
             ctx.set_disasm(opts.keep_text);
             let name = match seg.kind {
                 SegmentKind::Init => "netvm_init",
@@ -194,7 +265,6 @@ impl JitCode {
             init,
             push: push.expect("a verified module has a .push segment"),
             info_size: v.module.info_size as usize,
-            out_ports: v.module.out_ports,
             clif,
             asm,
             code_size,
@@ -221,7 +291,7 @@ impl JitCode {
     }
 
     fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
-        let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, self.out_ports, limits.budget);
+        let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, limits.budget);
         // SAFETY: `ctx` points into `state` and `xb`, which are exclusively
         // borrowed for the whole call, so the raw pointers in it stay valid
         // and unaliased; the compiled code only accesses memory inside the
@@ -230,6 +300,27 @@ impl JitCode {
         let raw = unsafe { f(&mut ctx) };
         context::decode_outcome(raw)
     }
+}
+
+/// The environment of a single handler: everything is read from its
+/// [`JitCtx`] (the function's one parameter) in the entry block.
+fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr: types::Type, kind: SegmentKind) -> translate::SegmentEnv {
+    use context::offsets as o;
+    let c = b.block_params(entry)[0];
+    let flags = translate::ctx_flags();
+    let mut ld = |ty, off| b.ins().load(ty, flags, c, off);
+    let mem = |base, len| translate::MemView { base, len };
+    let mems = [
+        mem(ld(ptr, o::PKT), ld(types::I64, o::PKT_LEN)),
+        mem(ld(ptr, o::INFO), ld(types::I64, o::INFO_LEN)),
+        mem(ld(ptr, o::DATA), ld(types::I64, o::DATA_LEN)),
+    ];
+    let copros = (ld(ptr, o::COPROS), ld(types::I64, o::NCOPROS));
+    let budget = ld(types::I64, o::BUDGET);
+    let push = kind == SegmentKind::Push;
+    let in_port = push.then(|| ld(types::I32, o::IN_PORT));
+    let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC });
+    translate::SegmentEnv { mems, copros, meta, in_port, budget, exits: translate::ExitMode::Return }
 }
 
 impl PeCode for JitCode {

@@ -1,32 +1,45 @@
 //! NetIL → Cranelift IR.
 //!
-//! One verified segment becomes one function `fn(ctx) -> u32`. The verifier
-//! gives the operand-stack depth before every reachable instruction, so
-//! stack slot `k` is a Cranelift variable and the stack disappears into SSA
-//! values; locals are variables too. Memory bases and lengths are loaded
-//! from the context once, at entry. Every check the interpreter makes is
-//! made here, in the same order, with the same fault: bounds checks before
-//! loads and stores, division by zero, the budget charged on back edges
-//! (cost `s - t + 1` for an edge from instruction `s` to `t <= s`), the port
-//! of `ret.pop`, and the helpers' results.
+//! [`translate_segment`] emits one verified segment into a function being
+//! built, starting at a given block. The verifier gives the operand-stack
+//! depth before every reachable instruction, so stack slot `k` is a
+//! Cranelift variable and the stack disappears into SSA values; locals are
+//! variables too (so a store to a local that nothing reads costs nothing).
+//! Where memories are, what the metadata instructions read, and what the
+//! exits do come from a [`SegmentEnv`]:
+//!
+//! - a single handler ([`crate::JitCode`]) finds everything in its
+//!   execution context and returns an encoded outcome ([`ExitMode::Return`]);
+//! - a linked application ([`crate::link`]) gives each NetPE its memories
+//!   and jumps from every exit to a block that crosses the port, counts the
+//!   drop or the fault ([`ExitMode::Jump`]).
+//!
+//! Every check the interpreter makes is made here, in the same order, with
+//! the same fault: bounds checks before loads and stores, division by zero,
+//! the budget charged on back edges (cost `s - t + 1` for an edge from
+//! instruction `s` to `t <= s`), the port of `ret.pop`, and the helpers'
+//! results; except the bounds checks that [`crate::analysis`] proves
+//! redundant.
 
 use std::collections::{BTreeSet, HashMap};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, Function, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, Value};
 use cranelift_codegen::isa::TargetFrontendConfig;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId, Module};
-use netil::{Mem, Opcode, Operands};
+use netil::{Cond, Mem, Opcode, Operands, SegmentKind};
 use netvm_verify::SegmentInfo;
 use netvm_vm::FaultKind;
 
-use crate::context::{self, offsets, region_op, Helpers, HELPER_FAULT, OUT_DROP, OUT_EXIT};
+use crate::analysis::SegmentFacts;
+use crate::context::{self, Helpers, HELPER_FAULT, OUT_DROP, OUT_EXIT};
+use crate::DomainOpts;
 
-const I32: types::Type = types::I32;
-const I64: types::Type = types::I64;
+pub(crate) const I32: types::Type = types::I32;
+pub(crate) const I64: types::Type = types::I64;
 
-/// The signature of every compiled handler: `(ctx: ptr) -> i32`.
+/// The signature of a compiled single handler: `(ctx: ptr) -> i32`.
 pub fn handler_signature<M: Module>(m: &M) -> Signature {
     let mut s = m.make_signature();
     s.params.push(AbiParam::new(m.target_config().pointer_type()));
@@ -34,65 +47,155 @@ pub fn handler_signature<M: Module>(m: &M) -> Signature {
     s
 }
 
-/// Memory flags of loads from the execution context.
-fn ctx_flags() -> MemFlagsData {
+/// Memory flags of loads from memory the handler never writes (execution
+/// context, packet descriptors): Cranelift may drop unused ones and move the others.
+pub(crate) fn ctx_flags() -> MemFlagsData {
     MemFlagsData::trusted().with_readonly().with_can_move()
 }
 
-/// Memory flags of accesses whose bounds were checked just before.
+/// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-struct Tx<'a, 'b, M: Module> {
-    b: FunctionBuilder<'a>,
-    /// Byte offset → instruction index (from the verifier).
-    index_of: &'b HashMap<u32, usize>,
-    module: &'b mut M,
-    helpers: Helpers,
+/// One memory as the code sees it: its base address and its length in bytes (`i64`).
+#[derive(Clone, Copy, Debug)]
+pub struct MemView {
+    /// Address of byte 0.
+    pub base: Value,
+    /// Length in bytes (`i64`).
+    pub len: Value,
+}
+
+/// Where the metadata instructions (`wirelen`, `tstamp.*`) read: fields at
+/// fixed offsets from a pointer (the execution context or a packet descriptor).
+#[derive(Clone, Copy, Debug)]
+pub struct MetaView {
+    /// The structure.
+    pub base: Value,
+    /// Offset of the wire length (`u32`).
+    pub wirelen: i32,
+    /// Offset of the timestamp's seconds (`u64`).
+    pub ts_sec: i32,
+    /// Offset of the timestamp's nanoseconds (`u32`).
+    pub ts_nsec: i32,
+}
+
+/// What the exits of a segment do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitMode {
+    /// Return the encoded outcome ([`context::decode_outcome`]).
+    Return,
+    /// Jump to the blocks of [`SegmentExits`], which the caller fills.
+    Jump,
+}
+
+/// Everything a segment's code needs from outside.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentEnv {
+    /// Packet, info and data memory, indexed by [`Mem`].
+    pub mems: [MemView; 3],
+    /// The NetPE's coprocessor instances (opaque pointer) and their number (`i64`).
+    pub copros: (Value, Value),
+    /// Metadata of the exchange buffer (`.push` only).
+    pub meta: Option<MetaView>,
+    /// The input port (`i32`, `.push` only).
+    pub in_port: Option<Value>,
+    /// The budget the invocation starts with (`i64`).
+    pub budget: Value,
+    /// What exits do.
+    pub exits: ExitMode,
+}
+
+/// The exit blocks a segment translated with [`ExitMode::Jump`] jumps to,
+/// created on first use; the caller switches to each and fills it.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentExits {
+    /// Forward on output port `p` (`ret p`, `ret.pop`).
+    pub ports: Vec<Option<Block>>,
+    /// `drop`.
+    pub drop: Option<Block>,
+    /// `exit` (`.init`).
+    pub exit: Option<Block>,
+    /// A fault of each kind, indexed like [`FaultKind::ALL`].
+    pub faults: [Option<Block>; FaultKind::ALL.len()],
+}
+
+/// State shared by the segments translated into one function: the helper
+/// functions and their references in it.
+pub struct FuncCx<'m, M: Module> {
+    /// The module functions are declared in.
+    pub module: &'m mut M,
+    /// The helpers, declared in `module`.
+    pub helpers: Helpers,
     frefs: HashMap<FuncId, FuncRef>,
-    ctx: Value,
-    mem: [(Value, Value); 3],
+    /// Domain optimisations on.
+    pub opts: DomainOpts,
+    /// The target's front-end configuration (for `memmove`).
+    pub frontend: TargetFrontendConfig,
+}
+
+impl<'m, M: Module> FuncCx<'m, M> {
+    /// A context for one function.
+    pub fn new(module: &'m mut M, helpers: Helpers, opts: DomainOpts) -> Self {
+        let frontend = module.isa().frontend_config();
+        FuncCx { module, helpers, frefs: HashMap::new(), opts, frontend }
+    }
+
+    fn fref(&mut self, b: &mut FunctionBuilder, id: FuncId) -> FuncRef {
+        if let Some(f) = self.frefs.get(&id) {
+            return *f;
+        }
+        let f = self.module.declare_func_in_func(id, b.func);
+        self.frefs.insert(id, f);
+        f
+    }
+
+    /// Calls helper `id`; returns its result.
+    pub fn call(&mut self, b: &mut FunctionBuilder, id: FuncId, args: &[Value]) -> Value {
+        let f = self.fref(b, id);
+        let inst = b.ins().call(f, args);
+        b.inst_results(inst)[0]
+    }
+}
+
+struct Tx<'a, 'b, 'm, M: Module> {
+    b: &'a mut FunctionBuilder<'b>,
+    cx: &'a mut FuncCx<'m, M>,
+    seg: &'a SegmentInfo,
+    facts: &'a SegmentFacts,
+    /// Instructions whose info store is dead (linked applications).
+    dead: &'a [bool],
+    env: SegmentEnv,
     stack: Vec<Variable>,
     locals: Vec<Variable>,
     budget: Variable,
     blocks: HashMap<usize, Block>,
-    faults: [Option<Block>; FaultKind::ALL.len()],
+    exits: SegmentExits,
     /// Back-edge blocks to fill: (block, budget cost, target).
     pay: Vec<(Block, u32, Block)>,
     /// Values known to be constants (from `push`).
     consts: HashMap<Value, u32>,
     /// Big-endian loads: result value → (raw little-endian load, width).
     swapped: HashMap<Value, (Value, u32)>,
-    /// Domain optimisations on (see [`crate::JitOptions::domain_opts`]).
-    opts: bool,
+    /// Results of instructions that are fold bases (see [`SegmentFacts::fold`]).
+    fold_vals: HashMap<u32, Value>,
     out_ports: u16,
 }
 
-impl<M: Module> Tx<'_, '_, M> {
+impl<M: Module> Tx<'_, '_, '_, M> {
     /// The instruction index of a verified jump target.
     fn idx(&self, t: i64) -> usize {
-        self.index_of[&(u32::try_from(t).expect("verified target"))]
+        self.seg.index_of[&(u32::try_from(t).expect("verified target"))]
     }
 
     fn fault_block(&mut self, k: FaultKind) -> Block {
         let i = FaultKind::ALL.iter().position(|x| *x == k).expect("listed");
-        *self.faults[i].get_or_insert_with(|| self.b.create_block())
+        *self.exits.faults[i].get_or_insert_with(|| self.b.create_block())
     }
 
-    fn fref(&mut self, id: FuncId) -> FuncRef {
-        if let Some(f) = self.frefs.get(&id) {
-            return *f;
-        }
-        let f = self.module.declare_func_in_func(id, self.b.func);
-        self.frefs.insert(id, f);
-        f
-    }
-
-    fn call(&mut self, id: FuncId, args: &[Value]) -> Value {
-        let f = self.fref(id);
-        let inst = self.b.ins().call(f, args);
-        self.b.inst_results(inst)[0]
+    fn port_block(&mut self, p: u16) -> Block {
+        *self.exits.ports[p as usize].get_or_insert_with(|| self.b.create_block())
     }
 
     fn get(&mut self, slot: usize) -> Value {
@@ -115,30 +218,46 @@ impl<M: Module> Tx<'_, '_, M> {
         self.b.switch_to_block(cont);
     }
 
-    /// Checks `[off, off + width)` against memory `m`; returns the address.
-    fn address(&mut self, m: Mem, off: Value, width: u32) -> Value {
-        let (base, len) = self.mem[m as usize];
-        let off64 = self.b.ins().uextend(I64, off);
-        let end = self.b.ins().iadd_imm_s(off64, i64::from(width));
-        let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, len);
-        self.check(ok, FaultKind::Bounds);
-        self.b.ins().iadd(base, off64)
+    /// The address of the `width`-byte access at instruction `i` to memory
+    /// `m` at offset `off`, checked unless proved in bounds; returns the
+    /// address and a constant displacement to add to it.
+    fn address(&mut self, i: usize, m: Mem, off: Value, width: u32) -> (Value, i32) {
+        let view = self.env.mems[m as usize];
+        let opts = self.cx.opts;
+        // Offset folding: `zext(base value) + k`, correct because the
+        // analysis proved `base value + k` does not wrap.
+        let folded =
+            if opts.fold_offsets { self.facts.fold[i].and_then(|f| self.fold_vals.get(&f.base).map(|v| (*v, f.off))) } else { None };
+        let (index, disp) = match folded {
+            Some((v, k)) => (self.b.ins().uextend(I64, v), k),
+            None => (self.b.ins().uextend(I64, off), 0),
+        };
+        if !(opts.bounds && self.facts.unchecked[i]) {
+            let end = self.b.ins().iadd_imm_s(index, disp + i64::from(width));
+            let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, view.len);
+            self.check(ok, FaultKind::Bounds);
+        }
+        let addr = self.b.ins().iadd(view.base, index);
+        match i32::try_from(disp) {
+            Ok(d) => (addr, d),
+            Err(_) => (self.b.ins().iadd_imm_s(addr, disp), 0),
+        }
     }
 
-    /// Big-endian load of `width` bytes, zero-extended to i32.
-    fn load_be(&mut self, m: Mem, off: Value, width: u32) -> Value {
-        let addr = self.address(m, off, width);
+    /// Big-endian load of `width` bytes at instruction `i`, zero-extended to i32.
+    fn load_be(&mut self, i: usize, m: Mem, off: Value, width: u32) -> Value {
+        let (addr, d) = self.address(i, m, off, width);
         match width {
-            1 => self.b.ins().uload8(I32, checked(), addr, 0),
+            1 => self.b.ins().uload8(I32, checked(), addr, d),
             2 => {
-                let raw = self.b.ins().load(types::I16, checked(), addr, 0);
+                let raw = self.b.ins().load(types::I16, checked(), addr, d);
                 let v = self.b.ins().bswap(raw);
                 let v = self.b.ins().uextend(I32, v);
                 self.swapped.insert(v, (raw, 2));
                 v
             }
             _ => {
-                let raw = self.b.ins().load(I32, checked(), addr, 0);
+                let raw = self.b.ins().load(I32, checked(), addr, d);
                 let v = self.b.ins().bswap(raw);
                 self.swapped.insert(v, (raw, 4));
                 v
@@ -147,12 +266,12 @@ impl<M: Module> Tx<'_, '_, M> {
     }
 
     /// `icmp cc a, b`, with the constant byte-order swap of the NetVM paper
-    /// (§4.1, Fig. 8): an equality test of a big-endian load against a
+    /// (§5.1, Fig. 8): an equality test of a big-endian load against a
     /// constant compares the raw load with the byte-swapped constant, so the
     /// swap of the loaded value disappears (and the byte swap moves to
     /// compile time). Only `eq`/`ne`: swapping does not preserve order.
     fn compare(&mut self, cc: IntCC, a: Value, b: Value) -> Value {
-        if self.opts && matches!(cc, IntCC::Equal | IntCC::NotEqual) {
+        if self.cx.opts.bswap_const && matches!(cc, IntCC::Equal | IntCC::NotEqual) {
             let pair = match (self.swapped.get(&a), self.consts.get(&b), self.swapped.get(&b), self.consts.get(&a)) {
                 (Some(&l), Some(&c), _, _) | (_, _, Some(&l), Some(&c)) => Some((l, c)),
                 _ => None,
@@ -173,23 +292,34 @@ impl<M: Module> Tx<'_, '_, M> {
         self.b.ins().icmp(cc, a, b)
     }
 
-    /// Big-endian store of the low `width` bytes of `v`.
-    fn store_be(&mut self, m: Mem, off: Value, width: u32, v: Value) {
-        let addr = self.address(m, off, width);
+    /// Big-endian store of the low `width` bytes of `v` at instruction `i`.
+    fn store_be(&mut self, i: usize, m: Mem, off: Value, width: u32, v: Value) {
+        let (addr, d) = self.address(i, m, off, width);
         match width {
             1 => {
-                self.b.ins().istore8(checked(), v, addr, 0);
+                self.b.ins().istore8(checked(), v, addr, d);
             }
             2 => {
                 let h = self.b.ins().ireduce(types::I16, v);
                 let h = self.b.ins().bswap(h);
-                self.b.ins().store(checked(), h, addr, 0);
+                self.b.ins().store(checked(), h, addr, d);
             }
             _ => {
                 let s = self.b.ins().bswap(v);
-                self.b.ins().store(checked(), s, addr, 0);
+                self.b.ins().store(checked(), s, addr, d);
             }
         }
+    }
+
+    /// Checks that `[off, off + len)` lies in memory `m`; returns its address (`off` and `len` are `i32`).
+    fn region(&mut self, m: Mem, off: Value, len: Value) -> Value {
+        let view = self.env.mems[m as usize];
+        let off64 = self.b.ins().uextend(I64, off);
+        let len64 = self.b.ins().uextend(I64, len);
+        let end = self.b.ins().iadd(off64, len64);
+        let ok = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, view.len);
+        self.check(ok, FaultKind::Bounds);
+        self.b.ins().iadd(view.base, off64)
     }
 
     /// Charges `cost` to the budget (faulting if it does not cover it).
@@ -218,47 +348,101 @@ impl<M: Module> Tx<'_, '_, M> {
         pay
     }
 
-    fn ret(&mut self, code: u32) {
-        let v = self.iconst(code);
-        self.b.ins().return_(&[v]);
+    /// Leaves with outcome `code` (return mode) or through `block` (jump mode).
+    fn leave(&mut self, code: u32, block: impl FnOnce(&mut Self) -> Block) {
+        match self.env.exits {
+            ExitMode::Return => {
+                let v = self.iconst(code);
+                self.b.ins().return_(&[v]);
+            }
+            ExitMode::Jump => {
+                let blk = block(self);
+                self.b.ins().jump(blk, &[]);
+            }
+        }
+    }
+
+    /// The metadata view (verified: metadata instructions occur in `.push` only).
+    fn meta(&self) -> MetaView {
+        self.env.meta.expect("metadata in .push")
     }
 }
 
+/// Inline `hash32`: MurmurHash3 (x86, 32-bit, seed 0) of the four
+/// big-endian bytes of `v` (the blocks are read little-endian, so the one
+/// block is `bswap(v)`), as `netvm_vm::region::hash32`.
+fn hash32(b: &mut FunctionBuilder, v: Value) -> Value {
+    let mut k = b.ins().bswap(v);
+    k = b.ins().imul_imm_u(k, 0xcc9e_2d51);
+    k = b.ins().rotl_imm_s(k, 15);
+    k = b.ins().imul_imm_u(k, 0x1b87_3593);
+    let mut h = b.ins().rotl_imm_s(k, 13);
+    h = b.ins().imul_imm_u(h, 5);
+    h = b.ins().iadd_imm_u(h, 0xe654_6b64);
+    h = b.ins().bxor_imm_u(h, 4);
+    // fmix32
+    for (shift, mul) in [(16, Some(0x85eb_ca6bu32)), (13, Some(0xc2b2_ae35)), (16, None)] {
+        let s = b.ins().ushr_imm_u(h, shift);
+        h = b.ins().bxor(h, s);
+        if let Some(m) = mul {
+            h = b.ins().imul_imm_u(h, i64::from(m));
+        }
+    }
+    h
+}
+
+/// Inline `csum.upd` (RFC 1624 eqn. 3), as `netvm_vm::region::csum_update`:
+/// the sum of three 16-bit values folds to 16 bits in two steps.
+fn csum_update(b: &mut FunctionBuilder, hc: Value, old: Value, new: Value) -> Value {
+    let nhc = b.ins().bnot(hc);
+    let nhc = b.ins().band_imm_u(nhc, 0xffff);
+    let nold = b.ins().bnot(old);
+    let nold = b.ins().band_imm_u(nold, 0xffff);
+    let nw = b.ins().band_imm_u(new, 0xffff);
+    let mut s = b.ins().iadd(nhc, nold);
+    s = b.ins().iadd(s, nw);
+    for _ in 0..2 {
+        let lo = b.ins().band_imm_u(s, 0xffff);
+        let hi = b.ins().ushr_imm_u(s, 16);
+        s = b.ins().iadd(lo, hi);
+    }
+    let r = b.ins().bnot(s);
+    b.ins().band_imm_u(r, 0xffff)
+}
+
 fn cond_cc(op: Opcode) -> Option<IntCC> {
-    use Opcode::*;
-    Some(match op {
-        CmpEq | JcmpEq => IntCC::Equal,
-        CmpNeq | JcmpNeq => IntCC::NotEqual,
-        CmpLt | JcmpLt => IntCC::UnsignedLessThan,
-        CmpLe | JcmpLe => IntCC::UnsignedLessThanOrEqual,
-        CmpGt | JcmpGt => IntCC::UnsignedGreaterThan,
-        CmpGe | JcmpGe => IntCC::UnsignedGreaterThanOrEqual,
-        CmpSlt | JcmpSlt => IntCC::SignedLessThan,
-        CmpSle | JcmpSle => IntCC::SignedLessThanOrEqual,
-        CmpSgt | JcmpSgt => IntCC::SignedGreaterThan,
-        CmpSge | JcmpSge => IntCC::SignedGreaterThanOrEqual,
-        _ => return None,
+    Some(match op.condition()? {
+        Cond::Eq => IntCC::Equal,
+        Cond::Ne => IntCC::NotEqual,
+        Cond::Lt => IntCC::UnsignedLessThan,
+        Cond::Le => IntCC::UnsignedLessThanOrEqual,
+        Cond::Gt => IntCC::UnsignedGreaterThan,
+        Cond::Ge => IntCC::UnsignedGreaterThanOrEqual,
+        Cond::Slt => IntCC::SignedLessThan,
+        Cond::Sle => IntCC::SignedLessThanOrEqual,
+        Cond::Sgt => IntCC::SignedGreaterThan,
+        Cond::Sge => IntCC::SignedGreaterThanOrEqual,
     })
 }
 
-/// Translates one verified segment into `func` (whose signature must be [`handler_signature`]).
+/// Translates one verified segment; its code starts in the builder's current
+/// block (which may already hold instructions). `facts` comes from [`crate::analysis::analyse`]; `dead`
+/// marks info stores to omit (empty: none). With [`ExitMode::Jump`], the
+/// returned exits must be filled by the caller; the caller also seals the
+/// blocks and finalizes the function.
 #[allow(clippy::too_many_arguments)]
 pub fn translate_segment<M: Module>(
-    func: &mut Function,
-    fctx: &mut FunctionBuilderContext,
-    module: &mut M,
-    helpers: &mut Helpers,
+    b: &mut FunctionBuilder,
+    cx: &mut FuncCx<'_, M>,
     seg: &SegmentInfo,
     m: &netil::Module,
-    frontend: TargetFrontendConfig,
-    domain_opts: bool,
-) {
+    facts: &SegmentFacts,
+    dead: &[bool],
+    env: SegmentEnv,
+) -> SegmentExits {
     let insns = &seg.insns;
     let reachable = |i: usize| seg.depth.get(i).copied().flatten().is_some();
-    let index = |t: i64| -> usize {
-        let t = u32::try_from(t).expect("verified target");
-        seg.index_of[&t]
-    };
+    let index = |t: i64| -> usize { seg.index_of[&u32::try_from(t).expect("verified target")] };
 
     // Block starts: instruction 0, jump targets of reachable instructions,
     // and the fall-through successors of conditional branches.
@@ -275,54 +459,36 @@ pub fn translate_segment<M: Module>(
         }
     }
 
-    let ptr = module.target_config().pointer_type();
-    let mut b = FunctionBuilder::new(func, fctx);
-    let entry = b.create_block();
-    b.append_block_params_for_function_params(entry);
-    b.switch_to_block(entry);
-    let ctx = b.block_params(entry)[0];
-    // The context is never written while a handler runs (helpers only read
-    // it), so its loads are `readonly` and `can_move`: Cranelift may drop
-    // unused ones and move the others.
-    let ld = |b: &mut FunctionBuilder, ty, off: i32| b.ins().load(ty, ctx_flags(), ctx, off);
-    let mem = [
-        (ld(&mut b, ptr, offsets::PKT), ld(&mut b, I64, offsets::PKT_LEN)),
-        (ld(&mut b, ptr, offsets::INFO), ld(&mut b, I64, offsets::INFO_LEN)),
-        (ld(&mut b, ptr, offsets::DATA), ld(&mut b, I64, offsets::DATA_LEN)),
-    ];
     let budget = b.declare_var(I64);
-    let init_budget = ld(&mut b, I64, offsets::BUDGET);
-    b.def_var(budget, init_budget);
+    b.def_var(budget, env.budget);
     let zero = b.ins().iconst(I32, 0);
     let stack: Vec<Variable> = (0..m.max_stack.max(1)).map(|_| b.declare_var(I32)).collect();
     let locals: Vec<Variable> = (0..m.locals).map(|_| b.declare_var(I32)).collect();
     for v in stack.iter().chain(&locals) {
         b.def_var(*v, zero);
     }
-    if seg.kind == netil::SegmentKind::Push {
-        let port = ld(&mut b, I32, offsets::IN_PORT);
-        b.def_var(stack[0], port);
+    if seg.kind == SegmentKind::Push {
+        b.def_var(stack[0], env.in_port.expect(".push has an input port"));
     }
     let blocks: HashMap<usize, Block> = starts.iter().filter(|i| **i < insns.len()).map(|i| (*i, b.create_block())).collect();
     b.ins().jump(blocks[&0], &[]);
 
     let mut tx = Tx {
         b,
-        index_of: &seg.index_of,
-        module,
-        helpers: *helpers,
-        frefs: HashMap::new(),
-        ctx,
-        mem,
+        cx,
+        seg,
+        facts,
+        dead,
+        env,
         stack,
         locals,
         budget,
         blocks,
-        faults: [None; FaultKind::ALL.len()],
+        exits: SegmentExits { ports: vec![None; m.out_ports as usize], ..SegmentExits::default() },
         pay: Vec::new(),
         consts: HashMap::new(),
         swapped: HashMap::new(),
-        opts: domain_opts,
+        fold_vals: HashMap::new(),
         out_ports: m.out_ports,
     };
 
@@ -341,6 +507,11 @@ pub fn translate_segment<M: Module>(
         }
         let d = d as usize;
         translate_insn(&mut tx, i, insn, d);
+        if facts.fold_base.get(i).copied().unwrap_or(false) {
+            let depth_after = d - insn.op.pops() as usize + insn.op.pushes() as usize;
+            let v = tx.get(depth_after - 1);
+            tx.fold_vals.insert(i as u32, v);
+        }
         // Conditional jumps end their block too: `brif` already names the
         // fall-through block.
         if insn.op.ends_block() || insn.op.is_jump() {
@@ -355,20 +526,23 @@ pub fn translate_segment<M: Module>(
         tx.b.ins().jump(target, &[]);
     }
 
-    for (k, blk) in FaultKind::ALL.iter().zip(tx.faults) {
-        if let Some(blk) = blk {
-            tx.b.switch_to_block(blk);
-            tx.ret(context::fault_code(*k));
+    let mut exits = std::mem::take(&mut tx.exits);
+    if tx.env.exits == ExitMode::Return {
+        for (k, blk) in FaultKind::ALL.iter().zip(&mut exits.faults) {
+            if let Some(blk) = blk.take() {
+                tx.b.switch_to_block(blk);
+                let v = tx.iconst(context::fault_code(*k));
+                tx.b.ins().return_(&[v]);
+            }
         }
     }
-    tx.b.seal_all_blocks();
-    tx.b.finalize(frontend);
+    exits
 }
 
-fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Insn, d: usize) {
+fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil::Insn, d: usize) {
     use Opcode::*;
     let op = insn.op;
-    let h = tx.helpers;
+    let h = tx.cx.helpers;
     match (&insn.operands, op) {
         (_, Nop) => {}
         (Operands::Imm(v), Push) => {
@@ -471,7 +645,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
                 Popcnt => tx.b.ins().popcnt(a),
                 Clz => tx.b.ins().clz(a),
                 Ctz => tx.b.ins().ctz(a),
-                _ => tx.call(h.hash32, &[a]),
+                _ => hash32(tx.b, a),
             };
             tx.set(d - 1, r);
         }
@@ -479,7 +653,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
             let hc = tx.get(d - 3);
             let old = tx.get(d - 2);
             let new = tx.get(d - 1);
-            let r = tx.call(h.csum_upd, &[hc, old, new]);
+            let r = csum_update(tx.b, hc, old, new);
             tx.set(d - 3, r);
         }
         (Operands::None, _) if cond_cc(op).is_some() => {
@@ -526,30 +700,50 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
                 let blk = tx.edge_block(i, tx.idx(*t));
                 sw.set_entry(u128::from(*value), blk);
             }
-            sw.emit(&mut tx.b, v, default);
+            sw.emit(tx.b, v, default);
         }
-        (Operands::Port(p), Ret) => tx.ret(u32::from(*p)),
+        (Operands::Port(p), Ret) => tx.leave(u32::from(*p), |tx| tx.port_block(*p)),
         (_, RetPop) => {
             let p = tx.get(d - 1);
-            let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, p, i64::from(tx.out_ports));
-            tx.check(ok, FaultKind::BadPort);
-            tx.b.ins().return_(&[p]);
+            match tx.env.exits {
+                ExitMode::Return => {
+                    let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, p, i64::from(tx.out_ports));
+                    tx.check(ok, FaultKind::BadPort);
+                    tx.b.ins().return_(&[p]);
+                }
+                ExitMode::Jump => {
+                    // A jump table over the ports; any other value is a bad port.
+                    let bad = tx.fault_block(FaultKind::BadPort);
+                    let ports: Vec<Block> = (0..tx.out_ports).map(|q| tx.port_block(q)).collect();
+                    let mut sw = cranelift_frontend::Switch::new();
+                    for (q, blk) in ports.into_iter().enumerate() {
+                        sw.set_entry(q as u128, blk);
+                    }
+                    sw.emit(tx.b, p, bad);
+                }
+            }
         }
-        (_, Drop) => tx.ret(OUT_DROP),
-        (_, Exit) => tx.ret(OUT_EXIT),
+        (_, Drop) => tx.leave(OUT_DROP, |tx| *tx.exits.drop.get_or_insert_with(|| tx.b.create_block())),
+        (_, Exit) => tx.leave(OUT_EXIT, |tx| *tx.exits.exit.get_or_insert_with(|| tx.b.create_block())),
         (_, Pktlen) => {
-            let len = tx.mem[Mem::Packet as usize].1;
+            let len = tx.env.mems[Mem::Packet as usize].len;
             let v = tx.b.ins().ireduce(I32, len);
             tx.set(d, v);
         }
-        (_, Wirelen | Inport | TstampS | TstampNs) => {
-            let off = match op {
-                Wirelen => offsets::WIRE_LEN,
-                Inport => offsets::IN_PORT,
-                TstampS => offsets::TS_SEC,
-                _ => offsets::TS_NSEC,
+        (_, Wirelen | TstampS | TstampNs) => {
+            let mv = tx.meta();
+            let v = match op {
+                Wirelen => tx.b.ins().load(I32, ctx_flags(), mv.base, mv.wirelen),
+                TstampNs => tx.b.ins().load(I32, ctx_flags(), mv.base, mv.ts_nsec),
+                _ => {
+                    let s = tx.b.ins().load(I64, ctx_flags(), mv.base, mv.ts_sec);
+                    tx.b.ins().ireduce(I32, s)
+                }
             };
-            let v = tx.b.ins().load(I32, ctx_flags(), tx.ctx, off);
+            tx.set(d, v);
+        }
+        (_, Inport) => {
+            let v = tx.env.in_port.expect(".push has an input port");
             tx.set(d, v);
         }
         (Operands::Local(l), Locload) => {
@@ -564,38 +758,40 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
             let dst = tx.get(d - 3);
             let src = tx.get(d - 2);
             let len = tx.get(d - 1);
-            let mems = tx.iconst((*s as u32) << 4 | *t as u32);
-            let r = tx.call(h.mcopy, &[tx.ctx, mems, dst, src, len]);
-            let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, r, 0);
-            tx.check(ok, FaultKind::Bounds);
+            // Both ranges are checked before anything is copied (source first).
+            let from = tx.region(*s, src, len);
+            let to = tx.region(*t, dst, len);
+            let n = tx.b.ins().uextend(I64, len);
+            let fe = tx.cx.frontend;
+            tx.b.call_memmove(fe, to, from, n);
         }
         (Operands::Mem(mm), Crc32 | Hash | Csum) => {
             let off = tx.get(d - 2);
             let len = tx.get(d - 1);
-            let rop = tx.iconst(match op {
-                Crc32 => region_op::CRC32,
-                Hash => region_op::HASH,
-                _ => region_op::CSUM,
-            });
-            let memv = tx.iconst(*mm as u32);
-            let r = tx.call(h.region, &[tx.ctx, rop, memv, off, len]);
-            let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, r, HELPER_FAULT as i64);
-            tx.check(ok, FaultKind::Bounds);
-            let v = tx.b.ins().ireduce(I32, r);
+            let addr = tx.region(*mm, off, len);
+            let n = tx.b.ins().uextend(I64, len);
+            let f = match op {
+                Crc32 => h.crc32,
+                Hash => h.murmur3,
+                _ => h.csum,
+            };
+            let v = tx.cx.call(tx.b, f, &[addr, n]);
             tx.set(d - 2, v);
         }
         (Operands::CoproReg { copro, reg }, CoproIn) => {
             let v = tx.get(d - 1);
             let c = tx.iconst(u32::from(*copro));
             let r = tx.iconst(u32::from(*reg));
-            let st = tx.call(h.copro_in, &[tx.ctx, c, r, v]);
+            let (cp, n) = tx.env.copros;
+            let st = tx.cx.call(tx.b, h.copro_in, &[cp, n, c, r, v]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
         }
         (Operands::CoproReg { copro, reg }, CoproOut) => {
             let c = tx.iconst(u32::from(*copro));
             let r = tx.iconst(u32::from(*reg));
-            let v = tx.call(h.copro_out, &[tx.ctx, c, r]);
+            let (cp, n) = tx.env.copros;
+            let v = tx.cx.call(tx.b, h.copro_out, &[cp, n, c, r]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, v, HELPER_FAULT as i64);
             tx.check(ok, FaultKind::Copro);
             let v = tx.b.ins().ireduce(I32, v);
@@ -604,7 +800,18 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
         (Operands::CoproOp { copro, op: o }, CoproInvoke) => {
             let c = tx.iconst(u32::from(*copro));
             let o = tx.iconst(u32::from(*o));
-            let st = tx.call(h.copro_invoke, &[tx.ctx, c, o]);
+            let (cp, n) = tx.env.copros;
+            let pkt = tx.env.mems[Mem::Packet as usize];
+            let info = tx.env.mems[Mem::Info as usize];
+            let (sec, nsec) = match tx.env.meta {
+                Some(mv) => {
+                    let s = tx.b.ins().load(I64, ctx_flags(), mv.base, mv.ts_sec);
+                    let ns = tx.b.ins().load(I32, ctx_flags(), mv.base, mv.ts_nsec);
+                    (s, ns)
+                }
+                None => (tx.b.ins().iconst(I64, 0), tx.iconst(0)),
+            };
+            let st = tx.cx.call(tx.b, h.copro_invoke, &[cp, n, c, o, pkt.base, pkt.len, info.base, info.len, sec, nsec]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
         }
@@ -612,12 +819,16 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, M>, i: usize, insn: &netil::Ins
             let m = op.access_memory().expect("memory access");
             let w = op.access_width().expect("width");
             if op.is_store() {
+                if tx.dead.get(i).copied().unwrap_or(false) {
+                    // A dead info store at a verified constant offset: nothing to do.
+                    return;
+                }
                 let v = tx.get(d - 1);
                 let off = tx.get(d - 2);
-                tx.store_be(m, off, w, v);
+                tx.store_be(i, m, off, w, v);
             } else {
                 let off = tx.get(d - 1);
-                let v = tx.load_be(m, off, w);
+                let v = tx.load_be(i, m, off, w);
                 tx.set(d - 1, v);
             }
         }

@@ -4,13 +4,17 @@
 //! tests/differential.rs, which runs with every optimisation on.
 
 use netvm_interp::InterpCode;
-use netvm_jit::{JitCode, JitOptions};
+use netvm_jit::{DomainOpts, JitCode, JitOptions};
 use netvm_vm::{ExchangeBuffer, Limits, Packet, PeCode, PeState};
 
 fn compile(src: &str, domain_opts: bool) -> (JitCode, netvm_verify::Verified) {
     let m = netil::assemble(src).unwrap().module;
     let v = netvm_verify::verify(&m).unwrap();
-    let code = JitCode::compile_with(&v, JitOptions { keep_text: true, domain_opts, ..JitOptions::default() }).unwrap();
+    let code = JitCode::compile_with(
+        &v,
+        JitOptions { keep_text: true, domain: if domain_opts { DomainOpts::ALL } else { DomainOpts::NONE }, ..JitOptions::default() },
+    )
+    .unwrap();
     (code, v)
 }
 

@@ -15,4 +15,4 @@ pub use asm::{assemble, AsmError, Assembled, SourceMap};
 pub use disasm::disassemble;
 pub use insn::{decode, encode, DecodeError, Insn, Operands, SwitchTable};
 pub use module::{CoproDecl, LoadError, Module, SegmentKind};
-pub use opcode::{Class, Mem, Opcode, OperandKind};
+pub use opcode::{Class, Cond, Mem, Opcode, OperandKind};

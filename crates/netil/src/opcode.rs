@@ -343,6 +343,56 @@ opcodes! {
     CoproInvoke = 0xa2, "copro.invoke", CoproOp, 0, 0, Copro;
 }
 
+/// The condition of a comparison (`cmp.*`) or conditional jump (`jcmp.*`):
+/// `a COND b` with `b` the top of the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cond {
+    /// `a == b`
+    Eq,
+    /// `a != b`
+    Ne,
+    /// `a < b`, unsigned
+    Lt,
+    /// `a <= b`, unsigned
+    Le,
+    /// `a > b`, unsigned
+    Gt,
+    /// `a >= b`, unsigned
+    Ge,
+    /// `a < b`, signed
+    Slt,
+    /// `a <= b`, signed
+    Sle,
+    /// `a > b`, signed
+    Sgt,
+    /// `a >= b`, signed
+    Sge,
+}
+
+impl Cond {
+    /// Evaluates the condition on `a` (second from top) and `b` (top).
+    #[inline(always)]
+    pub fn eval(self, a: u32, b: u32) -> bool {
+        match self {
+            Cond::Eq => a == b,
+            Cond::Ne => a != b,
+            Cond::Lt => a < b,
+            Cond::Le => a <= b,
+            Cond::Gt => a > b,
+            Cond::Ge => a >= b,
+            Cond::Slt => (a as i32) < (b as i32),
+            Cond::Sle => (a as i32) <= (b as i32),
+            Cond::Sgt => (a as i32) > (b as i32),
+            Cond::Sge => (a as i32) >= (b as i32),
+        }
+    }
+
+    /// True for the signed orderings.
+    pub const fn is_signed(self) -> bool {
+        matches!(self, Cond::Slt | Cond::Sle | Cond::Sgt | Cond::Sge)
+    }
+}
+
 impl Opcode {
     /// Minimum stack depth the instruction requires, given its operand (for `pick n`: n + 1).
     pub fn stack_needs(self, pick_depth: u8) -> u32 {
@@ -350,6 +400,24 @@ impl Opcode {
             Opcode::Pick => u32::from(pick_depth) + 1,
             _ => self.pops(),
         }
+    }
+
+    /// The condition of `cmp.*` and `jcmp.*`; `None` for other instructions.
+    pub const fn condition(self) -> Option<Cond> {
+        use Opcode::*;
+        Some(match self {
+            CmpEq | JcmpEq => Cond::Eq,
+            CmpNeq | JcmpNeq => Cond::Ne,
+            CmpLt | JcmpLt => Cond::Lt,
+            CmpLe | JcmpLe => Cond::Le,
+            CmpGt | JcmpGt => Cond::Gt,
+            CmpGe | JcmpGe => Cond::Ge,
+            CmpSlt | JcmpSlt => Cond::Slt,
+            CmpSle | JcmpSle => Cond::Sle,
+            CmpSgt | JcmpSgt => Cond::Sgt,
+            CmpSge | JcmpSge => Cond::Sge,
+            _ => return None,
+        })
     }
 
     /// True for instructions that end the handler (`ret`, `ret.pop`, `drop`, `exit`).
