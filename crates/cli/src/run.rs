@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
 use netvm_io::{read_capture, PcapWriter};
-use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, JitEngine, Manifest, Verdict};
+use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
 use netvm_vm::{FaultKind, Packet};
 
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// Run the trace N times from memory (for measurement); outputs are written once.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeat: u64,
+    /// How the JIT binds NetPEs: one function per application whose port
+    /// crossings are jumps (`direct`), one function per NetPE called through
+    /// a vector table (`table`), or the runtime walking the graph and calling
+    /// each NetPE (`dispatch`, what the interpreter always does).
+    #[arg(long, value_enum, default_value_t = LinkArg::Direct)]
+    link: LinkArg,
     /// Execution budget per handler invocation (overrides the manifest).
     #[arg(long)]
     budget: Option<u64>,
@@ -51,6 +57,28 @@ enum EngineArg {
     Jit,
     /// The reference interpreter.
     Interp,
+}
+
+/// `--link`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LinkArg {
+    /// The whole application is one native function; a port crossing is a jump.
+    Direct,
+    /// One native function per NetPE; a port crossing is a tail call through a vector table.
+    Table,
+    /// The runtime walks the graph and calls each NetPE's code per exchange buffer.
+    Dispatch,
+}
+
+impl LinkArg {
+    /// The JIT's link mode (`None`: the runtime dispatches).
+    pub fn mode(self) -> Option<LinkMode> {
+        match self {
+            LinkArg::Direct => Some(LinkMode::Direct),
+            LinkArg::Table => Some(LinkMode::Table),
+            LinkArg::Dispatch => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -156,9 +184,10 @@ pub fn cmd_run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let jit = JitEngine::with_link(args.link.mode());
     let engine: &dyn Engine = match args.engine {
         EngineArg::Interp => &InterpEngine,
-        EngineArg::Jit => &JitEngine,
+        EngineArg::Jit => &jit,
     };
     let registry = netvm_copro::registry();
     let mut app = match Application::build(&manifest, engine, &registry, args.budget) {
@@ -243,12 +272,13 @@ pub fn cmd_run(args: RunArgs) -> u8 {
     match args.stats {
         Some(StatsFormat::Json) => {
             let mut j = stats_json(&stats, ns_per_packet, app.engine(), args.repeat);
+            j["link"] = app.link().into();
             j["copro"] =
                 app.copro_dumps().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>().into();
             println!("{j}");
         }
         Some(StatsFormat::Text) => {
-            print!("{}", stats_text(&stats, ns_per_packet, app.engine()));
+            print!("{}", stats_text(&stats, ns_per_packet, &format!("{} ({})", app.engine(), app.link())));
             for (k, v) in app.copro_dumps() {
                 println!("copro {k}: {v}");
             }

@@ -263,5 +263,5 @@ pub fn hex(b: &[u8]) -> String {
 
 /// The engines every test runs on.
 pub fn engines() -> Vec<Box<dyn Engine>> {
-    vec![Box::new(netvm_runtime::InterpEngine), Box::new(netvm_runtime::JitEngine)]
+    vec![Box::new(netvm_runtime::InterpEngine), Box::new(netvm_runtime::JitEngine::default())]
 }

@@ -24,6 +24,7 @@
 
 pub mod analysis;
 pub mod context;
+pub mod link;
 pub mod translate;
 
 use std::sync::{Arc, OnceLock};
@@ -124,14 +125,17 @@ pub(crate) fn segment_facts(
     }
 }
 
-/// The host ISA, built once per process and option set.
-fn host_isa(opts: JitOptions) -> Result<OwnedTargetIsa, JitError> {
-    static CACHE: OnceLock<Result<[OwnedTargetIsa; 4], String>> = OnceLock::new();
+/// The host ISA, built once per process and option set. `frame_pointers`:
+/// keep frame pointers, which Cranelift's tail calls need (`--link table`).
+pub(crate) fn host_isa(opts: JitOptions, frame_pointers: bool) -> Result<OwnedTargetIsa, JitError> {
+    static CACHE: OnceLock<Result<[OwnedTargetIsa; 8], String>> = OnceLock::new();
     let isas = CACHE.get_or_init(|| {
-        let mut out = Vec::with_capacity(4);
-        for (optimize, verify) in [(false, false), (false, true), (true, false), (true, true)] {
+        let mut out = Vec::with_capacity(8);
+        for k in 0..8u8 {
+            let (fp, optimize, verify) = (k & 4 != 0, k & 2 != 0, k & 1 != 0);
             let mut flags = settings::builder();
             let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| e.to_string());
+            set(&mut flags, "preserve_frame_pointers", if fp { "true" } else { "false" })?;
             set(&mut flags, "opt_level", if optimize { "speed" } else { "none" })?;
             set(&mut flags, "enable_verifier", if verify { "true" } else { "false" })?;
             set(&mut flags, "is_pic", "false")?;
@@ -143,7 +147,7 @@ fn host_isa(opts: JitOptions) -> Result<OwnedTargetIsa, JitError> {
         out.try_into().map_err(|_| "ISA list".to_string())
     });
     match isas {
-        Ok(list) => Ok(list[usize::from(opts.optimize) * 2 + usize::from(opts.verify_ir)].clone()),
+        Ok(list) => Ok(list[usize::from(frame_pointers) * 4 + usize::from(opts.optimize) * 2 + usize::from(opts.verify_ir)].clone()),
         Err(e) => Err(JitError::Isa(e.clone())),
     }
 }
@@ -152,8 +156,8 @@ fn host_isa(opts: JitOptions) -> Result<OwnedTargetIsa, JitError> {
 pub type HandlerFn = unsafe extern "C" fn(*mut JitCtx) -> u32;
 
 /// Owns the executable memory of one compiled module.
-struct CodeMemory {
-    module: Option<JITModule>,
+pub(crate) struct CodeMemory {
+    pub(crate) module: Option<JITModule>,
 }
 
 impl Drop for CodeMemory {
@@ -202,7 +206,7 @@ impl JitCode {
 
     /// Compiles a verified module.
     pub fn compile_with(v: &Verified, opts: JitOptions) -> Result<JitCode, JitError> {
-        let isa = host_isa(opts)?;
+        let isa = host_isa(opts, false)?;
         let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
         for (name, ptr) in context::helper_symbols() {
             builder.symbol(name, ptr);

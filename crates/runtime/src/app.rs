@@ -1,53 +1,39 @@
 //! A running application: NetPE instances joined port to port.
+//!
+//! Two ways to run one: an engine that compiles whole applications
+//! ([`netvm_vm::graph::LinkedCode`], the JIT with `--link direct|table`)
+//! runs each batch in native code; otherwise the runtime walks the graph
+//! itself and calls each NetPE's code per exchange buffer (`dispatch`: the
+//! reference path, and the interpreter's).
 
 use std::collections::{BTreeMap, HashMap};
 
+use netvm_verify::Verified;
+use netvm_vm::graph::{AppGraph, Dest, FlowCounts, LinkedCode, Verdict};
 use netvm_vm::{CoproConfig, CoproRegistry, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState};
 
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
 use crate::stats::{fault_index, AppStats, PeCounters};
 use crate::{program, Engine, RuntimeError};
 
-/// Where an exchange buffer goes when it leaves a port.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dest {
-    /// Input port `in_port` of NetPE `node`.
-    Pe { node: u32, in_port: u16 },
-    /// Application output port.
-    Sink(u16),
-}
-
-struct Node {
-    code: Box<dyn PeCode>,
-    /// Names of the coprocessor instances, in declaration order.
-    copro_names: Vec<String>,
-    state: PeState,
-    /// Destinations of each output port, in manifest order.
-    out: Vec<Vec<Dest>>,
-    counters: PeCounters,
-}
-
-/// What happened to one input packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// It left the application on this output port (exactly one copy left, no other copies existed).
-    Output(u16),
-    /// It was dropped (`drop`, an unconnected port, or no source for its input port).
-    Drop,
-    /// Execution faulted; the packet was dropped.
-    Fault(FaultKind),
-    /// It was duplicated at a fan-out; `outputs` copies left the application.
-    Fanout {
-        /// Copies that reached an output port.
-        outputs: u32,
-    },
+/// How the NetPEs of a running application are bound together.
+enum Binding {
+    /// The runtime walks the graph, calling each NetPE's code (index = NetPE).
+    Dispatch(Vec<Box<dyn PeCode>>),
+    /// The engine compiled the whole application.
+    Linked(Box<dyn LinkedCode>),
 }
 
 /// A running NetVM application.
 pub struct Application {
-    nodes: Vec<Node>,
-    /// Destinations by application input port (dense: index = port).
-    sources: Vec<Vec<Dest>>,
+    graph: AppGraph,
+    binding: Binding,
+    /// The NetPEs' states (data memory, coprocessors), in manifest order.
+    states: Vec<PeState>,
+    /// Names of each NetPE's coprocessor instances, in declaration order.
+    copro_names: Vec<Vec<String>>,
+    /// Per-NetPE counters (the dispatch binding; a linked binding derives them).
+    counters: Vec<PeCounters>,
     info_size: usize,
     limits: Limits,
     stats: AppStats,
@@ -58,32 +44,50 @@ pub struct Application {
     work: Vec<Work>,
     info_pool: Vec<Vec<u8>>,
     engine: &'static str,
+    link: &'static str,
 }
 
 impl std::fmt::Debug for Application {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Application").field("netpes", &self.nodes.len()).field("engine", &self.engine).finish()
+        f.debug_struct("Application").field("netpes", &self.states.len()).field("engine", &self.engine).field("link", &self.link).finish()
     }
 }
 
+/// A resolved application, before any code exists: what
+/// [`Application::plan`] returns, and what ahead-of-time compilation takes.
+#[derive(Debug)]
+pub struct AppPlan {
+    /// The wiring.
+    pub graph: AppGraph,
+    /// Every NetPE's verified module, in manifest order.
+    pub verified: Vec<Verified>,
+    /// Every NetPE's fresh state (data memory, coprocessors), in manifest order.
+    pub states: Vec<PeState>,
+    /// Names of each NetPE's coprocessor instances, in declaration order.
+    pub copro_names: Vec<Vec<String>>,
+    /// NetPE names, in manifest order.
+    pub names: Vec<String>,
+    /// Size of the info memory (the largest `.infosize`).
+    pub info_size: usize,
+    /// The limits handlers run under.
+    pub limits: Limits,
+}
+
 impl Application {
-    /// Builds an application: loads and verifies every program, prepares it
-    /// with `engine`, creates coprocessors from `registry`, checks the graph
-    /// (known names, existing ports, no cycle) and runs every `.init`
-    /// handler in topological order.
-    pub fn build(
-        manifest: &Manifest,
-        engine: &dyn Engine,
-        registry: &CoproRegistry,
-        budget: Option<u64>,
-    ) -> Result<Application, RuntimeError> {
+    /// Resolves a manifest: loads and verifies every program, creates its
+    /// coprocessors from `registry`, and checks the graph (known names,
+    /// existing ports, no cycle). Nothing is compiled or run.
+    pub fn plan(manifest: &Manifest, registry: &CoproRegistry, budget: Option<u64>) -> Result<AppPlan, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
         if manifest.netpes.is_empty() {
             return Err(bad("the application has no NetPE ([[netpe]])".into()));
         }
         let mut index: HashMap<&str, u32> = HashMap::new();
-        let mut nodes = Vec::with_capacity(manifest.netpes.len());
+        let mut verified: Vec<Verified> = Vec::with_capacity(manifest.netpes.len());
+        let mut states = Vec::with_capacity(manifest.netpes.len());
+        let mut copro_names = Vec::with_capacity(manifest.netpes.len());
+        let mut out: Vec<Vec<Vec<Dest>>> = Vec::with_capacity(manifest.netpes.len());
         let mut info_size = 0usize;
         for (i, spec) in manifest.netpes.iter().enumerate() {
             if index.insert(spec.name.as_str(), i as u32).is_some() {
@@ -91,9 +95,8 @@ impl Application {
             }
             let path = manifest.base_dir.join(&spec.program);
             let loaded = program::load_program(&path)?;
-            let verified = loaded.verify()?;
-            let code = engine.prepare(&verified).map_err(|e| bad(format!("NetPE `{}`: {e}", spec.name)))?;
-            let module = &verified.module;
+            let v = loaded.verify()?;
+            let module = &v.module;
             info_size = info_size.max(module.info_size as usize);
             let mut state = PeState::new(module);
             for decl in &module.copros {
@@ -115,18 +118,15 @@ impl Application {
             if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
                 return Err(bad(format!("NetPE `{}` configures coprocessor `{unknown}`, which its program does not declare", spec.name)));
             }
-            nodes.push(Node {
-                code,
-                copro_names: module.copros.iter().map(|d| d.name.clone()).collect(),
-                state,
-                out: vec![Vec::new(); module.out_ports as usize],
-                counters: PeCounters::new(&spec.name, module.out_ports),
-            });
+            copro_names.push(module.copros.iter().map(|d| d.name.clone()).collect());
+            out.push(vec![Vec::new(); module.out_ports as usize]);
+            states.push(state);
+            verified.push(v);
         }
-        let lookup_out = |s: &str, what: &str, nodes: &[Node]| -> Result<(u32, u16), RuntimeError> {
+        let lookup_out = |s: &str, what: &str, out: &[Vec<Vec<Dest>>]| -> Result<(u32, u16), RuntimeError> {
             let (name, port) = parse_endpoint(s, None).map_err(|e| bad(format!("{what}: {e}")))?;
             let &n = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
-            let ports = nodes[n as usize].out.len();
+            let ports = out[n as usize].len();
             if port as usize >= ports {
                 return Err(bad(format!("{what}: NetPE `{name}` has {ports} output port(s), so `{s}` does not exist")));
             }
@@ -138,13 +138,13 @@ impl Application {
             Ok(Dest::Pe { node, in_port })
         };
         for c in &manifest.connections {
-            let (n, p) = lookup_out(&c.from, "connect.from", &nodes)?;
+            let (n, p) = lookup_out(&c.from, "connect.from", &out)?;
             let d = lookup_in(&c.to, "connect.to")?;
-            nodes[n as usize].out[p as usize].push(d);
+            out[n as usize][p as usize].push(d);
         }
         for s in &manifest.sinks {
-            let (n, p) = lookup_out(&s.from, "sink.from", &nodes)?;
-            nodes[n as usize].out[p as usize].push(Dest::Sink(s.port));
+            let (n, p) = lookup_out(&s.from, "sink.from", &out)?;
+            out[n as usize][p as usize].push(Dest::Sink(s.port));
         }
         let mut sources: Vec<Vec<Dest>> = Vec::new();
         for s in &manifest.sources {
@@ -157,24 +157,72 @@ impl Application {
         if sources.iter().all(Vec::is_empty) {
             return Err(bad("the application has no source ([[source]])".into()));
         }
-        let order = topological_order(&nodes, manifest)?;
+        let order = topological_order(&out, manifest)?;
+        let sink_ports = manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0);
+        let graph = AppGraph { out, sources, sink_ports, order };
+        let names = manifest.netpes.iter().map(|n| n.name.clone()).collect();
+        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits })
+    }
+
+    /// Builds an application: [`Application::plan`], then compiles it with
+    /// `engine` (the whole application if the engine links applications,
+    /// else each NetPE) and runs every `.init` handler in topological order.
+    pub fn build(
+        manifest: &Manifest,
+        engine: &dyn Engine,
+        registry: &CoproRegistry,
+        budget: Option<u64>,
+    ) -> Result<Application, RuntimeError> {
+        let bad = |m: String| RuntimeError::Manifest(m);
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits } = Application::plan(manifest, registry, budget)?;
+        let wired = graph.wired_inputs();
+        let counters = manifest
+            .netpes
+            .iter()
+            .zip(&verified)
+            .zip(&wired)
+            .map(|((spec, v), w)| PeCounters::new(&spec.name, v.module.out_ports, *w))
+            .collect();
+        let binding = match engine.link(&graph, &verified, &limits) {
+            Some(linked) => Binding::Linked(linked.map_err(|e| bad(format!("linking the application: {e}")))?),
+            None => {
+                let mut codes = Vec::with_capacity(verified.len());
+                for (spec, v) in manifest.netpes.iter().zip(&verified) {
+                    codes.push(engine.prepare(v).map_err(|e| bad(format!("NetPE `{}`: {e}", spec.name)))?);
+                }
+                Binding::Dispatch(codes)
+            }
+        };
+        let link = match binding {
+            Binding::Dispatch(_) => "dispatch",
+            Binding::Linked(_) => engine.link_name(),
+        };
         let mut app = Application {
-            nodes,
-            sources,
+            port_counts: vec![0; graph.sink_ports],
+            graph,
+            binding,
+            states,
+            copro_names,
+            counters,
             info_size,
             limits,
             stats: AppStats::default(),
-            port_counts: vec![0; manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0)],
             fault_counts: [0; FaultKind::ALL.len()],
             work: Vec::new(),
             info_pool: Vec::new(),
             engine: engine.name(),
+            link,
         };
-        for i in order {
-            let node = &mut app.nodes[i];
-            match node.code.init(&mut node.state, &app.limits) {
-                Outcome::Exit => {}
-                outcome => return Err(RuntimeError::Init { netpe: node.counters.name.clone(), outcome }),
+        let name = |i: usize| names[i].clone();
+        match &mut app.binding {
+            Binding::Linked(l) => l.init(&mut app.states).map_err(|(i, outcome)| RuntimeError::Init { netpe: name(i), outcome })?,
+            Binding::Dispatch(codes) => {
+                for &i in &app.graph.order {
+                    match codes[i].init(&mut app.states[i], &app.limits) {
+                        Outcome::Exit => {}
+                        outcome => return Err(RuntimeError::Init { netpe: name(i), outcome }),
+                    }
+                }
             }
         }
         Ok(app)
@@ -185,6 +233,17 @@ impl Application {
         self.engine
     }
 
+    /// How its NetPEs are bound: `direct` or `table` (compiled by the
+    /// engine), or `dispatch` (the runtime walks the graph).
+    pub fn link(&self) -> &'static str {
+        self.link
+    }
+
+    /// The application's wiring.
+    pub fn graph(&self) -> &AppGraph {
+        &self.graph
+    }
+
     /// The limits every handler runs under.
     pub fn limits(&self) -> Limits {
         self.limits
@@ -192,7 +251,7 @@ impl Application {
 
     /// The application input ports that have a source.
     pub fn input_ports(&self) -> Vec<u16> {
-        self.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
+        self.graph.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
     }
 
     /// Processes a batch of packets in order. `verdicts` receives one entry
@@ -200,6 +259,11 @@ impl Application {
     /// application, with its output port, in the order they leave. Each
     /// packet slot holds the (possibly modified) packet afterwards.
     pub fn process_batch(&mut self, batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
+        if let Binding::Linked(l) = &mut self.binding {
+            self.stats.packets += batch.len() as u64;
+            l.run(&mut self.states, batch, verdicts, emit);
+            return;
+        }
         verdicts.clear();
         verdicts.reserve(batch.len());
         for pkt in batch.iter_mut() {
@@ -210,7 +274,8 @@ impl Application {
 
     fn process_one(&mut self, pkt: &mut Packet, emit: &mut dyn FnMut(u16, &Packet)) -> Verdict {
         self.stats.packets += 1;
-        let Some(dests) = self.sources.get(pkt.in_port as usize).filter(|d| !d.is_empty()) else {
+        let Binding::Dispatch(codes) = &self.binding else { unreachable!("dispatch binding") };
+        let Some(dests) = self.graph.sources.get(pkt.in_port as usize).filter(|d| !d.is_empty()) else {
             self.stats.dropped += 1;
             self.stats.no_source += 1;
             return Verdict::Drop;
@@ -237,33 +302,34 @@ impl Application {
                     true
                 }
                 Dest::Pe { node, in_port } => {
-                    let n = &mut self.nodes[node as usize];
-                    n.counters.count_in(in_port);
-                    match n.code.push(&mut n.state, &mut xb, in_port, &self.limits) {
+                    let node = node as usize;
+                    let counters = &mut self.counters[node];
+                    counters.count_in(in_port);
+                    match codes[node].push(&mut self.states[node], &mut xb, in_port, &self.limits) {
                         Outcome::Forward(p) => {
-                            if let Some(c) = n.counters.packets_out.get_mut(p as usize) {
+                            if let Some(c) = counters.packets_out.get_mut(p as usize) {
                                 *c += 1;
                             }
-                            match n.out.get(p as usize) {
+                            match self.graph.out[node].get(p as usize) {
                                 Some(d) if !d.is_empty() => {
                                     copies += d.len() as u32 - 1;
                                     fan_out(&mut work, &mut next, d, xb, orig);
                                     continue;
                                 }
                                 _ => {
-                                    n.counters.unconnected += 1;
+                                    counters.unconnected += 1;
                                     self.stats.dropped += 1;
                                     last = Verdict::Drop;
                                 }
                             }
                         }
                         Outcome::Drop | Outcome::Exit => {
-                            n.counters.dropped += 1;
+                            counters.dropped += 1;
                             self.stats.dropped += 1;
                             last = Verdict::Drop;
                         }
                         Outcome::Fault(k) => {
-                            n.counters.faults[fault_index(k)] += 1;
+                            counters.faults[fault_index(k)] += 1;
                             self.fault_counts[fault_index(k)] += 1;
                             last = Verdict::Fault(k);
                         }
@@ -292,28 +358,58 @@ impl Application {
     /// A snapshot of the counters.
     pub fn stats(&self) -> AppStats {
         let mut s = self.stats.clone();
-        s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
-        s.faults = FaultKind::ALL.iter().zip(self.fault_counts).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
-        s.netpes = self.nodes.iter().map(|n| n.counters.clone()).collect();
+        match &self.binding {
+            Binding::Dispatch(_) => {
+                s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
+                s.faults = FaultKind::ALL.iter().zip(self.fault_counts).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
+                s.netpes = self.counters.clone();
+            }
+            Binding::Linked(l) => self.linked_stats(&mut s, &l.flow()),
+        }
         s
+    }
+
+    /// Fills `s` from the counts of a linked application (`packets` is counted by the runtime).
+    fn linked_stats(&self, s: &mut AppStats, flow: &FlowCounts) {
+        let mut faults = [0u64; FaultKind::ALL.len()];
+        s.netpes = Vec::with_capacity(flow.nodes.len());
+        s.no_source = flow.no_source;
+        s.dropped = flow.no_source;
+        for (c, f) in self.counters.iter().zip(&flow.nodes) {
+            s.dropped += f.dropped + f.unconnected;
+            for (t, n) in faults.iter_mut().zip(f.faults) {
+                *t += n;
+            }
+            s.netpes.push(PeCounters {
+                name: c.name.clone(),
+                packets_in: f.packets_in.clone(),
+                packets_out: f.packets_out.clone(),
+                dropped: f.dropped,
+                unconnected: f.unconnected,
+                faults: f.faults,
+            });
+        }
+        s.ports = flow.sinks.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
+        s.faults = FaultKind::ALL.iter().zip(faults).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
     }
 
     /// The state of a NetPE (data memory, coprocessors), for the control plane.
     pub fn netpe_state(&mut self, name: &str) -> Option<&mut PeState> {
-        self.nodes.iter_mut().find(|n| n.counters.name == name).map(|n| &mut n.state)
+        let i = self.counters.iter().position(|c| c.name == name)?;
+        self.states.get_mut(i)
     }
 
     /// Names of the NetPEs in manifest order.
     pub fn netpe_names(&self) -> Vec<&str> {
-        self.nodes.iter().map(|n| n.counters.name.as_str()).collect()
+        self.counters.iter().map(|c| c.name.as_str()).collect()
     }
 
     /// The state of every coprocessor instance, keyed `NETPE.NAME`, for the control plane.
     pub fn copro_dumps(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for n in &self.nodes {
-            for (name, c) in n.copro_names.iter().zip(&n.state.copros) {
-                out.insert(format!("{}.{name}", n.counters.name), c.dump());
+        for ((c, names), st) in self.counters.iter().zip(&self.copro_names).zip(&self.states) {
+            for (name, cp) in names.iter().zip(&st.copros) {
+                out.insert(format!("{}.{name}", c.name), cp.dump());
             }
         }
         out
@@ -346,7 +442,7 @@ fn fan_out(work: &mut Vec<Work>, next: &mut Option<Work>, dests: &[Dest], xb: Ex
 }
 
 /// Orders the NetPEs so that every NetPE comes after those feeding it; fails on a cycle, naming it.
-fn topological_order(nodes: &[Node], manifest: &Manifest) -> Result<Vec<usize>, RuntimeError> {
+fn topological_order(out: &[Vec<Vec<Dest>>], manifest: &Manifest) -> Result<Vec<usize>, RuntimeError> {
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
         New,
@@ -354,8 +450,7 @@ fn topological_order(nodes: &[Node], manifest: &Manifest) -> Result<Vec<usize>, 
         Done,
     }
     let succ = |i: usize| -> Vec<usize> {
-        nodes[i]
-            .out
+        out[i]
             .iter()
             .flatten()
             .filter_map(|d| match d {
@@ -364,9 +459,9 @@ fn topological_order(nodes: &[Node], manifest: &Manifest) -> Result<Vec<usize>, 
             })
             .collect()
     };
-    let mut mark = vec![Mark::New; nodes.len()];
-    let mut post = Vec::with_capacity(nodes.len());
-    for root in 0..nodes.len() {
+    let mut mark = vec![Mark::New; out.len()];
+    let mut post = Vec::with_capacity(out.len());
+    for root in 0..out.len() {
         if mark[root] != Mark::New {
             continue;
         }

@@ -10,7 +10,8 @@ use netvm_vm::FaultKind;
 pub struct PeCounters {
     /// NetPE name.
     pub name: String,
-    /// Exchange buffers received, by input port.
+    /// Exchange buffers received, by input port (one entry per input port
+    /// up to the highest one something is connected to).
     pub packets_in: Vec<u64>,
     /// Exchange buffers sent, by output port.
     pub packets_out: Vec<u64>,
@@ -23,8 +24,14 @@ pub struct PeCounters {
 }
 
 impl PeCounters {
-    pub(crate) fn new(name: &str, out_ports: u16) -> PeCounters {
-        PeCounters { name: name.to_string(), packets_out: vec![0; out_ports as usize], ..PeCounters::default() }
+    /// Counters for a NetPE with `out_ports` output ports, `in_ports` of its input ports wired.
+    pub(crate) fn new(name: &str, out_ports: u16, in_ports: usize) -> PeCounters {
+        PeCounters {
+            name: name.to_string(),
+            packets_in: vec![0; in_ports],
+            packets_out: vec![0; out_ports as usize],
+            ..PeCounters::default()
+        }
     }
 
     #[inline]

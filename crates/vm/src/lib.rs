@@ -9,9 +9,12 @@
 //!   instances and the engine's scratch (operand stack and locals);
 //! - [`Outcome`] and [`FaultKind`]: how a handler ends;
 //! - [`Limits`]: the execution budget;
-//! - [`Coprocessor`]: the interface of virtual coprocessors.
+//! - [`Coprocessor`]: the interface of virtual coprocessors;
+//! - [`graph`]: an application's wiring, verdicts and counters, and the
+//!   interface of whole compiled applications.
 
 mod copro;
+pub mod graph;
 pub mod region;
 
 pub use copro::{CoproConfig, CoproError, CoproFactory, CoproRegistry, Coprocessor, InvokeContext};

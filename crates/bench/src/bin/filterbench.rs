@@ -44,7 +44,7 @@ const BATCH: usize = 256;
 /// The engines measured, by report name. Everything else (the per-packet
 /// and end-to-end figures, the reports) follows from this list.
 fn engines() -> Vec<(&'static str, Box<dyn netvm_runtime::Engine>)> {
-    vec![("netvm-jit", Box::new(netvm_runtime::JitEngine)), ("netvm-interp", Box::new(netvm_runtime::InterpEngine))]
+    vec![("netvm-jit", Box::new(netvm_runtime::JitEngine::default())), ("netvm-interp", Box::new(netvm_runtime::InterpEngine))]
 }
 
 struct RunArgs {

@@ -1,0 +1,190 @@
+//! Whole compiled applications (`--link direct`, `--link table`) against the
+//! runtime's own graph walk with the reference interpreter: generated
+//! applications (random DAGs of generated NetPEs, with fan-out, unconnected
+//! ports, several sources and input ports without one) × generated packets.
+//!
+//! Everything observable must be identical: each packet's verdict, the
+//! exchange buffers that leave (port, bytes, order), every counter of
+//! `--stats`, and each NetPE's data memory and coprocessor state at the end.
+//! The JIT without linking (`dispatch`) joins the comparison too.
+//!
+//! `NETVM_LINK_APPS=N` runs N applications, `NETVM_LINK_SEED=S` changes the seed.
+
+use std::fmt::Write as _;
+
+use netvm_fuzzgen::arbitrary::Unstructured;
+use netvm_fuzzgen::{generate_packets, generate_program, GenConfig, SplitMix};
+use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
+use netvm_vm::Packet;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A generated application: its manifest text and program files.
+struct GenApp {
+    manifest: String,
+    programs: Vec<(String, Vec<u8>, String)>,
+}
+
+/// Generates an application of 1-6 NetPEs from `rng`; `None` if a program
+/// could not be generated from the bytes drawn.
+fn generate_app(rng: &mut SplitMix) -> Option<GenApp> {
+    let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, ..GenConfig::default() };
+    let n = 1 + (rng.next_u64() % 6) as usize;
+    let mut programs = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..n {
+        let bytes = rng.bytes(2048);
+        let g = generate_program(&mut Unstructured::new(&bytes), &cfg).ok()?;
+        ports.push(g.module.out_ports);
+        programs.push((format!("pe{i}.nvm"), g.module.to_bytes(), g.listing));
+    }
+    let mut m = String::from("budget = 3000\n");
+    for (i, (file, _, _)) in programs.iter().enumerate() {
+        let _ = writeln!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"");
+    }
+    let mut pick = |k: u64| rng.next_u64() % k;
+    // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.
+    let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe0\"");
+    for port in 1..3u64 {
+        let fan = pick(3);
+        for _ in 0..fan {
+            let node = pick(n as u64);
+            let _ = writeln!(m, "[[source]]\nport = {port}\nto = \"pe{node}.{}\"", pick(3));
+        }
+    }
+    if pick(4) == 0 {
+        // Fan-out at a source.
+        let node = pick(n as u64);
+        let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe{node}\"");
+    }
+    // Edges go forward only (a DAG); each output port gets 0-3 destinations.
+    for (i, &np) in ports.iter().enumerate() {
+        for p in 0..np {
+            let dests = match pick(10) {
+                0 => 0,
+                1..=6 => 1,
+                7 | 8 => 2,
+                _ => 3,
+            };
+            for _ in 0..dests {
+                let later = n - i - 1;
+                if later > 0 && pick(3) != 0 {
+                    let node = i + 1 + pick(later as u64) as usize;
+                    let _ = writeln!(m, "[[connect]]\nfrom = \"pe{i}.{p}\"\nto = \"pe{node}.{}\"", pick(3));
+                } else {
+                    let _ = writeln!(m, "[[sink]]\nfrom = \"pe{i}.{p}\"\nport = {}", pick(4));
+                }
+            }
+        }
+    }
+    Some(GenApp { manifest: m, programs })
+}
+
+/// What one run of an application observably did.
+#[derive(Debug, PartialEq)]
+struct Run {
+    verdicts: Vec<Verdict>,
+    emitted: Vec<(u16, Vec<u8>)>,
+    stats: netvm_runtime::AppStats,
+    data: Vec<Vec<u8>>,
+    copros: std::collections::BTreeMap<String, String>,
+}
+
+fn run(app: &mut Application, packets: &[Packet], batch: usize) -> Run {
+    let mut verdicts = Vec::new();
+    let mut emitted = Vec::new();
+    let mut out = Vec::new();
+    for chunk in packets.chunks(batch) {
+        let mut b = chunk.to_vec();
+        app.process_batch(&mut b, &mut out, &mut |port, p| emitted.push((port, p.data.clone())));
+        verdicts.extend_from_slice(&out);
+    }
+    let names: Vec<String> = app.netpe_names().iter().map(|s| s.to_string()).collect();
+    let data = names.iter().map(|n| app.netpe_state(n).unwrap().data.clone()).collect();
+    Run { verdicts, emitted, stats: app.stats(), data, copros: app.copro_dumps() }
+}
+
+fn first_difference(a: &Run, b: &Run) -> String {
+    if let Some(i) = a.verdicts.iter().zip(&b.verdicts).position(|(x, y)| x != y) {
+        return format!("packet {i}: verdict {:?} vs {:?}", a.verdicts[i], b.verdicts[i]);
+    }
+    if a.emitted != b.emitted {
+        let i = a.emitted.iter().zip(&b.emitted).position(|(x, y)| x != y).unwrap_or(a.emitted.len().min(b.emitted.len()));
+        return format!("emitted buffers differ from #{i} ({} vs {} in all)", a.emitted.len(), b.emitted.len());
+    }
+    if a.stats != b.stats {
+        return format!("stats:\n{:?}\nvs\n{:?}", a.stats, b.stats);
+    }
+    if a.data != b.data {
+        return "data memory differs".into();
+    }
+    format!("coprocessor state: {:?} vs {:?}", a.copros, b.copros)
+}
+
+#[test]
+fn linked_applications_agree_with_the_interpreter() {
+    let apps = env_num("NETVM_LINK_APPS", 300);
+    let seed = env_num("NETVM_LINK_SEED", 0x6c69_6e6b);
+    let mut rng = SplitMix(seed);
+    let engines: [(&str, Box<dyn Engine>); 3] = [
+        ("jit/direct", Box::new(JitEngine::with_link(Some(LinkMode::Direct)))),
+        ("jit/table", Box::new(JitEngine::with_link(Some(LinkMode::Table)))),
+        ("jit/dispatch", Box::new(JitEngine::with_link(None))),
+    ];
+    let registry = netvm_copro::registry();
+    let (mut built, mut packets_run, mut fanned) = (0usize, 0usize, 0usize);
+    for a in 0..apps {
+        let Some(g) = generate_app(&mut rng) else { continue };
+        let pkt_bytes = rng.bytes(60 * 160);
+        let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), 60) else { continue };
+        let batch = 1 + (rng.next_u64() % 16) as usize;
+        let dir = tempfile::tempdir().unwrap();
+        for (file, bytes, _) in &g.programs {
+            std::fs::write(dir.path().join(file), bytes).unwrap();
+        }
+        let path = dir.path().join("app.toml");
+        std::fs::write(&path, &g.manifest).unwrap();
+        let manifest = Manifest::load(&path).unwrap();
+        let describe = || {
+            let mut s = format!("application {a} (seed {seed:#x}), batch {batch}:\n{}", g.manifest);
+            for (file, _, listing) in &g.programs {
+                let _ = write!(s, "\n--- {file}\n{listing}");
+            }
+            s
+        };
+        let reference = match Application::build(&manifest, &InterpEngine, &registry, None) {
+            Ok(app) => app,
+            Err(e) => {
+                // An `.init` fault is an outcome, and every engine must report it alike.
+                for (name, engine) in &engines {
+                    let other = Application::build(&manifest, engine.as_ref(), &registry, None);
+                    match other {
+                        Err(o) => assert_eq!(o.to_string(), e.to_string(), "{name}: {}", describe()),
+                        Ok(_) => panic!("{name} built an application the interpreter rejects ({e}): {}", describe()),
+                    }
+                }
+                continue;
+            }
+        };
+        let mut reference = reference;
+        let want = run(&mut reference, &packets, batch);
+        built += 1;
+        packets_run += packets.len();
+        fanned += want.verdicts.iter().filter(|v| matches!(v, Verdict::Fanout { .. })).count();
+        for (name, engine) in &engines {
+            let mut app =
+                Application::build(&manifest, engine.as_ref(), &registry, None).unwrap_or_else(|e| panic!("{name}: {e}\n{}", describe()));
+            let got = run(&mut app, &packets, batch);
+            if got != want {
+                panic!("{name} differs from the interpreter: {}\n{}", first_difference(&want, &got), describe());
+            }
+        }
+    }
+    println!("{built} applications × 3 engines, {packets_run} packets, {fanned} duplicated");
+    if apps >= 300 {
+        assert!(built >= 200, "only {built} applications built");
+        assert!(fanned > 100, "only {fanned} packets duplicated: fan-out is not exercised");
+    }
+}
