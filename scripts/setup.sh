@@ -3,6 +3,10 @@
 # Idempotent: installs only what is missing. Run as root or with sudo.
 #   - a Rust toolchain >= 1.95 (rustup, if cargo is absent)
 #   - tcpdump (the reference the Fig. 2 test compares against)
+#   - for the AOT cross-target test (crates/cli/tests/aot.rs): gcc for
+#     aarch64, qemu-user, and Rust's aarch64-unknown-linux-gnu standard
+#     library. Failing to install these is not fatal: that test then says
+#     what is missing and skips, and scripts/test.sh reports it.
 set -euo pipefail
 
 sudo_cmd=""
@@ -18,6 +22,17 @@ if [ ${#apt_need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${apt_need[@]}" >/dev/null
 fi
 
+# Cross-target AOT test: optional (see above).
+cross_need=()
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || cross_need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+command -v qemu-aarch64 >/dev/null 2>&1 || cross_need+=(qemu-user)
+if [ ${#cross_need[@]} -gt 0 ]; then
+    echo "setup: installing ${cross_need[*]} (AOT cross-target test)" >&2
+    if ! { $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${cross_need[@]}" >/dev/null; }; then
+        echo "setup: could not install ${cross_need[*]}: the aarch64 AOT test will be skipped" >&2
+    fi
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
         export PATH="$HOME/.cargo/bin:$PATH"
@@ -30,4 +45,12 @@ rustc_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
 if [ "$rustc_minor" -lt 95 ]; then
     echo "setup: rustc $(rustc --version) is older than 1.95" >&2
     exit 1
+fi
+
+if command -v rustup >/dev/null 2>&1; then
+    if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+        echo "setup: adding Rust target aarch64-unknown-linux-gnu (AOT cross-target test)" >&2
+        rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \
+            || echo "setup: could not add aarch64-unknown-linux-gnu: the aarch64 AOT test will be skipped" >&2
+    fi
 fi

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime or input error, 2 usage error,
 //! 3 verification failure.
 
+mod compile;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -51,27 +52,9 @@ enum Command {
     },
     /// Run a program or an application over capture files.
     Run(run::RunArgs),
-    /// Compile a program (or every NetPE of an application) with the JIT and print the generated code.
-    Compile {
-        /// Application manifest (TOML). Give either this or --program.
-        #[arg(value_name = "APP.toml", required_unless_present = "program", conflicts_with = "program")]
-        app: Option<PathBuf>,
-        /// A single program (.nil or .nvm).
-        #[arg(long, value_name = "P.nil|P.nvm")]
-        program: Option<PathBuf>,
-        /// What to print: Cranelift IR after optimisation (`clif`) or the host's machine code (`asm`).
-        #[arg(long, value_enum, default_value_t = Emit::Asm)]
-        emit: Emit,
-    },
-}
-
-/// Output of `netvm compile`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum Emit {
-    /// Cranelift IR after Cranelift's optimisations.
-    Clif,
-    /// Machine code for this host, as disassembled by Cranelift.
-    Asm,
+    /// Compile a program or an application with Cranelift: print the
+    /// generated code (--emit) or write a relocatable object (-o, --target).
+    Compile(compile::CompileArgs),
 }
 
 fn main() -> ExitCode {
@@ -88,7 +71,7 @@ fn main() -> ExitCode {
         Command::Disasm { input } => cmd_disasm(&input),
         Command::Verify { input } => cmd_verify(&input),
         Command::Run(args) => run::cmd_run(args),
-        Command::Compile { app, program, emit } => cmd_compile(app.as_deref(), program.as_deref(), emit),
+        Command::Compile(args) => compile::cmd_compile(args),
     };
     ExitCode::from(code)
 }
@@ -160,41 +143,4 @@ fn cmd_verify(input: &Path) -> u8 {
         }
         Err(e) => report(&e),
     }
-}
-
-fn cmd_compile(app: Option<&Path>, program: Option<&Path>, emit: Emit) -> u8 {
-    let programs: Vec<(String, PathBuf)> = match (app, program) {
-        (_, Some(p)) => vec![(p.display().to_string(), p.to_path_buf())],
-        (Some(a), None) => match netvm_runtime::Manifest::load(a) {
-            Ok(m) => m.netpes.iter().map(|n| (n.name.clone(), m.base_dir.join(&n.program))).collect(),
-            Err(e) => return report(&e),
-        },
-        (None, None) => {
-            eprintln!("netvm: give either an application manifest or --program");
-            return EXIT_USAGE;
-        }
-    };
-    let opts = netvm_jit::JitOptions { keep_text: true, ..netvm_jit::JitOptions::default() };
-    for (name, path) in programs {
-        let verified = match load_program(&path).and_then(|p| p.verify()) {
-            Ok(v) => v,
-            Err(e) => return report(&e),
-        };
-        let code = match netvm_jit::JitCode::compile_with(&verified, opts) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("netvm: {name}: {e}");
-                return EXIT_ERROR;
-            }
-        };
-        let texts = match emit {
-            Emit::Clif => code.clif(),
-            Emit::Asm => code.asm(),
-        };
-        for ((seg, text), (_, size)) in texts.iter().zip(code.code_size()) {
-            println!("; {name} {seg} ({size} bytes of machine code)");
-            println!("{text}");
-        }
-    }
-    0
 }

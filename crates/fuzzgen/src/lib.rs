@@ -42,6 +42,7 @@
 //! configuration); coprocessor instructions need [`GenConfig::copro`] and
 //! `exit` needs [`GenConfig::init`].
 
+pub mod app;
 mod emit;
 pub mod gen;
 pub mod harness;

@@ -17,12 +17,15 @@
 //!   implementing [`netvm_vm::PeCode`];
 //! - [`link`]: a whole application compiled into one function that runs a
 //!   batch of packets through its NetPEs (`--link direct`), or into one
-//!   function per NetPE joined through a vector table (`--link table`).
+//!   function per NetPE joined through a vector table (`--link table`);
+//! - [`aot`]: the same application code written to a relocatable object
+//!   for any supported target, with the C ABI of include/netvm.h.
 //!
 //! The same translation targets every ISA Cranelift supports (x86-64,
 //! aarch64, riscv64): only instruction selection differs.
 
 pub mod analysis;
+pub mod aot;
 pub mod context;
 pub mod link;
 pub mod translate;
@@ -125,6 +128,20 @@ pub(crate) fn segment_facts(
     }
 }
 
+/// Cranelift's shared settings for netvm code. `frame_pointers`: keep frame
+/// pointers, which Cranelift's tail calls need (`--link table`); `pic`:
+/// position-independent code (objects linked into PIE programs).
+fn isa_flags(optimize: bool, verify: bool, frame_pointers: bool, pic: bool) -> Result<settings::Flags, String> {
+    let mut flags = settings::builder();
+    let mut set = |k: &str, v: bool| flags.set(k, if v { "true" } else { "false" }).map_err(|e| format!("{k}: {e}"));
+    set("preserve_frame_pointers", frame_pointers)?;
+    set("enable_verifier", verify)?;
+    set("is_pic", pic)?;
+    set("use_colocated_libcalls", false)?;
+    flags.set("opt_level", if optimize { "speed" } else { "none" }).map_err(|e| e.to_string())?;
+    Ok(settings::Flags::new(flags))
+}
+
 /// The host ISA, built once per process and option set. `frame_pointers`:
 /// keep frame pointers, which Cranelift's tail calls need (`--link table`).
 pub(crate) fn host_isa(opts: JitOptions, frame_pointers: bool) -> Result<OwnedTargetIsa, JitError> {
@@ -133,16 +150,8 @@ pub(crate) fn host_isa(opts: JitOptions, frame_pointers: bool) -> Result<OwnedTa
         let mut out = Vec::with_capacity(8);
         for k in 0..8u8 {
             let (fp, optimize, verify) = (k & 4 != 0, k & 2 != 0, k & 1 != 0);
-            let mut flags = settings::builder();
-            let set = |f: &mut settings::Builder, k: &str, v: &str| f.set(k, v).map_err(|e| e.to_string());
-            set(&mut flags, "preserve_frame_pointers", if fp { "true" } else { "false" })?;
-            set(&mut flags, "opt_level", if optimize { "speed" } else { "none" })?;
-            set(&mut flags, "enable_verifier", if verify { "true" } else { "false" })?;
-            set(&mut flags, "is_pic", "false")?;
-            set(&mut flags, "use_colocated_libcalls", "false")?;
-            let isa =
-                cranelift_native::builder().map_err(|e| e.to_string())?.finish(settings::Flags::new(flags)).map_err(|e| e.to_string())?;
-            out.push(isa);
+            let flags = isa_flags(optimize, verify, fp, false)?;
+            out.push(cranelift_native::builder().map_err(|e| e.to_string())?.finish(flags).map_err(|e| e.to_string())?);
         }
         out.try_into().map_err(|_| "ISA list".to_string())
     });
@@ -150,6 +159,14 @@ pub(crate) fn host_isa(opts: JitOptions, frame_pointers: bool) -> Result<OwnedTa
         Ok(list) => Ok(list[usize::from(frame_pointers) * 4 + usize::from(opts.optimize) * 2 + usize::from(opts.verify_ir)].clone()),
         Err(e) => Err(JitError::Isa(e.clone())),
     }
+}
+
+/// The ISA of a target triple (for AOT objects): position-independent code.
+pub(crate) fn target_isa(triple: &str, opts: JitOptions, frame_pointers: bool) -> Result<OwnedTargetIsa, JitError> {
+    let t: target_lexicon::Triple = triple.parse().map_err(|e| JitError::Isa(format!("target {triple}: {e}")))?;
+    let builder = cranelift_codegen::isa::lookup(t).map_err(|e| JitError::Isa(format!("target {triple}: {e}")))?;
+    let flags = isa_flags(opts.optimize, opts.verify_ir, frame_pointers, true).map_err(JitError::Isa)?;
+    builder.finish(flags).map_err(|e| JitError::Isa(format!("target {triple}: {e}")))
 }
 
 /// A compiled handler: `extern "C" fn(*mut JitCtx) -> u32` (see [`context::decode_outcome`]).

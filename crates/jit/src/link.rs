@@ -28,7 +28,6 @@
 //! serves the JIT ([`LinkedApp`]) and AOT objects.
 
 use std::collections::BTreeMap;
-use std::ffi::c_void;
 use std::mem::offset_of;
 use std::sync::Arc;
 
@@ -42,6 +41,9 @@ use cranelift_module::{default_libcall_names, DataDescription, DataId, FuncId, L
 use netvm_verify::Verified;
 use netvm_vm::graph::{AppGraph, Dest, FlowCounts, LinkedCode, NodeFlow, Verdict};
 use netvm_vm::{FaultKind, Limits, Outcome, Packet, PeState};
+
+pub use netvm_rt::fanout::{netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_pop, netvm_rt_fanout_save};
+pub use netvm_rt::{AppCtx, Emitted, FanoutState, NodeMem, XbDesc};
 
 use crate::analysis::{InfoReads, KnownSizes};
 use crate::context::{self, OUT_DROP};
@@ -70,61 +72,6 @@ impl LinkMode {
     pub fn from_name(s: &str) -> Option<LinkMode> {
         [LinkMode::Direct, LinkMode::Table].into_iter().find(|m| m.name() == s)
     }
-}
-
-/// One packet of a batch, as compiled applications read it (`struct netvm_xb`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct XbDesc {
-    /// Packet bytes (written in place by `ustore`).
-    pub data: *mut u8,
-    /// Captured length.
-    pub caplen: u32,
-    /// Length on the wire.
-    pub wirelen: u32,
-    /// Timestamp, seconds.
-    pub ts_sec: u64,
-    /// Timestamp, nanoseconds.
-    pub ts_nsec: u32,
-    /// Application input port.
-    pub in_port: u16,
-    /// Zero.
-    pub reserved: u16,
-}
-
-/// The memories of one NetPE (`struct netvm_node`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct NodeMem {
-    /// Data memory: exactly `.datasize` bytes.
-    pub data: *mut u8,
-    /// `.datasize`.
-    pub data_len: u64,
-    /// Coprocessor instances, opaque to compiled code (passed to the hooks).
-    pub copros: *mut c_void,
-    /// Number of coprocessor instances.
-    pub ncopros: u64,
-}
-
-/// What compiled applications receive (`struct netvm_app`).
-#[repr(C)]
-#[derive(Debug)]
-pub struct AppCtx {
-    /// The budget every handler invocation starts with.
-    pub budget: u64,
-    /// Info memory: [`AppLayout::info_size`] bytes, zeroed by the code for every packet.
-    pub info: *mut u8,
-    /// One [`NodeMem`] per NetPE, in application order.
-    pub nodes: *const NodeMem,
-    /// [`AppLayout::counters`] counters, added to by every batch.
-    pub counters: *mut u64,
-    /// The host's fan-out state, passed to the fan-out hooks (may be null
-    /// if the application has no fan-out).
-    pub rt: *mut c_void,
-    /// Scratch: non-zero while the current packet has been duplicated.
-    pub fanned: u32,
-    /// Zero.
-    pub reserved: u32,
 }
 
 mod off {
@@ -555,12 +502,15 @@ fn zero_info<M: Module>(b: &mut FunctionBuilder, cx: &FuncCx<'_, M>, info: Value
 }
 
 /// Compiles `graph` into `module`: defines `netvm_run`, `netvm_init` and,
-/// in table mode, the NetPE functions and the vector table. `text`
-/// receives the generated code when `opts.keep_text`.
+/// in table mode, the NetPE functions and the vector table, and
+/// `netvm_layout` (whose `budget` is `budget`). `text` receives the
+/// generated code when `opts.keep_text`.
+#[allow(clippy::too_many_arguments)]
 pub fn define_app<M: Module>(
     module: &mut M,
     graph: &AppGraph,
     modules: &[Verified],
+    budget: u64,
     mode: LinkMode,
     opts: JitOptions,
     text: &mut LinkedText,
@@ -621,7 +571,8 @@ pub fn define_app<M: Module>(
             })?;
         }
         let mut desc = DataDescription::new();
-        desc.define_zeroinit(slots.len() * ptr.bytes() as usize);
+        // Initialised (not zero-init) data: an object file keeps relocations in .data, not in .bss.
+        desc.define(vec![0u8; slots.len() * ptr.bytes() as usize].into_boxed_slice());
         desc.set_align(u64::from(ptr.bytes()));
         for (k, s) in slots.iter().enumerate() {
             let fref = module.declare_func_in_data(pe_funcs[*s], &mut desc);
@@ -642,8 +593,46 @@ pub fn define_app<M: Module>(
         b.finalize(fe);
         define(module, &mut ctx, init, "netvm_init", opts, text)?;
     }
+    define_layout(module, &layout, graph, modules, budget).map_err(cg)?;
     let vt = vtable.map(|(d, s)| (d, s.iter().map(|n| pe_funcs[*n]).collect()));
     Ok(AppSymbols { run, init, vtable: vt, layout })
+}
+
+/// Defines `netvm_layout` (`struct netvm_layout` of include/netvm.h): what
+/// a host must allocate for the application, in the target's byte order.
+fn define_layout<M: Module>(
+    module: &mut M,
+    layout: &AppLayout,
+    graph: &AppGraph,
+    modules: &[Verified],
+    budget: u64,
+) -> cranelift_module::ModuleResult<()> {
+    let big = module.isa().endianness() == cranelift_codegen::ir::Endianness::Big;
+    let mut bytes = Vec::new();
+    let mut put = |x: usize| {
+        let x = x as u32;
+        bytes.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
+    };
+    put(netvm_rt::ABI_VERSION as usize);
+    put(modules.len());
+    put(layout.counters);
+    put(layout.info_size);
+    put(graph.sources.len());
+    put(layout.source_base);
+    put(layout.no_source);
+    put(FaultKind::ALL.len());
+    put(budget.min(u64::from(u32::MAX)) as usize);
+    for (n, v) in modules.iter().enumerate() {
+        put(layout.data_sizes[n]);
+        put(layout.out_ports[n]);
+        put(layout.node_base[n]);
+        put(v.module.copros.len());
+    }
+    let id = module.declare_data("netvm_layout", Linkage::Export, false, false)?;
+    let mut desc = DataDescription::new();
+    desc.define(bytes.into_boxed_slice());
+    desc.set_align(4);
+    module.define_data(id, &desc)
 }
 
 /// What every function of a linked application is built from.
@@ -1211,136 +1200,6 @@ type RunFn = unsafe extern "C" fn(*mut AppCtx, *mut XbDesc, u32, *mut u32) -> u3
 /// `netvm_init` as a Rust function pointer.
 type InitFn = unsafe extern "C" fn(*mut AppCtx) -> u32;
 
-/// A pending copy: the destination route and the buffer it runs on.
-#[derive(Debug)]
-struct Pending {
-    route: i32,
-    data: *mut u8,
-    len: u64,
-    orig: bool,
-    info: Vec<u8>,
-}
-
-/// What left the application while a packet was duplicated.
-#[derive(Debug)]
-enum Emitted {
-    /// The original buffer (in its batch slot).
-    Original,
-    /// A copy's bytes.
-    Copy(Vec<u8>),
-}
-
-/// The host side of fan-out for [`LinkedApp`] (the `rt` of [`AppCtx`]).
-#[derive(Debug, Default)]
-pub struct FanoutState {
-    /// Whether the buffer the code works on is the packet's original.
-    cur_orig: bool,
-    pending: Vec<Pending>,
-    /// Copies, alive until the end of the batch.
-    arena: Vec<Vec<u8>>,
-    /// Per packet index that was duplicated: what left, in order.
-    emitted: Vec<(u32, u16, Emitted)>,
-    /// Packet indices that were duplicated, in order.
-    fanned: Vec<u32>,
-}
-
-impl FanoutState {
-    /// Notes that packet `idx` is being duplicated; its first hook call
-    /// starts on the original buffer.
-    fn at(&mut self, idx: u64) {
-        if self.fanned.last() != Some(&(idx as u32)) {
-            self.fanned.push(idx as u32);
-            self.cur_orig = true;
-        }
-    }
-
-    fn copy_of(&mut self, data: *const u8, len: u64) -> *mut u8 {
-        // SAFETY (of the caller's pointer): compiled code passes the current
-        // buffer, a live allocation of `len` bytes.
-        let bytes = if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() };
-        self.arena.push(bytes);
-        self.arena.last_mut().expect("just pushed").as_mut_ptr()
-    }
-}
-
-/// Hook: keeps a pending copy of the current buffer for `route` (`keep`:
-/// the buffer itself, for the last destination), with a snapshot of info memory.
-///
-/// # Safety
-/// `rt` is the [`FanoutState`] of the running batch; `(data, len)` the
-/// current buffer; `(info, info_len)` the info memory.
-#[allow(clippy::too_many_arguments)]
-pub unsafe extern "C" fn netvm_rt_fanout_save(
-    rt: *mut FanoutState,
-    idx: u64,
-    route: u32,
-    data: *mut u8,
-    len: u64,
-    info: *const u8,
-    info_len: u64,
-    keep: u32,
-) {
-    // SAFETY: the caller's contract.
-    let st = unsafe { &mut *rt };
-    st.at(idx);
-    let info = if info_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(info, info_len as usize) }.to_vec() };
-    let (data, orig) = if keep != 0 { (data, st.cur_orig) } else { (st.copy_of(data, len), false) };
-    st.pending.push(Pending { route: route as i32, data, len, orig, info });
-}
-
-/// Hook: a fresh copy of the current buffer, which the code continues on.
-///
-/// # Safety
-/// As [`netvm_rt_fanout_save`].
-pub unsafe extern "C" fn netvm_rt_fanout_copy(rt: *mut FanoutState, idx: u64, data: *const u8, len: u64) -> *mut u8 {
-    // SAFETY: the caller's contract.
-    let st = unsafe { &mut *rt };
-    st.at(idx);
-    st.cur_orig = false;
-    st.copy_of(data, len)
-}
-
-/// Hook: the next pending copy of packet `idx`: restores its info memory,
-/// writes its buffer (pointer, length) to `out`, returns its route (`-1`: none).
-///
-/// # Safety
-/// As [`netvm_rt_fanout_save`]; `out` points to 16 writable bytes.
-pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, info: *mut u8, info_len: u64, out: *mut u64) -> i32 {
-    // SAFETY: the caller's contract.
-    let st = unsafe { &mut *rt };
-    if st.fanned.last() != Some(&(idx as u32)) {
-        return -1;
-    }
-    let Some(p) = st.pending.pop() else { return -1 };
-    if info_len > 0 {
-        // SAFETY: `info` is the info memory of `info_len` bytes; the snapshot has that size.
-        unsafe { std::ptr::copy_nonoverlapping(p.info.as_ptr(), info, info_len as usize) };
-    }
-    // SAFETY: `out` has room for a pointer and a length.
-    unsafe {
-        *out = p.data as u64;
-        *out.add(1) = p.len;
-    }
-    st.cur_orig = p.orig;
-    p.route
-}
-
-/// Hook: the current buffer of a duplicated packet leaves on `port`.
-///
-/// # Safety
-/// As [`netvm_rt_fanout_save`].
-pub unsafe extern "C" fn netvm_rt_emit(rt: *mut FanoutState, idx: u64, port: u32, data: *const u8, len: u64) {
-    // SAFETY: the caller's contract.
-    let st = unsafe { &mut *rt };
-    st.at(idx);
-    let e = if st.cur_orig {
-        Emitted::Original
-    } else {
-        Emitted::Copy(if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() })
-    };
-    st.emitted.push((idx as u32, port as u16, e));
-}
-
 fn hook_symbols() -> Vec<(&'static str, *const u8)> {
     vec![
         ("netvm_rt_fanout_save", netvm_rt_fanout_save as *const u8),
@@ -1397,7 +1256,7 @@ impl LinkedApp {
         }
         let mut module = JITModule::new(builder);
         let mut text = LinkedText::default();
-        let syms = define_app(&mut module, graph, modules, mode, opts, &mut text)?;
+        let syms = define_app(&mut module, graph, modules, limits.budget, mode, opts, &mut text)?;
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
         // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
         // signatures `(ptr, ptr, i32, ptr) -> i32` and `(ptr) -> i32` in the
@@ -1497,10 +1356,7 @@ impl LinkedApp {
         let mut ctx = self.ctx();
         // SAFETY: as in `call`, with the caller's guarantee for `descs`.
         unsafe { (self.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
-        self.fanout.pending.clear();
-        self.fanout.arena.clear();
-        self.fanout.emitted.clear();
-        self.fanout.fanned.clear();
+        self.fanout.clear();
     }
 }
 
@@ -1547,15 +1403,15 @@ impl LinkedCode for LinkedApp {
         verdicts.clear();
         verdicts.extend(self.raw.iter().map(|r| decode_verdict(*r)));
         let fo = &mut self.fanout;
-        if fo.fanned.is_empty() {
+        if fo.fanned().is_empty() {
             for (v, p) in verdicts.iter().zip(batch.iter()) {
                 if let Verdict::Output(port) = v {
                     emit(*port, p);
                 }
             }
         } else {
-            let mut e = fo.emitted.iter().peekable();
-            let mut f = fo.fanned.iter().peekable();
+            let mut e = fo.emitted().iter().peekable();
+            let mut f = fo.fanned().iter().peekable();
             for (i, (v, p)) in verdicts.iter_mut().zip(batch.iter()).enumerate() {
                 if f.peek() == Some(&&(i as u32)) {
                     f.next();
@@ -1575,11 +1431,7 @@ impl LinkedCode for LinkedApp {
                 }
             }
         }
-        fo.pending.clear();
-        fo.arena.clear();
-        fo.emitted.clear();
-        fo.fanned.clear();
-        fo.cur_orig = true;
+        fo.clear();
     }
 
     fn flow(&self) -> FlowCounts {

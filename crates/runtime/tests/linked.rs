@@ -12,74 +12,14 @@
 
 use std::fmt::Write as _;
 
+use netvm_fuzzgen::app::generate_app;
 use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, generate_program, GenConfig, SplitMix};
+use netvm_fuzzgen::{generate_packets, GenConfig, SplitMix};
 use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
 use netvm_vm::Packet;
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// A generated application: its manifest text and program files.
-struct GenApp {
-    manifest: String,
-    programs: Vec<(String, Vec<u8>, String)>,
-}
-
-/// Generates an application of 1-6 NetPEs from `rng`; `None` if a program
-/// could not be generated from the bytes drawn.
-fn generate_app(rng: &mut SplitMix) -> Option<GenApp> {
-    let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, ..GenConfig::default() };
-    let n = 1 + (rng.next_u64() % 6) as usize;
-    let mut programs = Vec::new();
-    let mut ports = Vec::new();
-    for i in 0..n {
-        let bytes = rng.bytes(2048);
-        let g = generate_program(&mut Unstructured::new(&bytes), &cfg).ok()?;
-        ports.push(g.module.out_ports);
-        programs.push((format!("pe{i}.nvm"), g.module.to_bytes(), g.listing));
-    }
-    let mut m = String::from("budget = 3000\n");
-    for (i, (file, _, _)) in programs.iter().enumerate() {
-        let _ = writeln!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"");
-    }
-    let mut pick = |k: u64| rng.next_u64() % k;
-    // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.
-    let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe0\"");
-    for port in 1..3u64 {
-        let fan = pick(3);
-        for _ in 0..fan {
-            let node = pick(n as u64);
-            let _ = writeln!(m, "[[source]]\nport = {port}\nto = \"pe{node}.{}\"", pick(3));
-        }
-    }
-    if pick(4) == 0 {
-        // Fan-out at a source.
-        let node = pick(n as u64);
-        let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe{node}\"");
-    }
-    // Edges go forward only (a DAG); each output port gets 0-3 destinations.
-    for (i, &np) in ports.iter().enumerate() {
-        for p in 0..np {
-            let dests = match pick(10) {
-                0 => 0,
-                1..=6 => 1,
-                7 | 8 => 2,
-                _ => 3,
-            };
-            for _ in 0..dests {
-                let later = n - i - 1;
-                if later > 0 && pick(3) != 0 {
-                    let node = i + 1 + pick(later as u64) as usize;
-                    let _ = writeln!(m, "[[connect]]\nfrom = \"pe{i}.{p}\"\nto = \"pe{node}.{}\"", pick(3));
-                } else {
-                    let _ = writeln!(m, "[[sink]]\nfrom = \"pe{i}.{p}\"\nport = {}", pick(4));
-                }
-            }
-        }
-    }
-    Some(GenApp { manifest: m, programs })
 }
 
 /// What one run of an application observably did.
@@ -136,7 +76,8 @@ fn linked_applications_agree_with_the_interpreter() {
     let registry = netvm_copro::registry();
     let (mut built, mut packets_run, mut fanned) = (0usize, 0usize, 0usize);
     for a in 0..apps {
-        let Some(g) = generate_app(&mut rng) else { continue };
+        let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, ..GenConfig::default() };
+        let Some(g) = generate_app(&mut rng, &cfg) else { continue };
         let pkt_bytes = rng.bytes(60 * 160);
         let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), 60) else { continue };
         let batch = 1 + (rng.next_u64() % 16) as usize;

@@ -1,0 +1,72 @@
+//! Generated applications: random DAGs of generated NetPEs, written as a
+//! manifest and program files, with fan-out (at sources and at ports),
+//! unconnected ports, several sources, and input ports without one. Used by
+//! the differential tests of linked and AOT-compiled applications.
+
+use std::fmt::Write as _;
+
+use arbitrary::Unstructured;
+
+use crate::{generate_program, GenConfig, SplitMix};
+
+/// A generated application: its manifest text and program files.
+pub struct GenApp {
+    /// The manifest (TOML), with program files relative to it.
+    pub manifest: String,
+    /// `(file name, module bytes, listing)` of each NetPE.
+    pub programs: Vec<(String, Vec<u8>, String)>,
+}
+
+/// Generates an application of 1-6 NetPEs (programs from `cfg`) from
+/// `rng`; `None` if a program could not be generated from the bytes drawn.
+pub fn generate_app(rng: &mut SplitMix, cfg: &GenConfig) -> Option<GenApp> {
+    let n = 1 + (rng.next_u64() % 6) as usize;
+    let mut programs = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..n {
+        let bytes = rng.bytes(2048);
+        let g = generate_program(&mut Unstructured::new(&bytes), cfg).ok()?;
+        ports.push(g.module.out_ports);
+        programs.push((format!("pe{i}.nvm"), g.module.to_bytes(), g.listing));
+    }
+    let mut m = String::from("budget = 3000\n");
+    for (i, (file, _, _)) in programs.iter().enumerate() {
+        let _ = writeln!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"");
+    }
+    let mut pick = |k: u64| rng.next_u64() % k;
+    // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.
+    let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe0\"");
+    for port in 1..3u64 {
+        let fan = pick(3);
+        for _ in 0..fan {
+            let node = pick(n as u64);
+            let _ = writeln!(m, "[[source]]\nport = {port}\nto = \"pe{node}.{}\"", pick(3));
+        }
+    }
+    if pick(4) == 0 {
+        // Fan-out at a source.
+        let node = pick(n as u64);
+        let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe{node}\"");
+    }
+    // Edges go forward only (a DAG); each output port gets 0-3 destinations.
+    for (i, &np) in ports.iter().enumerate() {
+        for p in 0..np {
+            let dests = match pick(10) {
+                0 => 0,
+                1..=6 => 1,
+                7 | 8 => 2,
+                _ => 3,
+            };
+            for _ in 0..dests {
+                let later = n - i - 1;
+                if later > 0 && pick(3) != 0 {
+                    let node = i + 1 + pick(later as u64) as usize;
+                    let _ = writeln!(m, "[[connect]]\nfrom = \"pe{i}.{p}\"\nto = \"pe{node}.{}\"", pick(3));
+                } else {
+                    let _ = writeln!(m, "[[sink]]\nfrom = \"pe{i}.{p}\"\nport = {}", pick(4));
+                }
+            }
+        }
+    }
+    Some(GenApp { manifest: m, programs })
+}

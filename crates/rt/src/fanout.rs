@@ -1,0 +1,244 @@
+//! The host side of fan-out (NetVM paper §3: when a port feeds several
+//! inputs, the exchange buffer is duplicated and each copy runs to
+//! completion in order). Compiled code keeps the pending copies through four
+//! C-ABI hooks on a [`FanoutState`] (the `rt` of [`crate::AppCtx`]); a C
+//! host creates one with [`netvm_rt_fanout_new`] and reads what left with
+//! [`netvm_rt_fanout_emitted`].
+
+/// A pending copy: the destination route and the buffer it runs on.
+#[derive(Debug)]
+struct Pending {
+    route: i32,
+    data: *mut u8,
+    len: u64,
+    orig: bool,
+    info: Vec<u8>,
+}
+
+/// What left the application while a packet was duplicated.
+#[derive(Debug)]
+pub enum Emitted {
+    /// The original buffer (in its batch slot).
+    Original,
+    /// A copy's bytes.
+    Copy(Vec<u8>),
+}
+
+/// The host side of fan-out for one batch (the `rt` of [`crate::AppCtx`]).
+#[derive(Debug, Default)]
+pub struct FanoutState {
+    /// Whether the buffer the code works on is the packet's original.
+    cur_orig: bool,
+    pending: Vec<Pending>,
+    /// Copies, alive until the end of the batch.
+    arena: Vec<Vec<u8>>,
+    /// Per packet index that was duplicated: what left, in order.
+    emitted: Vec<(u32, u16, Emitted)>,
+    /// Packet indices that were duplicated, in order.
+    fanned: Vec<u32>,
+}
+
+impl FanoutState {
+    /// Forgets the batch: pending copies, copies, what left. Call after each batch.
+    pub fn clear(&mut self) {
+        self.pending.clear();
+        self.arena.clear();
+        self.emitted.clear();
+        self.fanned.clear();
+        self.cur_orig = true;
+    }
+
+    /// Indices (in the batch) of the packets that were duplicated, in order.
+    pub fn fanned(&self) -> &[u32] {
+        &self.fanned
+    }
+
+    /// What left the application from duplicated packets, in order:
+    /// `(packet index, output port, buffer)`.
+    pub fn emitted(&self) -> &[(u32, u16, Emitted)] {
+        &self.emitted
+    }
+
+    /// Notes that packet `idx` is being duplicated; its first hook call
+    /// starts on the original buffer.
+    fn at(&mut self, idx: u64) {
+        if self.fanned.last() != Some(&(idx as u32)) {
+            self.fanned.push(idx as u32);
+            self.cur_orig = true;
+        }
+    }
+
+    fn copy_of(&mut self, data: *const u8, len: u64) -> *mut u8 {
+        // SAFETY (of the caller's pointer): compiled code passes the current
+        // buffer, a live allocation of `len` bytes.
+        let bytes = if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() };
+        self.arena.push(bytes);
+        self.arena.last_mut().expect("just pushed").as_mut_ptr()
+    }
+}
+
+/// Hook: keeps a pending copy of the current buffer for `route` (`keep`:
+/// the buffer itself, for the last destination), with a snapshot of info memory.
+///
+/// # Safety
+/// `rt` is the [`FanoutState`] of the running batch; `(data, len)` the
+/// current buffer; `(info, info_len)` the info memory.
+#[allow(clippy::too_many_arguments)]
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_save(
+    rt: *mut FanoutState,
+    idx: u64,
+    route: u32,
+    data: *mut u8,
+    len: u64,
+    info: *const u8,
+    info_len: u64,
+    keep: u32,
+) {
+    // SAFETY: the caller's contract.
+    let st = unsafe { &mut *rt };
+    st.at(idx);
+    let info = if info_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(info, info_len as usize) }.to_vec() };
+    let (data, orig) = if keep != 0 { (data, st.cur_orig) } else { (st.copy_of(data, len), false) };
+    st.pending.push(Pending { route: route as i32, data, len, orig, info });
+}
+
+/// Hook: a fresh copy of the current buffer, which the code continues on.
+///
+/// # Safety
+/// As [`netvm_rt_fanout_save`].
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_copy(rt: *mut FanoutState, idx: u64, data: *const u8, len: u64) -> *mut u8 {
+    // SAFETY: the caller's contract.
+    let st = unsafe { &mut *rt };
+    st.at(idx);
+    st.cur_orig = false;
+    st.copy_of(data, len)
+}
+
+/// Hook: the next pending copy of packet `idx`: restores its info memory,
+/// writes its buffer (pointer, length) to `out`, returns its route (`-1`: none).
+///
+/// # Safety
+/// As [`netvm_rt_fanout_save`]; `out` points to 16 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, info: *mut u8, info_len: u64, out: *mut u64) -> i32 {
+    // SAFETY: the caller's contract.
+    let st = unsafe { &mut *rt };
+    if st.fanned.last() != Some(&(idx as u32)) {
+        return -1;
+    }
+    let Some(p) = st.pending.pop() else { return -1 };
+    if info_len > 0 {
+        // SAFETY: `info` is the info memory of `info_len` bytes; the snapshot has that size.
+        unsafe { std::ptr::copy_nonoverlapping(p.info.as_ptr(), info, info_len as usize) };
+    }
+    // SAFETY: `out` has room for a pointer and a length.
+    unsafe {
+        *out = p.data as u64;
+        *out.add(1) = p.len;
+    }
+    st.cur_orig = p.orig;
+    p.route
+}
+
+/// Hook: the current buffer of a duplicated packet leaves on `port`.
+///
+/// # Safety
+/// As [`netvm_rt_fanout_save`].
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_emit(rt: *mut FanoutState, idx: u64, port: u32, data: *const u8, len: u64) {
+    // SAFETY: the caller's contract.
+    let st = unsafe { &mut *rt };
+    st.at(idx);
+    let e = if st.cur_orig {
+        Emitted::Original
+    } else {
+        Emitted::Copy(if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() })
+    };
+    st.emitted.push((idx as u32, port as u16, e));
+}
+
+/// A fresh fan-out state for a C host, to put in `netvm_app.rt`; free it
+/// with [`netvm_rt_fanout_free`].
+#[no_mangle]
+pub extern "C" fn netvm_rt_fanout_new() -> *mut FanoutState {
+    Box::into_raw(Box::default())
+}
+
+/// Frees a state of [`netvm_rt_fanout_new`] (null is ignored).
+///
+/// # Safety
+/// `rt` comes from [`netvm_rt_fanout_new`] and is not used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_free(rt: *mut FanoutState) {
+    if !rt.is_null() {
+        // SAFETY: the caller's contract: `rt` is a leaked box of ours.
+        drop(unsafe { Box::from_raw(rt) });
+    }
+}
+
+/// Forgets the batch ([`FanoutState::clear`]): the buffers returned by
+/// [`netvm_rt_fanout_emitted`] are freed. Call after each `netvm_run`.
+///
+/// # Safety
+/// `rt` comes from [`netvm_rt_fanout_new`].
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_clear(rt: *mut FanoutState) {
+    // SAFETY: the caller's contract.
+    unsafe { &mut *rt }.clear();
+}
+
+/// Number of buffers that left from duplicated packets in the last batch.
+///
+/// # Safety
+/// `rt` comes from [`netvm_rt_fanout_new`].
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_emitted_count(rt: *const FanoutState) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe { &*rt }.emitted.len() as u64
+}
+
+/// The `k`-th buffer that left from a duplicated packet: its packet index,
+/// output port and bytes (`*data` null: the packet's own buffer, in its
+/// descriptor). Returns 0, or -1 if there is no such entry.
+///
+/// # Safety
+/// `rt` comes from [`netvm_rt_fanout_new`]; the out pointers are writable.
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_emitted(
+    rt: *const FanoutState,
+    k: u64,
+    idx: *mut u32,
+    port: *mut u16,
+    data: *mut *const u8,
+    len: *mut u64,
+) -> i32 {
+    // SAFETY: the caller's contract.
+    let st = unsafe { &*rt };
+    let Some((i, p, e)) = usize::try_from(k).ok().and_then(|k| st.emitted.get(k)) else { return -1 };
+    let (d, l) = match e {
+        Emitted::Original => (std::ptr::null(), 0),
+        Emitted::Copy(b) => (b.as_ptr(), b.len() as u64),
+    };
+    // SAFETY: the caller's contract: the out pointers are writable.
+    unsafe {
+        *idx = *i;
+        *port = *p;
+        *data = d;
+        *len = l;
+    }
+    0
+}
+
+/// Whether packet `idx` of the last batch was duplicated (1) or not (0).
+/// Its verdict in `netvm_run`'s array is then that of its last copy; what
+/// left is in [`netvm_rt_fanout_emitted`].
+///
+/// # Safety
+/// `rt` comes from [`netvm_rt_fanout_new`].
+#[no_mangle]
+pub unsafe extern "C" fn netvm_rt_fanout_fanned(rt: *const FanoutState, idx: u32) -> i32 {
+    // SAFETY: the caller's contract.
+    i32::from(unsafe { &*rt }.fanned.binary_search(&idx).is_ok())
+}

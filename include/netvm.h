@@ -1,0 +1,148 @@
+/*
+ * netvm.h: the C ABI of compiled netvm applications (ABI version 1).
+ *
+ * `netvm compile APP.toml -o app.o --target TRIPLE` (or `--program P.nil`
+ * for one program) writes a relocatable object that exports three symbols:
+ *
+ *   netvm_layout  what the host must allocate (struct netvm_layout)
+ *   netvm_init    runs every NetPE's .init handler, once, before any packet
+ *   netvm_run     runs a batch of packets through the whole application
+ *
+ * and imports the helpers below, implemented by libnetvm_rt.a (crate
+ * netvm-rt: `cargo build --release -p netvm-rt [--target TRIPLE]`). Link:
+ *
+ *   cc host.c app.o libnetvm_rt.a -lpthread -ldl -lm
+ *
+ * The code inside is exactly what `netvm run --link direct|table` runs: it
+ * has the semantics of docs/netil.md, keeps every bounds check and the
+ * instruction budget, and never reads or writes outside the memories given
+ * here. It is reentrant for distinct struct netvm_app instances (each with
+ * its own info memory, counters, data memories and fan-out state).
+ */
+#ifndef NETVM_H
+#define NETVM_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NETVM_ABI_VERSION 1
+
+/* One packet of a batch. The code reads it and writes packet bytes in place
+ * (ustore); it never changes the descriptor. */
+struct netvm_xb {
+    uint8_t *data;      /* caplen bytes, writable */
+    uint32_t caplen;    /* captured length: loads beyond it fault (bounds) */
+    uint32_t wirelen;   /* length on the wire */
+    uint64_t ts_sec;    /* timestamp, seconds */
+    uint32_t ts_nsec;   /* timestamp, nanoseconds */
+    uint16_t in_port;   /* application input port */
+    uint16_t reserved;  /* 0 */
+};
+
+/* The memories of one NetPE, in application (manifest) order. */
+struct netvm_node {
+    uint8_t *data;      /* data memory: exactly netvm_layout.nodes[i].data_size bytes, */
+    uint64_t data_len;  /* zeroed before netvm_init; persists across packets */
+    void *copros;       /* coprocessor instances: Rust objects of netvm-rt's host; a C */
+    uint64_t ncopros;   /* host passes NULL, 0 and every copro.* instruction faults */
+};
+
+/* What netvm_init and netvm_run receive. */
+struct netvm_app {
+    uint64_t budget;          /* instructions per handler invocation (netvm_layout.budget) */
+    uint8_t *info;            /* info memory, netvm_layout.info_size bytes (zeroed per packet by the code) */
+    const struct netvm_node *nodes; /* netvm_layout.nodes entries */
+    uint64_t *counters;       /* netvm_layout.counters counters, zeroed once; the code adds to them */
+    void *rt;                 /* fan-out state: netvm_rt_fanout_new() (may be NULL if no NetPE port
+                                 or source has several destinations) */
+    uint32_t fanned;          /* scratch, 0 */
+    uint32_t reserved;        /* 0 */
+};
+
+/* Per NetPE entry of netvm_layout. */
+struct netvm_node_layout {
+    uint32_t data_size;    /* .datasize */
+    uint32_t out_ports;    /* output ports */
+    uint32_t counter_base; /* first counter: out_ports "packets out" counters (one per port),
+                              then "dropped", then fault_kinds fault counters */
+    uint32_t copros;       /* coprocessors declared */
+};
+
+/* Exported by the object as `const struct netvm_layout netvm_layout`. */
+struct netvm_layout {
+    uint32_t abi_version;  /* NETVM_ABI_VERSION */
+    uint32_t nodes;        /* NetPEs */
+    uint32_t counters;     /* counters in netvm_app.counters */
+    uint32_t info_size;    /* bytes of info memory */
+    uint32_t sources;      /* application input ports 0..sources-1 may have a source */
+    uint32_t source_base;  /* counters[source_base + p]: packets that entered on input port p */
+    uint32_t no_source;    /* counters[no_source]: packets on an input port without a source (dropped) */
+    uint32_t fault_kinds;  /* 5: bounds, div-by-zero, budget, bad-port, copro (NETVM_FAULT_*) */
+    uint32_t budget;       /* the application's budget (manifest or --budget), saturated to 2^32-1 */
+    struct netvm_node_layout node[];
+};
+
+/* Verdicts written by netvm_run, one per packet:
+ *   0 .. 0xffff                   the packet left on that application output port
+ *   NETVM_VERDICT_DROP            dropped (drop, an unconnected port, or no source)
+ *   NETVM_VERDICT_FAULT | kind    a fault ended it (and it is dropped)
+ * A packet that was duplicated (fan-out) may leave several times: see
+ * netvm_rt_fanout_fanned / netvm_rt_fanout_emitted. */
+#define NETVM_VERDICT_DROP   0x10000u
+#define NETVM_VERDICT_FAULT  0x30000u
+#define NETVM_FAULT_BOUNDS       0
+#define NETVM_FAULT_DIV_BY_ZERO  1
+#define NETVM_FAULT_BUDGET       2
+#define NETVM_FAULT_BAD_PORT     3
+#define NETVM_FAULT_COPRO        4
+
+extern const struct netvm_layout netvm_layout;
+
+/* Runs the .init handlers in topological order. Returns 0, or
+ * 1 + 8 * netpe + fault_kind for the first one that faulted. */
+uint32_t netvm_init(struct netvm_app *app);
+
+/* Runs descs[0..n) in order; verdicts[i] receives packet i's verdict.
+ * Returns 0. With fan-out, call netvm_rt_fanout_clear(app->rt) after
+ * reading what left, before the next batch. */
+uint32_t netvm_run(struct netvm_app *app, struct netvm_xb *descs, uint32_t n, uint32_t *verdicts);
+
+/* ---- libnetvm_rt.a: helpers the object imports (not called by hosts) ---- */
+uint32_t netvm_rt_crc32(const uint8_t *p, uint64_t n);
+uint32_t netvm_rt_murmur3(const uint8_t *p, uint64_t n);
+uint32_t netvm_rt_csum(const uint8_t *p, uint64_t n);
+uint32_t netvm_rt_copro_in(void *copros, uint64_t n, uint32_t copro, uint32_t reg, uint32_t value);
+uint64_t netvm_rt_copro_out(void *copros, uint64_t n, uint32_t copro, uint32_t reg);
+uint32_t netvm_rt_copro_invoke(void *copros, uint64_t n, uint32_t copro, uint32_t op,
+                               const uint8_t *pkt, uint64_t pkt_len, const uint8_t *info,
+                               uint64_t info_len, uint64_t ts_sec, uint32_t ts_nsec);
+void netvm_rt_fanout_save(void *rt, uint64_t idx, uint32_t route, uint8_t *data, uint64_t len,
+                          const uint8_t *info, uint64_t info_len, uint32_t keep);
+uint8_t *netvm_rt_fanout_copy(void *rt, uint64_t idx, const uint8_t *data, uint64_t len);
+int32_t netvm_rt_fanout_pop(void *rt, uint64_t idx, uint8_t *info, uint64_t info_len, uint64_t *out);
+void netvm_rt_emit(void *rt, uint64_t idx, uint32_t port, const uint8_t *data, uint64_t len);
+
+/* ---- libnetvm_rt.a: the fan-out state, for hosts ---- */
+/* A fresh state for netvm_app.rt; free with netvm_rt_fanout_free. */
+void *netvm_rt_fanout_new(void);
+void netvm_rt_fanout_free(void *rt);
+/* Forgets the last batch (frees the copies): call after each netvm_run. */
+void netvm_rt_fanout_clear(void *rt);
+/* 1 if packet idx of the last batch was duplicated; its verdict is then its
+ * last copy's, and what left is listed by netvm_rt_fanout_emitted. */
+int32_t netvm_rt_fanout_fanned(const void *rt, uint32_t idx);
+/* Buffers that left from duplicated packets in the last batch, in order. */
+uint64_t netvm_rt_fanout_emitted_count(const void *rt);
+/* The k-th: packet index, output port, bytes (*data == NULL: the packet's
+ * own buffer, descs[idx]). Returns 0, or -1 if k is out of range. */
+int32_t netvm_rt_fanout_emitted(const void *rt, uint64_t k, uint32_t *idx, uint16_t *port,
+                                const uint8_t **data, uint64_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NETVM_H */
