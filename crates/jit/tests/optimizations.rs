@@ -121,3 +121,112 @@ fn switch_lowering_by_density() {
     agree(&d, &dv, &packets);
     agree(&s, &sv, &packets);
 }
+
+/// Compiles `src` with `domain`; returns the code, its CLIF and the verified module.
+fn compile_opts(src: &str, domain: DomainOpts) -> (JitCode, String, netvm_verify::Verified) {
+    let v = netvm_verify::verify(&netil::assemble(src).unwrap().module).unwrap();
+    let code = JitCode::compile_with(&v, JitOptions { keep_text: true, domain, ..JitOptions::default() }).unwrap();
+    let clif = push_clif(&code);
+    (code, clif, v)
+}
+
+/// Ports at a variable offset (14 + 4 * IHL), the second load inside the
+/// range the first one checked.
+const VARIABLE: &str = "
+.maxstacksize 4
+.locals 1
+segment .push
+    pop
+    push 14
+    upload.8
+    push 0x0f
+    and
+    push 2
+    shl
+    push 14
+    add
+    locstore 0
+    locload 0
+    push 2
+    add
+    upload.16
+    push 80
+    jcmp.eq yes
+    locload 0
+    upload.16
+    push 80
+    jcmp.eq yes
+    ret 0
+yes:
+    ret 1
+ends";
+
+/// Packets around every boundary of `VARIABLE` and f4: short, IHL 0-15, ports at the edge.
+fn boundary_packets() -> Vec<Vec<u8>> {
+    let mut packets = Vec::new();
+    for ihl in [0u8, 1, 5, 6, 15] {
+        for len in [0usize, 14, 15, 17, 18, 19, 20, 33, 34, 35, 37, 38, 40, 54, 74, 80] {
+            let mut p = vec![0u8; len];
+            let set = |p: &mut Vec<u8>, i: usize, b: &[u8]| {
+                if i + b.len() <= p.len() {
+                    p[i..i + b.len()].copy_from_slice(b);
+                }
+            };
+            set(&mut p, 12, &[8, 0]);
+            set(&mut p, 14, &[0x40 | ihl]);
+            set(&mut p, 23, &[6]);
+            set(&mut p, 26, &[10, 1, 1, 1, 10, 2, 2, 2]);
+            let t = 14 + 4 * usize::from(ihl);
+            set(&mut p, t, &[0, 20, 0, 30]);
+            set(&mut p, t + 2, &[0, 80]);
+            packets.push(p);
+        }
+    }
+    packets
+}
+
+/// Bounds-check merging: an explicit length test covers the constant-offset
+/// loads it dominates (f4: no check is left for its fixed fields), and one
+/// check per variable-offset computation covers the loads inside its range.
+#[test]
+fn bounds_check_merging() {
+    let f4 = include_str!("../../../benches/filters/f4_ip_tcp_4field.nil");
+    let no_merge = DomainOpts { bounds: false, ..DomainOpts::ALL };
+    // Unsigned compares are the bounds checks: the filters' own tests are equalities.
+    let checks = |clif: &str| {
+        clif.lines().filter(|l| l.contains("icmp") && [" uge ", " ugt ", " ule ", " ult "].iter().any(|c| l.contains(c))).count()
+    };
+    for (name, src, fewer) in [("f4", f4, 6), ("variable offset", VARIABLE, 1)] {
+        let (on, on_clif, v) = compile_opts(src, DomainOpts::ALL);
+        let (off, off_clif, _) = compile_opts(src, no_merge);
+        assert!(checks(&off_clif) >= checks(&on_clif) + fewer, "{name}: merged:\n{on_clif}\nunmerged:\n{off_clif}");
+        let packets = boundary_packets();
+        agree(&on, &v, &packets);
+        agree(&off, &v, &packets);
+    }
+}
+
+/// Offset folding: `14 + 4 * IHL + 2` is reassociated so that the constant
+/// becomes the load's displacement (NetVM paper Figs. 5 and 7): fewer adds,
+/// and the loads address `base + t` with `+16` and `+14`.
+#[test]
+fn header_offset_folding() {
+    let (on, on_clif, v) = compile_opts(VARIABLE, DomainOpts::ALL);
+    let (off, off_clif, _) = compile_opts(VARIABLE, DomainOpts { fold_offsets: false, ..DomainOpts::ALL });
+    assert!(on_clif.contains("+16") && on_clif.contains("+14"), "{on_clif}");
+    assert!(off_clif.matches("iadd").count() > on_clif.matches("iadd").count(), "folded:\n{on_clif}\nunfolded:\n{off_clif}");
+    agree(&on, &v, &boundary_packets());
+    agree(&off, &v, &boundary_packets());
+}
+
+/// Dead stores to locals need no pass of ours: locals are SSA variables, and
+/// a value stored and never loaded leaves no code (Cranelift's DCE). Dead
+/// info stores are removed by the linker (tests in crates/runtime/tests/linked.rs).
+#[test]
+fn dead_local_stores_leave_no_code() {
+    let dead = VARIABLE.replace(".locals 1", ".locals 2").replace("    locstore 0\n", "    locstore 0\n    push 7\n    locstore 1\n");
+    let (live, live_clif, _) = compile_opts(VARIABLE, DomainOpts::ALL);
+    let (with_dead, dead_clif, v) = compile_opts(&dead, DomainOpts::ALL);
+    assert_eq!(live.code_size(), with_dead.code_size(), "a dead local store changed the code:\n{live_clif}\n{dead_clif}");
+    agree(&with_dead, &v, &boundary_packets());
+}
