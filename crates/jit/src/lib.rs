@@ -48,8 +48,8 @@ pub use context::JitCtx;
 /// properties of a verified program.
 #[derive(Debug, thiserror::Error)]
 pub enum JitError {
-    /// Cranelift could not create an ISA for this host.
-    #[error("no Cranelift backend for this host: {0}")]
+    /// Cranelift could not create an ISA for this host or the target asked for.
+    #[error("no Cranelift backend for {0}")]
     Isa(String),
     /// Cranelift rejected the generated IR or failed to emit it.
     #[error("code generation failed: {0}")]
@@ -157,7 +157,7 @@ pub(crate) fn host_isa(opts: JitOptions, frame_pointers: bool) -> Result<OwnedTa
     });
     match isas {
         Ok(list) => Ok(list[usize::from(frame_pointers) * 4 + usize::from(opts.optimize) * 2 + usize::from(opts.verify_ir)].clone()),
-        Err(e) => Err(JitError::Isa(e.clone())),
+        Err(e) => Err(JitError::Isa(format!("this host: {e}"))),
     }
 }
 
