@@ -9,6 +9,7 @@
 //!   with the tcpdump expression each one implements;
 //! - [`trace`]: a deterministic generator of the workloads (the 64-byte
 //!   full-path packet and a mixed trace) and of edge-case packets;
+//! - [`linked`]: applications compiled whole by the JIT, run on prepared descriptors;
 //! - [`measure`]: timing statistics and the JSON line format shared with the C peers;
 //! - [`report`]: merging the rounds of a run into the tables of BENCHMARKS.md and a JSON file.
 //!
@@ -16,6 +17,7 @@
 //! workload; `tests/filters_vs_tcpdump.rs` checks the filters against tcpdump.
 
 pub mod filters;
+pub mod linked;
 pub mod measure;
 pub mod report;
 pub mod trace;

@@ -49,7 +49,8 @@ impl Record {
     }
 }
 
-fn round3(x: f64) -> f64 {
+/// `x` rounded to three decimals (the precision of the JSON lines).
+pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 

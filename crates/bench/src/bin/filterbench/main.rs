@@ -12,6 +12,10 @@
 //!     merges DIR/round-R-*.jsonl (this binary's and the C peers' output, R the
 //!     round) into Markdown tables on stdout and, with --json, one JSON file;
 //!     FILE holds KEY=VALUE lines describing the machine and the command
+//! filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]
+//!     the cost of binding NetPEs together (see `binding.rs`)
+//! filterbench compile [--n N] [--modes direct,table,dispatch] APP.toml|PROGRAM.nil ...
+//!     compile latency of whole applications (see `compile.rs`)
 //! ```
 //!
 //! For each engine two figures are taken:
@@ -23,6 +27,12 @@
 //!   [`BATCH`] packets: verdict bookkeeping, counters, info memory and the
 //!   exchange-buffer moves of the generic runtime included.
 //!
+//! and for the JIT a third, `netvm-jit/linked`: the one-NetPE application
+//! compiled whole (direct linking) into its per-batch function, called by
+//! [`LinkedApp::run_descs`](netvm_jit::link::LinkedApp::run_descs) on
+//! batches of [`BATCH`] descriptors prepared beforehand (the counterpart of
+//! the C peers' loop; the accept count is taken from the verdicts).
+//!
 //! Workloads: `fullpath` repeats the one frame (the branch predictor learns
 //! it: this is the cost of the filter's longest path); `mixed` runs once
 //! over the whole trace held in memory per repetition. Each figure is the
@@ -32,14 +42,18 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use netvm_bench::filters::{self, Filter, ACCEPT_PORT, FILTERS};
+use netvm_bench::linked::{Descs, Linked, BATCH};
 use netvm_bench::measure::{self, median, time_passes, Record};
 use netvm_bench::report::Report;
 use netvm_bench::trace;
-use netvm_runtime::{Application, Manifest, Verdict};
-use netvm_vm::{CoproRegistry, ExchangeBuffer, Limits, Outcome, Packet, PeCode, PeState};
+use netvm_runtime::{Application, LinkMode, Manifest, Verdict};
+use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeCode, PeState};
 
-/// Packets per `process_batch` call on the end-to-end path.
-const BATCH: usize = 256;
+mod binding;
+mod compile;
+
+/// The row of the directly linked one-NetPE application.
+const LINKED: &str = "netvm-jit/linked";
 
 /// The engines measured, by report name. Everything else (the per-packet
 /// and end-to-end figures, the reports) follows from this list.
@@ -60,7 +74,9 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: filterbench gen --out DIR [--packets N] [--seed S]\n       \
          filterbench run --traces DIR [--filters DIR] [--reps N] [--target-ms MS] [--engines a,b] [--filter NAME]\n       \
-         filterbench report --dir DIR [--meta FILE] [--json OUT]"
+         filterbench report --dir DIR [--meta FILE] [--json OUT]\n       \
+         filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]\n       \
+         filterbench compile [--n N] [--modes direct,table,dispatch] APP.toml|PROGRAM.nil ..."
     );
     ExitCode::from(2)
 }
@@ -69,11 +85,18 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(cmd) = args.first() else { return usage() };
     let mut opts = std::collections::HashMap::new();
+    let mut paths = Vec::new();
     let mut it = args[1..].iter();
     while let Some(k) = it.next() {
-        let Some(name) = k.strip_prefix("--") else { return usage() };
+        let Some(name) = k.strip_prefix("--") else {
+            paths.push(PathBuf::from(k));
+            continue;
+        };
         let Some(v) = it.next() else { return usage() };
         opts.insert(name.to_string(), v.clone());
+    }
+    if !paths.is_empty() && cmd != "compile" {
+        return usage();
     }
     let num = |k: &str, d: u64| -> Result<u64, String> {
         opts.get(k).map_or(Ok(d), |v| {
@@ -100,6 +123,20 @@ fn main() -> ExitCode {
                 filter: opts.get("filter").cloned(),
             };
             run(&a)
+        })(),
+        "binding" => (|| {
+            let a = binding::Args {
+                traces: PathBuf::from(opts.get("traces").ok_or("binding needs --traces DIR")?),
+                dir: opts.get("binding").map_or_else(binding::default_dir, PathBuf::from),
+                filters: opts.get("filters").map_or_else(filters::default_dir, PathBuf::from),
+                rounds: num("rounds", 11)? as usize,
+                target_ms: num("target-ms", 50)? as f64,
+            };
+            binding::run(&a)
+        })(),
+        "compile" => (|| {
+            let modes = opts.get("modes").map_or("direct,table,dispatch", String::as_str);
+            compile::run(&paths, num("n", 200)? as usize, modes)
         })(),
         "report" => (|| {
             let dir = PathBuf::from(opts.get("dir").ok_or("report needs --dir DIR")?);
@@ -185,6 +222,114 @@ fn app_pass(app: &mut Application, packets: &mut [Packet], verdicts: &mut Vec<Ve
     acc
 }
 
+/// The packets of one workload, held both ways a [`Runner`] takes them.
+pub(crate) struct Workload {
+    /// `fullpath` or `mixed`.
+    pub name: &'static str,
+    /// Packets, for `Application::process_batch`.
+    pub packets: Vec<Packet>,
+    /// Descriptors of a copy of the packets, for the linked batch function.
+    pub descs: Descs,
+    /// Whether a timed repetition repeats passes until it lasts about
+    /// `--target-ms` (the full-path frame) or is one pass (the trace).
+    pub repeat: bool,
+}
+
+impl Workload {
+    /// The two workloads of `dir` (`fullpath.pcap`, `mixed.pcap`).
+    pub fn load(dir: &Path) -> Result<[Workload; 2], String> {
+        let full = trace::read_pcap(&dir.join("fullpath.pcap"))?;
+        let [full] = <[Packet; 1]>::try_from(full).map_err(|_| "fullpath.pcap must hold exactly one frame".to_string())?;
+        let mixed = trace::read_pcap(&dir.join("mixed.pcap"))?;
+        eprintln!("filterbench: full-path frame of {} bytes, mixed trace of {} frames", full.data.len(), mixed.len());
+        Ok([
+            Workload { name: "fullpath", packets: vec![full.clone(); BATCH * 16], descs: Descs::new(&vec![full; BATCH]), repeat: true },
+            Workload { name: "mixed", descs: Descs::new(&mixed), packets: mixed, repeat: false },
+        ])
+    }
+}
+
+/// Something that runs whole workloads in batches.
+pub(crate) enum Runner {
+    /// `Application::process_batch`, batches of [`BATCH`].
+    App(Application, Vec<Verdict>),
+    /// The linked batch function on the workload's descriptors, batches of [`BATCH`].
+    Linked(Linked),
+}
+
+impl Runner {
+    /// An application of `engine` built from `manifest`.
+    pub fn app(manifest: &Manifest, engine: &dyn netvm_runtime::Engine) -> Result<Runner, String> {
+        let app = Application::build(manifest, engine, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
+        Ok(Runner::App(app, Vec::with_capacity(BATCH)))
+    }
+
+    /// One pass over `w`; returns how many packets left on [`ACCEPT_PORT`].
+    #[inline(never)]
+    pub fn pass(&mut self, w: &mut Workload) -> u64 {
+        match self {
+            Runner::App(app, verdicts) => app_pass(app, &mut w.packets, verdicts),
+            Runner::Linked(l) => {
+                let (acc, faults) = l.pass(&mut w.descs, ACCEPT_PORT);
+                assert_eq!(faults, 0, "a benchmark application faulted");
+                acc
+            }
+        }
+    }
+
+    /// Packets in one pass over `w`.
+    pub fn packets(&self, w: &Workload) -> u64 {
+        match self {
+            Runner::App(..) => w.packets.len() as u64,
+            Runner::Linked(_) => w.descs.len() as u64,
+        }
+    }
+
+    /// Passes over `w` per timed repetition: enough to last about
+    /// `target_ms` if `w` repeats, else one. Runs at least one pass.
+    pub fn passes(&mut self, w: &mut Workload, target_ms: f64) -> u64 {
+        if !w.repeat {
+            self.pass(w);
+            return 1;
+        }
+        let mut n = 1u64;
+        loop {
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                std::hint::black_box(self.pass(w));
+            }
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            if ms >= 5.0 || n >= 1 << 30 {
+                return ((n as f64 * target_ms / ms.max(1e-3)).ceil() as u64).max(1);
+            }
+            n *= 2;
+        }
+    }
+
+    /// Times `passes` passes over `w`: (ns per packet, accepted per pass).
+    pub fn time(&mut self, w: &mut Workload, passes: u64) -> (f64, u64) {
+        let t = std::time::Instant::now();
+        let acc: u64 = (0..passes).map(|_| self.pass(w)).sum();
+        let ns = t.elapsed().as_nanos() as f64 / (passes * self.packets(w)) as f64;
+        (ns, acc / passes)
+    }
+}
+
+/// `reps` timed repetitions of `runner` on each workload after a warm-up: one record each.
+fn measure_runner(name: &str, f: &Filter, runner: &mut Runner, workloads: &mut [Workload], a: &RunArgs) -> Vec<Record> {
+    let mut out = Vec::new();
+    for w in workloads.iter_mut() {
+        let passes = runner.passes(w, a.target_ms);
+        let n = passes * runner.packets(w);
+        let (ns, acc) = time_passes(a.reps, n, || (0..passes).map(|_| runner.pass(w)).sum());
+        if w.repeat && acc != n {
+            eprintln!("filterbench: WARNING: {name} {} rejects the full-path frame", f.name);
+        }
+        out.push(record(name, f, w.name, &ns, n, acc));
+    }
+    out
+}
+
 fn record(engine: &str, f: &Filter, workload: &str, ns: &[f64], packets: u64, accepted: u64) -> Record {
     Record {
         engine: engine.to_string(),
@@ -202,22 +347,26 @@ fn run(a: &RunArgs) -> Result<(), String> {
     if a.reps == 0 || a.target_ms <= 0.0 {
         return Err("--reps and --target-ms must be positive".into());
     }
-    let full = trace::read_pcap(&a.traces.join("fullpath.pcap"))?;
-    let [full] = <[Packet; 1]>::try_from(full).map_err(|_| "fullpath.pcap must hold exactly one frame".to_string())?;
-    let mixed = trace::read_pcap(&a.traces.join("mixed.pcap"))?;
-    eprintln!("filterbench: full-path frame of {} bytes, mixed trace of {} frames", full.data.len(), mixed.len());
+    let mut workloads = Workload::load(&a.traces)?;
+    let full = workloads[0].packets[0].clone();
     let limits = Limits::default();
-    let registry = CoproRegistry::new();
     let mut records = Vec::new();
     let filters: Vec<&Filter> = FILTERS.iter().filter(|f| a.filter.as_ref().is_none_or(|n| n == f.name)).collect();
     if filters.is_empty() {
         return Err(format!("no filter named {:?}", a.filter));
     }
+    let want = |name: &str| a.engines.as_ref().is_none_or(|l| l.iter().any(|e| e == name));
+    let emit = |rs: Vec<Record>, records: &mut Vec<Record>| {
+        for r in rs {
+            println!("{}", r.to_json());
+            records.push(r);
+        }
+    };
     for (ename, engine) in engines() {
-        if a.engines.as_ref().is_some_and(|l| !l.iter().any(|e| e == ename || *e == format!("{ename}/app"))) {
+        let app_name = format!("{ename}/app");
+        if !want(ename) && !want(&app_name) {
             continue;
         }
-        let want = |name: &str| a.engines.as_ref().is_none_or(|l| l.iter().any(|e| e == name));
         for f in &filters {
             let verified = filters::load(f, &a.filters)?;
             // Per-packet entry.
@@ -231,11 +380,9 @@ fn run(a: &RunArgs) -> Result<(), String> {
                 if acc != iters {
                     eprintln!("filterbench: WARNING: {ename} {} rejects the full-path frame", f.name);
                 }
-                let r = record(ename, f, "fullpath", &ns, iters, acc);
-                println!("{}", r.to_json());
-                records.push(r);
+                let full_rec = record(ename, f, "fullpath", &ns, iters, acc);
 
-                let mut xbs: Vec<ExchangeBuffer> = mixed.iter().map(|p| ExchangeBuffer::new(p.clone(), info)).collect();
+                let mut xbs: Vec<ExchangeBuffer> = workloads[1].packets.iter().map(|p| ExchangeBuffer::new(p.clone(), info)).collect();
                 let mut faults = 0;
                 let (ns, acc) = time_passes(a.reps, xbs.len() as u64, || {
                     let (acc, fl) = push_all(&*code, &mut state, &mut xbs, &limits);
@@ -245,37 +392,28 @@ fn run(a: &RunArgs) -> Result<(), String> {
                 if faults != 0 {
                     eprintln!("filterbench: WARNING: {ename} {}: {faults} faults on the mixed trace", f.name);
                 }
-                let r = record(ename, f, "mixed", &ns, xbs.len() as u64, acc);
-                println!("{}", r.to_json());
-                records.push(r);
+                emit(vec![full_rec, record(ename, f, "mixed", &ns, xbs.len() as u64, acc)], &mut records);
             }
             // End to end: the runtime's batch API.
-            let app_name = format!("{ename}/app");
             if want(&app_name) {
-                let manifest = Manifest::single(&f.path(&a.filters), &[0], 2, None);
-                let mut app = Application::build(&manifest, engine.as_ref(), &registry, None).map_err(|e| e.to_string())?;
-                let mut verdicts = Vec::with_capacity(BATCH);
-                let mut batch = vec![full.clone(); BATCH * 16];
-                let n = batch.len() as u64;
-                let t = std::time::Instant::now();
-                app_pass(&mut app, &mut batch, &mut verdicts);
-                let pass_ms = t.elapsed().as_secs_f64() * 1e3;
-                let passes = ((a.target_ms / pass_ms.max(1e-3)).ceil() as u64).max(1);
-                let (ns, acc) =
-                    time_passes(a.reps, passes * n, || (0..passes).map(|_| app_pass(&mut app, &mut batch, &mut verdicts)).sum());
-                let r = record(&app_name, f, "fullpath", &ns, passes * n, acc);
-                println!("{}", r.to_json());
-                records.push(r);
-
-                let mut pkts = mixed.clone();
-                let (ns, acc) = time_passes(a.reps, pkts.len() as u64, || app_pass(&mut app, &mut pkts, &mut verdicts));
-                let r = record(&app_name, f, "mixed", &ns, pkts.len() as u64, acc);
-                println!("{}", r.to_json());
-                records.push(r);
+                let mut r = Runner::app(&single(f, &a.filters), engine.as_ref())?;
+                emit(measure_runner(&app_name, f, &mut r, &mut workloads, a), &mut records);
             }
+        }
+    }
+    // The compiled per-batch function alone.
+    if want(LINKED) {
+        for f in &filters {
+            let mut r = Runner::Linked(Linked::build(&single(f, &a.filters), LinkMode::Direct)?);
+            emit(measure_runner(LINKED, f, &mut r, &mut workloads, a), &mut records);
         }
     }
     let names: Vec<&str> = filters.iter().map(|f| f.name).collect();
     eprint!("{}", measure::table(&records, &names));
     Ok(())
+}
+
+/// A one-NetPE application of `f`: input port 0, its ports 0 (reject) and 1 (accept) to sinks 0 and 1.
+pub(crate) fn single(f: &Filter, dir: &Path) -> Manifest {
+    Manifest::single(&f.path(dir), &[0], 2, None)
 }

@@ -1,0 +1,112 @@
+//! The applications of the binding benchmark compute filter f4: the 6-NetPE
+//! chain (benches/binding/chain6.toml) and its stages pasted into one NetPE
+//! (one6.toml) let exactly the packets that f4 accepts through to port 1,
+//! packet by packet, on the interpreter and on every JIT binding, and
+//! never fault. So does the f4 branch of the 10-NetPE benches/apps/tree10.toml
+//! (sink 6), which also runs without faults the JIT and the interpreter
+//! agree on. Packets: `trace::edge_cases` and 20,000 mixed-trace frames.
+
+use std::path::PathBuf;
+
+use netvm_bench::filters::{self, ACCEPT_PORT, FILTERS};
+use netvm_bench::linked::{Descs, Linked};
+use netvm_bench::trace;
+use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
+use netvm_vm::Packet;
+
+fn packets() -> Vec<Packet> {
+    let mut p = trace::edge_cases();
+    p.extend(trace::mixed_trace(20_000, 7));
+    p
+}
+
+fn benches(rel: &str) -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../benches")).join(rel)
+}
+
+/// Per packet, the application output ports it left on, and the verdicts.
+fn run(manifest: &Manifest, engine: &dyn Engine, packets: &[Packet]) -> (Vec<Vec<u16>>, Vec<Verdict>) {
+    let mut app = Application::build(manifest, engine, &netvm_copro::registry(), None).expect("builds");
+    let mut outs = Vec::new();
+    let mut all = Vec::new();
+    let mut verdicts = Vec::new();
+    for p in packets {
+        let mut ports = Vec::new();
+        app.process_batch(&mut [p.clone()], &mut verdicts, &mut |port, _| ports.push(port));
+        outs.push(ports);
+        all.extend(verdicts.iter().cloned());
+    }
+    (outs, all)
+}
+
+/// The one-NetPE application of filter f4.
+fn f4() -> Manifest {
+    Manifest::single(&FILTERS[3].path(&filters::default_dir()), &[0], 2, None)
+}
+
+/// Per packet, whether f4 accepts it (on the interpreter).
+fn f4_accepts(packets: &[Packet]) -> Vec<bool> {
+    run(&f4(), &InterpEngine, packets).0.iter().map(|o| o == &[ACCEPT_PORT]).collect()
+}
+
+fn engines() -> Vec<(&'static str, Box<dyn Engine>)> {
+    vec![
+        ("interp", Box::new(InterpEngine)),
+        ("jit direct", Box::new(JitEngine::with_link(Some(LinkMode::Direct)))),
+        ("jit table", Box::new(JitEngine::with_link(Some(LinkMode::Table)))),
+        ("jit dispatch", Box::new(JitEngine::with_link(None))),
+    ]
+}
+
+#[test]
+fn chain_and_one6_compute_f4() {
+    let packets = packets();
+    let want = f4_accepts(&packets);
+    assert!(want.iter().filter(|a| **a).count() > 1000, "the trace exercises the accepting path");
+    for app in ["binding/chain6.toml", "binding/one6.toml"] {
+        let m = Manifest::load(&benches(app)).expect("manifest");
+        for (name, e) in engines() {
+            let (outs, verdicts) = run(&m, e.as_ref(), &packets);
+            assert!(!verdicts.iter().any(|v| matches!(v, Verdict::Fault(_))), "{app} on {name} faults");
+            for (i, (o, w)) in outs.iter().zip(&want).enumerate() {
+                let got = o == &[ACCEPT_PORT];
+                assert!(o.is_empty() || got, "{app} on {name}: packet {i} left on {o:?}");
+                assert_eq!(got, *w, "{app} on {name}: packet {i} ({:02x?})", &packets[i].data);
+            }
+        }
+    }
+}
+
+#[test]
+fn linked_descriptors_agree_with_the_runtime() {
+    let packets = packets();
+    let want = f4_accepts(&packets).iter().filter(|a| **a).count() as u64;
+    let mut descs = Descs::new(&packets);
+    for (app, m) in [
+        ("f4", f4()),
+        ("chain6", Manifest::load(&benches("binding/chain6.toml")).unwrap()),
+        ("one6", Manifest::load(&benches("binding/one6.toml")).unwrap()),
+    ] {
+        for mode in [LinkMode::Direct, LinkMode::Table] {
+            let mut l = Linked::build(&m, mode).expect("links");
+            assert_eq!(l.pass(&mut descs, ACCEPT_PORT), (want, 0), "{app} {mode:?}");
+        }
+    }
+}
+
+#[test]
+fn tree10_runs_alike_on_every_engine() {
+    let packets = packets();
+    let m = Manifest::load(&benches("apps/tree10.toml")).expect("manifest");
+    let (want, _) = run(&m, &InterpEngine, &packets);
+    for (name, e) in engines() {
+        let (outs, _) = run(&m, e.as_ref(), &packets);
+        for (i, (o, w)) in outs.iter().zip(&want).enumerate() {
+            assert_eq!(o, w, "tree10 on {name}: packet {i}");
+        }
+    }
+    // Its f4 branch (sink 6) lets through what f4 accepts.
+    for (i, (o, f)) in want.iter().zip(f4_accepts(&packets)).enumerate() {
+        assert_eq!(o.contains(&6), f, "tree10 sink 6, packet {i}");
+    }
+}
