@@ -18,7 +18,11 @@
 #
 # Environment: CARGO_TARGET_DIR (default ROOT/target), WORK (scratch
 # directory for the traces, the C build and the rounds; default
-# ${TMPDIR:-/tmp}/netvm-bench-filters), PIN_CPU (default 1).
+# ${TMPDIR:-/tmp}/netvm-bench-filters), PIN_CPU (default 1; choose a CPU
+# that nothing else keeps busy).
+#
+# The JIT's other figures (binding cost, compile latency, `netvm run`) are
+# taken by scripts/bench-jit.sh.
 #
 # Needs root for the kernel peer (bpf() with BPF_PROG_TEST_RUN); without it
 # that peer is reported as unavailable. DPDK runs without hugepages
@@ -26,6 +30,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/bench-meta.sh"
 ROUNDS=5 REPS=5 PACKETS=1000000 TARGET_MS=100 INSTALL=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
         --packets) PACKETS=$2; shift 2 ;;
         --target-ms) TARGET_MS=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
-        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench-filters: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -63,13 +68,8 @@ PEERS=$WORK/peers/filterpeers
 "$FILTERBENCH" gen --out "$WORK/traces" --packets "$PACKETS"
 
 # 4. Rounds.
-PIN=()
-if command -v taskset >/dev/null 2>&1 && [ "$(nproc)" -gt "$PIN_CPU" ]; then
-    PIN=(taskset -c "$PIN_CPU")
-    say "pinned to CPU $PIN_CPU"
-else
-    say "not pinned (no taskset or no CPU $PIN_CPU)"
-fi
+bench_pin "$PIN_CPU"
+START=$(bench_meta "$ROOT" | grep -E '^(date|load|busy)=' | sed 's/^/start_/')
 rm -rf "$WORK/rounds"
 mkdir -p "$WORK/rounds"
 run_netvm() {
@@ -96,18 +96,9 @@ DATE=$(date -u +%Y-%m-%d)
 mkdir -p "$ROOT/benches/results"
 OUTJSON=$ROOT/benches/results/filters-$DATE.json
 {
-    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "command=$COMMAND"
-    echo "git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && git diff --quiet HEAD 2>/dev/null || echo '+changes')"
-    echo "cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)"
-    echo "cpus=$(nproc)"
-    echo "memory=$(free -g 2>/dev/null | awk '/^Mem:/ {print $2 " GiB"}')"
-    echo "kernel=$(uname -r)"
-    echo "os=$(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME")"
-    echo "rustc=$(rustc --version 2>/dev/null)"
-    echo "gcc=$(gcc --version 2>/dev/null | head -n 1)"
-    echo "libpcap=$(dpkg-query -W -f='${Version}' libpcap-dev 2>/dev/null || echo unknown)"
-    echo "dpdk=$(pkg-config --modversion libdpdk 2>/dev/null || echo unavailable)"
+    echo "$START"
+    bench_meta "$ROOT"
     echo "pinned=${PIN[*]:-no}"
     echo "rounds=$ROUNDS"
     echo "reps=$REPS"
