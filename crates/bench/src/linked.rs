@@ -39,9 +39,9 @@ impl Linked {
         let (mut acc, mut faults) = (0u64, 0u64);
         for chunk in descs.descs.chunks_mut(BATCH) {
             let v = &mut self.verdicts[..chunk.len()];
-            // SAFETY: every descriptor points into a packet owned by `descs`,
-            // borrowed exclusively here; no descriptor shares a buffer with
-            // another, and nothing else touches them during the call.
+            // SAFETY: every descriptor points at its own slot of the buffer
+            // owned by `descs`, borrowed exclusively here, `caplen` bytes
+            // long; nothing else touches it during the call.
             unsafe { self.app.run_descs(&mut self.states, chunk, v) };
             for &r in v.iter() {
                 acc += u64::from(r == u32::from(port));
@@ -52,20 +52,39 @@ impl Linked {
     }
 }
 
-/// Packets and one descriptor per packet, pointing at its bytes. The
-/// packets' buffers never move or change size while this exists, so the
-/// descriptors stay valid.
+/// Copies of packets and one descriptor per packet, pointing at its bytes.
+/// The copies lie in one buffer of [`SLOT`]-byte slots, one per packet, as
+/// the C peers hold a trace (`benches/peers/filterpeers.c`). The buffer
+/// never moves or changes size while this exists, so the descriptors stay
+/// valid.
 pub struct Descs {
-    _packets: Vec<Packet>,
+    _bytes: Vec<u8>,
     descs: Vec<XbDesc>,
 }
 
+/// Bytes per packet slot of [`Descs`]: the C peers' slot, the traces' snap length.
+pub const SLOT: usize = crate::trace::SNAPLEN;
+
 impl Descs {
-    /// Descriptors of (a copy of) `packets`, each with its own buffer.
+    /// Descriptors of copies of `packets` (at most [`SLOT`] bytes each; panics otherwise).
     pub fn new(packets: &[Packet]) -> Descs {
-        let mut packets = packets.to_vec();
-        let descs = packets.iter_mut().map(describe).collect();
-        Descs { _packets: packets, descs }
+        let mut bytes = vec![0u8; packets.len() * SLOT];
+        for (p, slot) in packets.iter().zip(bytes.chunks_mut(SLOT)) {
+            assert!(p.data.len() <= SLOT, "a packet of {} bytes does not fit a {SLOT}-byte slot", p.data.len());
+            slot[..p.data.len()].copy_from_slice(&p.data);
+        }
+        let descs = packets
+            .iter()
+            .zip(bytes.chunks_mut(SLOT))
+            .map(|(p, slot)| {
+                // The packet's descriptor, pointing at its copy.
+                let mut d = describe(&mut Packet { data: Vec::new(), wire_len: p.wire_len, ts: p.ts, in_port: p.in_port });
+                d.data = slot.as_mut_ptr();
+                d.caplen = p.data.len() as u32;
+                d
+            })
+            .collect();
+        Descs { _bytes: bytes, descs }
     }
 
     /// Number of packets.
