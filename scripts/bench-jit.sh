@@ -80,17 +80,21 @@ if want compile; then
     apps=(benches/filters/*.nil benches/binding/chain6.toml benches/binding/one6.toml benches/apps/tree10.toml examples/classifier/app.toml)
     cmd="filterbench compile --n $N ${apps[*]}; compile_latency -n $N --breakdown benches/filters/*.nil"
     say "$cmd"
+    # Tables on stderr, JSON lines into $out (not `tee /dev/stderr`: that
+    # reopens, and truncates, a log file that stderr is redirected to).
+    apps_out=$("${PIN[@]}" "$REL/filterbench" compile --n "$N" "${apps[@]}")
+    mods_out=$("${PIN[@]}" "$REL/examples/compile_latency" -n "$N" --breakdown benches/filters/*.nil)
+    printf '%s\n%s\n' "$(grep -v '^{' <<<"$apps_out")" "$mods_out" >&2
     {
         meta "$cmd"
-        "${PIN[@]}" "$REL/filterbench" compile --n "$N" "${apps[@]}" | tee /dev/stderr | grep '^{'
-        "${PIN[@]}" "$REL/examples/compile_latency" -n "$N" --breakdown benches/filters/*.nil | tee /dev/stderr \
-            | python3 -c '
+        grep '^{' <<<"$apps_out"
+        python3 -c '
 import json, sys
 for line in sys.stdin:
     f = line.split()
     if f and f[0] != "program" and len(f) >= 6:
         name = " ".join(f[:-5])
-        print(json.dumps({"module": name, "insns": int(f[-5]), "us_median": float(f[-4]), "us_p10": float(f[-3]), "us_p90": float(f[-2]), "code_bytes": int(f[-1])}))'
+        print(json.dumps({"module": name, "insns": int(f[-5]), "us_median": float(f[-4]), "us_p10": float(f[-3]), "us_p90": float(f[-2]), "code_bytes": int(f[-1])}))' <<<"$mods_out"
     } >"$out"
     say "wrote $out"
 fi
