@@ -20,7 +20,7 @@
 //! p90 per application and binding) on stdout, then the same as one JSON
 //! line each (`grep '^{'`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use netvm_jit::link::{LinkMode, LinkedApp};
@@ -32,7 +32,7 @@ use netvm_bench::measure::round3;
 
 /// The code of one application in one binding.
 enum Compiled {
-    Linked(LinkedApp),
+    Linked(Box<LinkedApp>),
     PerNetPe(Vec<JitCode>),
 }
 
@@ -40,9 +40,9 @@ impl Compiled {
     /// Compiles the whole plan with `binding` (`direct`, `table`, `dispatch`).
     fn new(plan: &AppPlan, binding: &str) -> Result<Compiled, String> {
         Ok(match LinkMode::from_name(binding) {
-            Some(m) => Compiled::Linked(
+            Some(m) => Compiled::Linked(Box::new(
                 LinkedApp::compile(&plan.graph, &plan.verified, &plan.limits, m, JitOptions::default()).map_err(|e| e.to_string())?,
-            ),
+            )),
             None => Compiled::PerNetPe(plan.verified.iter().map(JitCode::compile).collect::<Result<_, _>>().map_err(|e| e.to_string())?),
         })
     }
@@ -56,7 +56,7 @@ impl Compiled {
     }
 }
 
-fn plan(path: &PathBuf) -> Result<AppPlan, String> {
+fn plan(path: &Path) -> Result<AppPlan, String> {
     let manifest = if path.extension().is_some_and(|e| e == "toml") {
         Manifest::load(path).map_err(|e| e.to_string())?
     } else {
