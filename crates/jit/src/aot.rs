@@ -46,7 +46,7 @@ pub fn compile_object(
     let builder = ObjectBuilder::new(isa, "netvm", default_libcall_names()).map_err(|e| JitError::Codegen(e.to_string()))?;
     let mut module = ObjectModule::new(builder);
     let mut text = LinkedText::default();
-    let syms = define_app(&mut module, graph, modules, limits.budget, mode, opts, &mut text)?;
+    let syms = define_app(&mut module, graph, modules, limits.budget, true, mode, opts, &mut text)?;
     let bytes = module.finish().emit().map_err(|e| JitError::Codegen(e.to_string()))?;
     Ok(ObjectCode { bytes, text, layout: syms.layout })
 }

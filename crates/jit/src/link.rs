@@ -102,6 +102,12 @@ mod off {
 /// (packets that arrived there) from `source_base`; then `no_source`.
 /// Everything else (packets in per input port, unconnected ports, sinks)
 /// follows from these and the graph.
+///
+/// Some counters are not counted per packet but derived at the end of each
+/// batch (flow conservation, [`AppLayout::derived`]): an output port (or a
+/// source) whose only destination is a NetPE that nothing else feeds has
+/// sent exactly what that NetPE did (its ports, drops and faults). In a chain
+/// only the exits are then counted, as in a single NetPE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AppLayout {
     /// First counter of each NetPE.
@@ -118,6 +124,11 @@ pub struct AppLayout {
     pub info_size: usize,
     /// `.datasize` of each NetPE.
     pub data_sizes: Vec<usize>,
+    /// Derived counters: `(counter, NetPE)`, the counter being the sum of the
+    /// NetPE's own counters, in the order to compute them (downstream first).
+    pub derived: Vec<(usize, usize)>,
+    /// Whether each counter is derived.
+    is_derived: Vec<bool>,
 }
 
 impl AppLayout {
@@ -130,7 +141,7 @@ impl AppLayout {
         }
         let source_base = next;
         next += graph.sources.len();
-        AppLayout {
+        let mut l = AppLayout {
             node_base,
             out_ports: modules.iter().map(|v| v.module.out_ports as usize).collect(),
             source_base,
@@ -138,7 +149,52 @@ impl AppLayout {
             counters: next + 1,
             info_size: modules.iter().map(|v| v.module.info_size as usize).max().unwrap_or(0),
             data_sizes: modules.iter().map(|v| v.module.data_size as usize).collect(),
+            derived: Vec::new(),
+            is_derived: vec![false; next + 1],
+        };
+        l.derive(graph);
+        l
+    }
+
+    /// Finds the derived counters (see the type's documentation).
+    fn derive(&mut self, graph: &AppGraph) {
+        // Edges into each NetPE, from sources and output ports alike.
+        let mut fed = vec![0usize; self.node_base.len()];
+        for d in graph.sources.iter().chain(graph.out.iter().flatten()).flatten() {
+            if let Dest::Pe { node, .. } = d {
+                fed[*node as usize] += 1;
+            }
         }
+        let sole = |dests: &[Dest]| match dests {
+            [Dest::Pe { node, .. }] if fed[*node as usize] == 1 => Some(*node as usize),
+            _ => None,
+        };
+        // Downstream first: a NetPE's own counters may be derived too.
+        for &n in graph.order.iter().rev() {
+            for (p, dests) in graph.out[n].iter().enumerate() {
+                if let Some(m) = sole(dests) {
+                    self.derived.push((self.out(n, p), m));
+                }
+            }
+        }
+        for (p, dests) in graph.sources.iter().enumerate() {
+            if let Some(m) = sole(dests) {
+                self.derived.push((self.source_base + p, m));
+            }
+        }
+        for &(k, _) in &self.derived {
+            self.is_derived[k] = true;
+        }
+    }
+
+    /// Whether counter `k` is counted per packet (not derived).
+    fn counted(&self, k: usize) -> bool {
+        !self.is_derived[k]
+    }
+
+    /// The counters NetPE `m`'s outcomes are counted in: its ports, `drop`, its faults.
+    fn outcomes(&self, m: usize) -> std::ops::Range<usize> {
+        self.node_base[m]..self.fault(m, FaultKind::ALL.len() - 1) + 1
     }
 
     fn out(&self, n: usize, p: usize) -> usize {
@@ -191,7 +247,7 @@ impl AppLayout {
 }
 
 /// Counters at most this many are kept in registers across a batch (direct mode).
-const MAX_SSA_COUNTERS: usize = 16;
+const MAX_SSA_COUNTERS: usize = 8;
 /// Info memory up to this size is zeroed with inline stores, above with `memset`.
 const INLINE_MEMSET: usize = 128;
 
@@ -276,8 +332,8 @@ pub struct LinkedText {
 pub struct AppSymbols {
     /// `netvm_run`.
     pub run: FuncId,
-    /// `netvm_init`.
-    pub init: FuncId,
+    /// `netvm_init` (always in objects; in the JIT only if some NetPE has `.init`).
+    pub init: Option<FuncId>,
     /// The vector table (table mode): slot → NetPE function, to fill after definition.
     pub vtable: Option<(DataId, Vec<FuncId>)>,
     /// Counter and memory layout.
@@ -357,6 +413,9 @@ impl<M: Module> Build<'_, '_, M> {
 
     /// Adds one to counter `k` (a register if it has one, else memory).
     fn count(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, k: usize) {
+        if !self.layout.counted(k) {
+            return;
+        }
         if let Some(&v) = pv.ssa.get(&k) {
             let x = b.use_var(v);
             let x = b.ins().iadd_imm_s(x, 1);
@@ -502,15 +561,17 @@ fn zero_info<M: Module>(b: &mut FunctionBuilder, cx: &FuncCx<'_, M>, info: Value
 }
 
 /// Compiles `graph` into `module`: defines `netvm_run`, `netvm_init` and,
-/// in table mode, the NetPE functions and the vector table, and
-/// `netvm_layout` (whose `budget` is `budget`). `text` receives the
-/// generated code when `opts.keep_text`.
+/// in table mode, the NetPE functions and the vector table. For an
+/// `object` (the C ABI: include/netvm.h), also `netvm_layout` (whose
+/// `budget` is `budget`), and `netvm_init` even if no NetPE has `.init`.
+/// `text` receives the generated code when `opts.keep_text`.
 #[allow(clippy::too_many_arguments)]
 pub fn define_app<M: Module>(
     module: &mut M,
     graph: &AppGraph,
     modules: &[Verified],
     budget: u64,
+    object: bool,
     mode: LinkMode,
     opts: JitOptions,
     text: &mut LinkedText,
@@ -541,7 +602,8 @@ pub fn define_app<M: Module>(
         s
     };
     let run = module.declare_function("netvm_run", Linkage::Export, &run_sig).map_err(cg)?;
-    let init = module.declare_function("netvm_init", Linkage::Export, &init_sig).map_err(cg)?;
+    let has_init = object || modules.iter().any(|v| v.init.is_some());
+    let init = if has_init { Some(module.declare_function("netvm_init", Linkage::Export, &init_sig).map_err(cg)?) } else { None };
     let mut fctx = FunctionBuilderContext::new();
     let mut ctx = module.make_context();
     let routes = routes(graph);
@@ -581,7 +643,7 @@ pub fn define_app<M: Module>(
         module.define_data(*data, &desc).map_err(cg)?;
     }
     // netvm_init
-    {
+    if let Some(init) = init {
         module.clear_context(&mut ctx);
         ctx.func.signature = init_sig;
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
@@ -593,7 +655,9 @@ pub fn define_app<M: Module>(
         b.finalize(fe);
         define(module, &mut ctx, init, "netvm_init", opts, text)?;
     }
-    define_layout(module, &layout, graph, modules, budget).map_err(cg)?;
+    if object {
+        define_layout(module, &layout, graph, modules, budget).map_err(cg)?;
+    }
     let vt = vtable.map(|(d, s)| (d, s.iter().map(|n| pe_funcs[*n]).collect()));
     Ok(AppSymbols { run, init, vtable: vt, layout })
 }
@@ -802,7 +866,7 @@ fn build_run<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M>, m
             .map(|p| l.source_base + p)
             .chain((0..l.node_base.len()).flat_map(|nn| (0..l.out_ports[nn]).map(move |p| l.out(nn, p)).chain([l.drop(nn)])));
         let zero64 = b.ins().iconst(I64, 0);
-        for k in candidates.take(MAX_SSA_COUNTERS) {
+        for k in candidates.filter(|k| l.counted(*k)).take(MAX_SSA_COUNTERS) {
             let v = b.declare_var(I64);
             b.def_var(v, zero64);
             pv.ssa.insert(k, v);
@@ -879,7 +943,9 @@ fn build_run<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M>, m
             let table = build.cx.module.declare_data_in_func(data, b.func);
             for (p, blk) in &src_blocks {
                 b.switch_to_block(*blk);
-                count_mem(b, counters, build.layout.source_base + p);
+                if build.layout.counted(build.layout.source_base + p) {
+                    count_mem(b, counters, build.layout.source_base + p);
+                }
                 let dests = build.graph.sources[*p].clone();
                 let g = build.graph;
                 table_route_driver(b, build, &pv, table, &dests, &|j| Some(source_slot(g, *p, j)));
@@ -951,6 +1017,16 @@ fn build_run<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M>, m
         let m = b.ins().load(I64, flags, counters, o);
         let m = b.ins().iadd(m, x);
         b.ins().store(flags, m, counters, o);
+    }
+    // Derived counters, from the (cumulative) counters they follow from.
+    for &(k, m) in &build.layout.derived {
+        let flags = MemFlagsData::trusted();
+        let mut sum = b.ins().iconst(I64, 0);
+        for c in build.layout.outcomes(m) {
+            let x = b.ins().load(I64, flags, counters, (c * 8) as i32);
+            sum = b.ins().iadd(sum, x);
+        }
+        b.ins().store(flags, sum, counters, (k * 8) as i32);
     }
     let z = b.ins().iconst(I32, 0);
     b.ins().return_(&[z]);
@@ -1098,7 +1174,9 @@ fn build_node_fn<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M
         b.def_var(pv.pkt, pkt);
         b.def_var(pv.len, len);
         b.def_var(pv.idx, idx);
-        count_mem(b, counters, layout.out(n, port));
+        if layout.counted(layout.out(n, port)) {
+            count_mem(b, counters, layout.out(n, port));
+        }
         let dests = build.graph.out[n][port].clone();
         let mut dests = dests.as_slice();
         if let [_, rest @ ..] = dests {
@@ -1212,7 +1290,7 @@ fn hook_symbols() -> Vec<(&'static str, *const u8)> {
 /// An application compiled by the JIT: [`LinkedCode`] for the runtime.
 pub struct LinkedApp {
     run: RunFn,
-    init: InitFn,
+    init: Option<InitFn>,
     graph: AppGraph,
     layout: AppLayout,
     budget: u64,
@@ -1256,7 +1334,7 @@ impl LinkedApp {
         }
         let mut module = JITModule::new(builder);
         let mut text = LinkedText::default();
-        let syms = define_app(&mut module, graph, modules, limits.budget, mode, opts, &mut text)?;
+        let syms = define_app(&mut module, graph, modules, limits.budget, false, mode, opts, &mut text)?;
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
         // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
         // signatures `(ptr, ptr, i32, ptr) -> i32` and `(ptr) -> i32` in the
@@ -1264,7 +1342,7 @@ impl LinkedApp {
         let (run, init) = unsafe {
             (
                 std::mem::transmute::<*const u8, RunFn>(module.get_finalized_function(syms.run)),
-                std::mem::transmute::<*const u8, InitFn>(module.get_finalized_function(syms.init)),
+                syms.init.map(|f| std::mem::transmute::<*const u8, InitFn>(module.get_finalized_function(f))),
             )
         };
         let layout = syms.layout;
@@ -1384,10 +1462,11 @@ pub fn describe(p: &mut Packet) -> XbDesc {
 
 impl LinkedCode for LinkedApp {
     fn init(&mut self, states: &mut [PeState]) -> Result<(), (usize, Outcome)> {
+        let Some(init) = self.init else { return Ok(()) };
         self.bind(states);
         let mut ctx = self.ctx();
         // SAFETY: as in `call`; `.init` touches data memory and coprocessors only.
-        let r = unsafe { (self.init)(&mut ctx) };
+        let r = unsafe { init(&mut ctx) };
         if r == 0 {
             return Ok(());
         }
