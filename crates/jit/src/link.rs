@@ -1006,7 +1006,9 @@ fn build_run<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M>, m
     b.ins().store(MemFlagsData::trusted(), v, a, 0);
     let i1 = b.ins().iadd_imm_s(i, 1);
     b.def_var(pv.idx, i1);
-    b.ins().jump(head, &[]);
+    // The loop is rotated: the test at its bottom saves a jump per packet.
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i1, n64);
+    b.ins().brif(more, body, &[], exit, &[]);
 
     // End of the batch: registers to memory.
     b.switch_to_block(exit);
