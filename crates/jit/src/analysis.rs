@@ -547,8 +547,8 @@ pub fn analyse(seg: &SegmentInfo, module: &netil::Module, sizes: KnownSizes) -> 
         }
     }
     // Final pass: annotations from the fixpoint states.
-    for k in 0..nb {
-        let Some(mut st) = entry[k].clone() else { continue };
+    for (k, state) in entry.iter().enumerate().take(nb) {
+        let Some(mut st) = state.clone() else { continue };
         let (start, end) = (blocks.starts[k], blocks.end(k, n));
         enter_block(&mut st, start);
         let mut edges = Vec::new();
@@ -885,7 +885,7 @@ fn binary(op: Opcode, a: &AVal, b: &AVal, i: usize) -> AVal {
             None => full,
         },
         Div => AVal::def(i, 0, a.hi),
-        Mod => AVal::def(i, 0, a.hi.min(b.hi.saturating_sub(1)).max(0)),
+        Mod => AVal::def(i, 0, a.hi.min(b.hi.saturating_sub(1))),
         And => AVal::def(i, 0, a.hi.min(b.hi)),
         Or | Xor => AVal::def(i, 0, ones_above(a.hi.max(b.hi))),
         Shl => match b.as_const() {

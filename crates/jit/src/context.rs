@@ -163,6 +163,7 @@ pub struct Helpers {
 }
 
 /// Declares the helpers as imports of `module`.
+#[allow(clippy::result_large_err)] // Cranelift's own `ModuleError`
 pub fn declare_helpers<M: Module>(module: &mut M) -> ModuleResult<Helpers> {
     let ptr = module.target_config().pointer_type();
     let sig = |params: &[types::Type], ret: types::Type| {

@@ -260,6 +260,7 @@ struct Hooks {
     emit: FuncId,
 }
 
+#[allow(clippy::result_large_err)] // Cranelift's own `ModuleError`
 fn declare_hooks<M: Module>(module: &mut M) -> cranelift_module::ModuleResult<Hooks> {
     let ptr = module.target_config().pointer_type();
     let sig = |params: &[types::Type], ret: Option<types::Type>| {
@@ -664,6 +665,7 @@ pub fn define_app<M: Module>(
 
 /// Defines `netvm_layout` (`struct netvm_layout` of include/netvm.h): what
 /// a host must allocate for the application, in the target's byte order.
+#[allow(clippy::result_large_err)] // Cranelift's own `ModuleError`
 fn define_layout<M: Module>(
     module: &mut M,
     layout: &AppLayout,
