@@ -9,9 +9,9 @@
 //!   `--link direct` and `--link table`, run natively;
 //! - aarch64: the same built with aarch64-linux-gnu-gcc and run under
 //!   qemu-aarch64 (Debian gcc-aarch64-linux-gnu, qemu-user; Rust target
-//!   aarch64-unknown-linux-gnu; all installed by scripts/setup.sh). Skipped
-//!   with a message where they are missing, unless NETVM_REQUIRE_CROSS=1
-//!   (set by scripts/test.sh), where that fails;
+//!   aarch64-unknown-linux-gnu; all installed by scripts/setup.sh, which
+//!   says so when it cannot). Skipped with a message where they are
+//!   missing, unless NETVM_REQUIRE_CROSS=1, where that fails;
 //! - riscv64: the object is built and checked to be a RISC-V ELF.
 //!
 //! `NETVM_AOT_APPS=N` changes the number of generated applications.

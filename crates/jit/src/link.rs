@@ -349,9 +349,9 @@ struct Build<'a, 'm, M: Module> {
     layout: &'a AppLayout,
     hooks: Option<Hooks>,
     hook_refs: BTreeMap<u32, FuncRef>,
-    routes: Vec<Dest>,
-    dead: Vec<Vec<bool>>,
-    facts: Vec<crate::analysis::SegmentFacts>,
+    routes: &'a [Dest],
+    dead: &'a [Vec<bool>],
+    facts: &'a [crate::analysis::SegmentFacts],
     ptr: types::Type,
 }
 
@@ -739,9 +739,9 @@ fn define_linked_fn<M: Module>(
         layout: sh.layout,
         hooks: sh.hooks,
         hook_refs: BTreeMap::new(),
-        routes: sh.routes.clone(),
-        dead: sh.dead.clone(),
-        facts: sh.facts.clone(),
+        routes: &sh.routes,
+        dead: &sh.dead,
+        facts: &sh.facts,
         ptr: sh.ptr,
     };
     body(&mut b, &mut build);
