@@ -5,6 +5,7 @@
 //! 3 verification failure.
 
 mod compile;
+mod filter;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -55,6 +56,10 @@ enum Command {
     /// Compile a program or an application with Cranelift: print the
     /// generated code (--emit) or write a relocatable object (-o, --target).
     Compile(compile::CompileArgs),
+    /// Filter a capture with a tcpdump-style expression (pcap-filter(7)):
+    /// write the matching packets (-w), count them (-c), or print the
+    /// generated NetIL (-d). An invalid expression exits 2.
+    Filter(filter::FilterArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +77,7 @@ fn main() -> ExitCode {
         Command::Verify { input } => cmd_verify(&input),
         Command::Run(args) => run::cmd_run(args),
         Command::Compile(args) => compile::cmd_compile(args),
+        Command::Filter(args) => filter::cmd_filter(args),
     };
     ExitCode::from(code)
 }

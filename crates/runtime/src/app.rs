@@ -94,7 +94,10 @@ impl Application {
                 return Err(bad(format!("NetPE `{}` defined twice", spec.name)));
             }
             let path = manifest.base_dir.join(&spec.program);
-            let loaded = program::load_program(&path)?;
+            let loaded = match &spec.module {
+                Some(m) => program::LoadedProgram { path: spec.program.clone(), module: m.clone(), source_map: None },
+                None => program::load_program(&path)?,
+            };
             let v = loaded.verify()?;
             let module = &v.module;
             info_size = info_size.max(module.info_size as usize);

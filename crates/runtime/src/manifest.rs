@@ -76,6 +76,10 @@ pub struct NetPeSpec {
     /// Coprocessor configuration, by the instance name the module declares.
     #[serde(default)]
     pub copro: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// The program itself, when it was made in memory (a compiled filter
+    /// expression); `program` then only names it.
+    #[serde(skip)]
+    pub module: Option<netil::Module>,
 }
 
 /// An application input.
@@ -137,7 +141,7 @@ impl Manifest {
         Manifest {
             name: Some(program.display().to_string()),
             budget,
-            netpes: vec![NetPeSpec { name: "main".into(), program: program.to_path_buf(), copro: BTreeMap::new() }],
+            netpes: vec![NetPeSpec { name: "main".into(), program: program.to_path_buf(), copro: BTreeMap::new(), module: None }],
             sources: in_ports.iter().map(|p| SourceSpec { port: *p, to: format!("main.{p}") }).collect(),
             connections: Vec::new(),
             sinks: (0..out_ports).map(|p| SinkSpec { from: format!("main.{p}"), port: p, file: None }).collect(),

@@ -1,0 +1,251 @@
+//! The decision graph: a predicate as a DAG of tests, each with a true and
+//! a false successor, ending in accept or reject (libpcap's "blocks").
+//!
+//! Optimizations, all keeping libpcap's rule that a packet too short for a
+//! byte the filter reads is rejected:
+//! - jump threading: a test whose outcome is known on an edge (the same
+//!   test, or the same value compared before: `ethertype == 0x800` true
+//!   decides `ethertype == 0x86dd`) is bypassed on that edge;
+//! - a test whose two successors are the same is bypassed (as libpcap's
+//!   optimizer does);
+//! - the length every accepting path needs is computed, so that the filter
+//!   can reject short packets with one check up front.
+
+use crate::ir::{eval_rel, Pred, Val};
+use crate::parser::{BinOp, RelOp};
+use std::collections::HashMap;
+
+/// Index of the accept node.
+pub const ACCEPT: usize = 0;
+/// Index of the reject node.
+pub const REJECT: usize = 1;
+
+/// A comparison.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Test {
+    /// Operator.
+    pub op: RelOp,
+    /// Left side.
+    pub a: Val,
+    /// Right side.
+    pub b: Val,
+}
+
+/// A node of the graph.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// The packet matches.
+    Accept,
+    /// It does not.
+    Reject,
+    /// A comparison.
+    Test {
+        /// What is compared.
+        test: Test,
+        /// Successor when it holds.
+        t: usize,
+        /// Successor when it does not.
+        f: usize,
+    },
+}
+
+/// The decision graph.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    /// Nodes; 0 is accept, 1 is reject; a test's successors have smaller indices.
+    pub nodes: Vec<Node>,
+    /// The first node.
+    pub entry: usize,
+    dedup: HashMap<Node, usize>,
+}
+
+impl Graph {
+    /// The graph of a predicate.
+    pub fn build(p: &Pred) -> Graph {
+        let mut g = Graph { nodes: vec![Node::Accept, Node::Reject], entry: ACCEPT, dedup: HashMap::new() };
+        g.entry = g.add(p, ACCEPT, REJECT);
+        g
+    }
+
+    fn add(&mut self, p: &Pred, t: usize, f: usize) -> usize {
+        match p {
+            Pred::True => t,
+            Pred::False => f,
+            Pred::Not(a) => self.add(a, f, t),
+            Pred::And(a, b) => {
+                let bt = self.add(b, t, f);
+                self.add(a, bt, f)
+            }
+            Pred::Or(a, b) => {
+                let bf = self.add(b, t, f);
+                self.add(a, t, bf)
+            }
+            Pred::Cmp(op, a, b) => {
+                let n = Node::Test { test: Test { op: *op, a: a.clone(), b: b.clone() }, t, f };
+                if let Some(&i) = self.dedup.get(&n) {
+                    return i;
+                }
+                self.nodes.push(n.clone());
+                let i = self.nodes.len() - 1;
+                self.dedup.insert(n, i);
+                i
+            }
+        }
+    }
+
+    /// Nodes reachable from the entry, each before its successors.
+    pub fn order(&self) -> Vec<usize> {
+        // Successors have smaller indices: descending index is a topological order.
+        let mut reach = vec![false; self.nodes.len()];
+        reach[self.entry] = true;
+        let mut out = Vec::new();
+        for i in (0..self.nodes.len()).rev() {
+            if !reach[i] {
+                continue;
+            }
+            out.push(i);
+            if let Node::Test { t, f, .. } = &self.nodes[i] {
+                reach[*t] = true;
+                reach[*f] = true;
+            }
+        }
+        out
+    }
+
+    /// Jump threading and removal of tests that decide nothing.
+    pub fn optimize(&mut self) {
+        for _ in 0..8 {
+            if !self.thread_pass() {
+                break;
+            }
+        }
+    }
+
+    fn thread_pass(&mut self) -> bool {
+        let mut changed = false;
+        let order = self.order();
+        let mut facts: HashMap<usize, Vec<(Test, bool)>> = HashMap::new();
+        facts.insert(self.entry, Vec::new());
+        // The entry itself may be decided by nothing, or be a useless test.
+        self.entry = self.skip(self.entry, &[]);
+        facts.insert(self.entry, Vec::new());
+        for u in order {
+            let Some(fin) = facts.get(&u).cloned() else { continue };
+            let Node::Test { test, t, f } = self.nodes[u].clone() else { continue };
+            for (succ, outcome) in [(t, true), (f, false)] {
+                let mut fe = fin.clone();
+                fe.push((test.clone(), outcome));
+                let v = self.skip(succ, &fe);
+                if v != succ {
+                    changed = true;
+                    if let Node::Test { t, f, .. } = &mut self.nodes[u] {
+                        if outcome {
+                            *t = v;
+                        } else {
+                            *f = v;
+                        }
+                    }
+                }
+                match facts.get_mut(&v) {
+                    None => {
+                        facts.insert(v, fe);
+                    }
+                    Some(old) => old.retain(|x| fe.contains(x)),
+                }
+            }
+        }
+        changed
+    }
+
+    /// Follows `n` past tests decided by `facts` or with one successor.
+    fn skip(&self, mut n: usize, facts: &[(Test, bool)]) -> usize {
+        for _ in 0..self.nodes.len() {
+            let Node::Test { test, t, f } = &self.nodes[n] else { return n };
+            if t == f {
+                n = *t;
+                continue;
+            }
+            match decide(facts, test) {
+                Some(true) => n = *t,
+                Some(false) => n = *f,
+                None => return n,
+            }
+        }
+        n
+    }
+
+    /// The smallest captured length with which a packet can reach accept
+    /// from each node (`u32::MAX`: it cannot).
+    pub fn need(&self) -> Vec<u32> {
+        let mut need = vec![u32::MAX; self.nodes.len()];
+        need[ACCEPT] = 0;
+        for i in 2..self.nodes.len() {
+            if let Node::Test { test, t, f } = &self.nodes[i] {
+                let after = need[*t].min(need[*f]);
+                need[i] = if after == u32::MAX { u32::MAX } else { after.max(load_end(&test.a).max(load_end(&test.b))) };
+            }
+        }
+        need
+    }
+
+    /// Number of predecessors of each node, among reachable nodes.
+    pub fn preds(&self) -> Vec<usize> {
+        let mut p = vec![0; self.nodes.len()];
+        for i in self.order() {
+            if let Node::Test { t, f, .. } = &self.nodes[i] {
+                p[*t] += 1;
+                p[*f] += 1;
+            }
+        }
+        p
+    }
+}
+
+/// The end of the furthest byte a value surely reads.
+pub fn load_end(v: &Val) -> u32 {
+    let mut loads = Vec::new();
+    v.loads(&mut loads);
+    loads
+        .iter()
+        .map(|l| match l {
+            Val::Load { k, size, .. } => k.saturating_add(*size as u32),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The outcome of `test` if the facts decide it.
+fn decide(facts: &[(Test, bool)], test: &Test) -> Option<bool> {
+    for (f, out) in facts.iter().rev() {
+        if f == test {
+            return Some(*out);
+        }
+    }
+    let Val::Const(c2) = test.b else { return None };
+    // A value known from an equality.
+    let known = |v: &Val| -> Option<u32> {
+        facts.iter().find_map(|(f, out)| match (&f.b, f.op, out) {
+            (Val::Const(c1), RelOp::Eq, true) | (Val::Const(c1), RelOp::Ne, false) if f.a == *v => Some(*c1),
+            _ => None,
+        })
+    };
+    if let Some(c1) = known(&test.a) {
+        return Some(eval_rel(test.op, c1, c2));
+    }
+    if let Val::Bin(BinOp::And, x, m) = &test.a {
+        if let (Some(c1), Val::Const(m)) = (known(x), &**m) {
+            return Some(eval_rel(test.op, c1 & m, c2));
+        }
+    }
+    // A value known to differ from a constant.
+    if matches!(test.op, RelOp::Eq | RelOp::Ne) {
+        for (f, out) in facts {
+            let differs = matches!((f.op, out), (RelOp::Eq, false) | (RelOp::Ne, true));
+            if differs && f.a == test.a && f.b == test.b {
+                return Some(test.op == RelOp::Ne);
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,285 @@
+//! NetIL assembly text from a decision graph. A filter is one NetPE: its
+//! push handler ends with `ret 1` (match) or `ret 0` (no match).
+//!
+//! - Tests are laid out so that the false successor falls through where it can.
+//! - A chain of equality tests of one value against constants (`ethertype
+//!   == 0x800`, else `== 0x86dd`, else …) becomes one `switch`.
+//! - Packets shorter than every accepting path needs are rejected by one
+//!   length check at the start (the JIT then drops the bounds checks that
+//!   check covers).
+//! - Computed offsets keep libpcap's semantics: `var + k` must not wrap.
+
+use crate::cfg::{Graph, Node, Test, ACCEPT, REJECT};
+use crate::ir::{max_value, Val};
+use crate::parser::{BinOp, RelOp};
+use std::fmt::Write;
+
+struct Emitter {
+    out: String,
+    depth: u32,
+    max_depth: u32,
+    locals: u32,
+    labels: u32,
+    /// Stack depths at which a reject stub is needed (other than 0).
+    reject_depths: Vec<u32>,
+}
+
+impl Emitter {
+    fn line(&mut self, s: &str, effect: i32) {
+        let _ = writeln!(self.out, "    {s}");
+        self.depth = (self.depth as i32 + effect) as u32;
+        self.max_depth = self.max_depth.max(self.depth);
+    }
+
+    fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("v{}", self.labels)
+    }
+
+    fn reject_label(&mut self) -> String {
+        if self.depth == 0 {
+            return "reject".into();
+        }
+        if !self.reject_depths.contains(&self.depth) {
+            self.reject_depths.push(self.depth);
+        }
+        format!("reject_{}", self.depth)
+    }
+
+    fn val(&mut self, v: &Val) {
+        match v {
+            Val::Const(c) => self.line(&format!("push {c:#x}"), 1),
+            Val::WireLen => self.line("wirelen", 1),
+            Val::Load { var, k, size } => {
+                let op = format!("upload.{}", 8 * *size as u32);
+                match var {
+                    None => {
+                        self.line(&format!("push {k}"), 1);
+                    }
+                    Some(x) => {
+                        self.val(x);
+                        if *k != 0 {
+                            let safe = max_value(x).is_some_and(|m| m.checked_add(*k).is_some());
+                            if !safe {
+                                // libpcap rejects when var + k overflows.
+                                self.line("dup", 1);
+                                self.line(&format!("push {:#x}", u32::MAX - *k), 1);
+                                self.depth -= 2;
+                                let rej = self.reject_label();
+                                self.depth += 2;
+                                self.line(&format!("jcmp.gt {rej}"), -2);
+                            }
+                            self.line(&format!("push {k}"), 1);
+                            self.line("add", -1);
+                        }
+                    }
+                }
+                self.line(&op, 0);
+            }
+            Val::Neg(x) => {
+                self.val(x);
+                self.line("neg", 0);
+            }
+            Val::Bin(op, a, b) => {
+                self.val(a);
+                self.val(b);
+                let name = match op {
+                    BinOp::Add => "add",
+                    BinOp::Sub => "sub",
+                    BinOp::Mul => "mul",
+                    BinOp::Div => "div",
+                    BinOp::Mod => "mod",
+                    BinOp::And => "and",
+                    BinOp::Or => "or",
+                    BinOp::Xor => "xor",
+                    BinOp::Shl => "shl",
+                    BinOp::Shr => "shr",
+                };
+                let counted = matches!(op, BinOp::Shl | BinOp::Shr) && !matches!(**b, Val::Const(c) if c < 32);
+                if counted {
+                    // libpcap: a shift by 32 or more gives 0 (NetIL shifts by the count mod 32).
+                    let big = self.label();
+                    let done = self.label();
+                    self.line("dup", 1);
+                    self.line("push 32", 1);
+                    self.line(&format!("jcmp.ge {big}"), -2);
+                    self.line(name, -1);
+                    self.line(&format!("jump {done}"), 0);
+                    let _ = writeln!(self.out, "{big}:");
+                    self.depth += 1;
+                    self.line("pop", -1);
+                    self.line("pop", -1);
+                    self.line("push 0", 1);
+                    let _ = writeln!(self.out, "{done}:");
+                } else {
+                    self.line(name, -1);
+                }
+            }
+        }
+    }
+}
+
+fn jcmp(op: RelOp, negate: bool) -> &'static str {
+    let op = if negate {
+        match op {
+            RelOp::Eq => RelOp::Ne,
+            RelOp::Ne => RelOp::Eq,
+            RelOp::Lt => RelOp::Ge,
+            RelOp::Le => RelOp::Gt,
+            RelOp::Gt => RelOp::Le,
+            RelOp::Ge => RelOp::Lt,
+        }
+    } else {
+        op
+    };
+    match op {
+        RelOp::Eq => "jcmp.eq",
+        RelOp::Ne => "jcmp.neq",
+        RelOp::Lt => "jcmp.lt",
+        RelOp::Le => "jcmp.le",
+        RelOp::Gt => "jcmp.gt",
+        RelOp::Ge => "jcmp.ge",
+    }
+}
+
+fn target(n: usize) -> String {
+    match n {
+        ACCEPT => "accept".into(),
+        REJECT => "reject".into(),
+        n => format!("n{n}"),
+    }
+}
+
+/// The equality chain starting at `n`: (value, [(constant, true successor)], final false successor).
+fn switch_chain(g: &Graph, preds: &[usize], n: usize) -> Option<(Val, Vec<(u32, usize)>, usize, Vec<usize>)> {
+    let Node::Test { test: Test { op: RelOp::Eq, a, b: Val::Const(c) }, t, f } = &g.nodes[n] else { return None };
+    let mut cases = vec![(*c, *t)];
+    let mut members = vec![n];
+    let mut cur = *f;
+    while let Node::Test { test: Test { op: RelOp::Eq, a: a2, b: Val::Const(c2) }, t: t2, f: f2 } = &g.nodes[cur] {
+        if a2 != a || preds[cur] != 1 {
+            break;
+        }
+        if !cases.iter().any(|(x, _)| x == c2) {
+            cases.push((*c2, *t2));
+        }
+        members.push(cur);
+        cur = *f2;
+    }
+    if cases.len() < 2 {
+        return None;
+    }
+    Some((a.clone(), cases, cur, members))
+}
+
+/// NetIL assembly for `g`; `expr` goes into the header comment.
+pub fn emit(g: &Graph, expr: &str) -> String {
+    let mut e = Emitter { out: String::new(), depth: 0, max_depth: 1, locals: 0, labels: 0, reject_depths: Vec::new() };
+    let preds = g.preds();
+    let need = g.need();
+    // Layout: each node followed by its false successor where possible.
+    let mut placed = vec![false; g.nodes.len()];
+    let mut absorbed = vec![false; g.nodes.len()];
+    let mut layout = Vec::new();
+    let mut stack = vec![g.entry];
+    while let Some(n) = stack.pop() {
+        if n == ACCEPT || n == REJECT || placed[n] {
+            continue;
+        }
+        placed[n] = true;
+        layout.push(n);
+        match switch_chain(g, &preds, n) {
+            Some((_, cases, default, members)) => {
+                for m in &members[1..] {
+                    absorbed[*m] = true;
+                    placed[*m] = true;
+                }
+                for (_, t) in cases.iter().rev() {
+                    stack.push(*t);
+                }
+                stack.push(default);
+            }
+            None => {
+                if let Node::Test { t, f, .. } = &g.nodes[n] {
+                    stack.push(*t);
+                    stack.push(*f);
+                }
+            }
+        }
+    }
+
+    let comment: String = expr.replace('\n', " ");
+    let _ = writeln!(e.out, "; netvm filter: {comment}");
+    let _ = writeln!(e.out, "; port 1: match, port 0: no match");
+    let header_at = e.out.len();
+    let _ = writeln!(e.out, "segment .push");
+    e.depth = 1;
+    e.line("pop", -1);
+    let entry_need = need[g.entry];
+    if g.entry == ACCEPT {
+        e.line("ret 1", 0);
+    } else if entry_need == u32::MAX {
+        e.line("ret 0", 0);
+    } else {
+        if entry_need > 0 {
+            e.line("pktlen", 1);
+            e.line(&format!("push {entry_need}"), 1);
+            e.line("jcmp.lt reject", -2);
+        }
+        for (i, &n) in layout.iter().enumerate() {
+            let next = layout.get(i + 1).copied();
+            let _ = writeln!(e.out, "{}:", target(n));
+            let goto = |e: &mut Emitter, to: usize| match to {
+                ACCEPT => e.line("ret 1", 0),
+                REJECT => e.line("ret 0", 0),
+                _ if Some(to) == next => {}
+                _ => e.line(&format!("jump {}", target(to)), 0),
+            };
+            if let Some((v, mut cases, default, _)) = switch_chain(g, &preds, n) {
+                e.val(&v);
+                cases.sort_by_key(|(c, _)| *c);
+                let arms: Vec<String> = cases.iter().map(|(c, t)| format!("{c:#x}: {}", target(*t))).collect();
+                e.line(&format!("switch {}, default: {}", arms.join(", "), target(default)), -1);
+                continue;
+            }
+            let Node::Test { test, t, f } = &g.nodes[n] else { continue };
+            let (t, f) = (*t, *f);
+            let zero_test = matches!(test.b, Val::Const(0)) && matches!(test.op, RelOp::Eq | RelOp::Ne);
+            e.val(&test.a);
+            if !zero_test {
+                e.val(&test.b);
+            }
+            let pops = if zero_test { -1 } else { -2 };
+            // Jump on the condition to t, or on its negation to f; fall through or jump to the other.
+            let (on_true, j) = if Some(f) == next || (Some(t) != next && f == REJECT) { (true, t) } else { (false, f) };
+            let mnemonic = if zero_test {
+                // `a != 0` is jnz; `a == 0` is jz.
+                let jump_if_nonzero = (test.op == RelOp::Ne) == on_true;
+                if jump_if_nonzero {
+                    "jnz"
+                } else {
+                    "jz"
+                }
+            } else {
+                jcmp(test.op, !on_true)
+            };
+            e.line(&format!("{mnemonic} {}", target(j)), pops);
+            goto(&mut e, if on_true { f } else { t });
+        }
+    }
+    let _ = writeln!(e.out, "accept:");
+    e.line("ret 1", 0);
+    let _ = writeln!(e.out, "reject:");
+    e.line("ret 0", 0);
+    for d in e.reject_depths.clone() {
+        let _ = writeln!(e.out, "reject_{d}:");
+        e.line("ret 0", 0);
+    }
+    let _ = writeln!(e.out, "ends");
+    let mut header = format!(".maxstacksize {}\n", e.max_depth.max(2));
+    if e.locals > 0 {
+        let _ = writeln!(header, ".locals {}", e.locals);
+    }
+    e.out.insert_str(header_at, &header);
+    e.out
+}
