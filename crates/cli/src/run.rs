@@ -19,11 +19,15 @@ pub const BATCH: usize = 64;
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Application manifest (TOML). Give either this or --program.
-    #[arg(value_name = "APP.toml", required_unless_present = "program", conflicts_with = "program")]
+    #[arg(value_name = "APP.toml", required_unless_present_any = ["program", "filter"], conflicts_with_all = ["program", "filter"])]
     app: Option<PathBuf>,
     /// Run a single program (.nil or .nvm): `ret N` leaves on output port N.
-    #[arg(long, value_name = "P.nil|P.nvm")]
+    #[arg(long, value_name = "P.nil|P.nvm", conflicts_with = "filter")]
     program: Option<PathBuf>,
+    /// Run a filter expression (pcap-filter(7) syntax, see `netvm filter`) in
+    /// place of a program: matching packets leave on output port 1, the others on port 0.
+    #[arg(long, value_name = "EXPR")]
+    filter: Option<String>,
     /// Input capture, optionally on an application input port: `-r IN.pcap` (port 0) or `-r 2=IN.pcap`.
     /// Several inputs are merged in timestamp order (ties: lower port first).
     #[arg(short = 'r', value_name = "[PORT=]IN.pcap", required = true)]
@@ -168,6 +172,13 @@ pub fn cmd_run(args: RunArgs) -> u8 {
 
     // Application.
     let manifest = match (&args.app, &args.program) {
+        (None, None) if args.filter.is_some() => {
+            let expr = args.filter.as_deref().unwrap_or_default();
+            match crate::filter::compile_expression(expr, &[]) {
+                Ok(f) => crate::filter::filter_manifest(&f, &in_ports),
+                Err(code) => return code,
+            }
+        }
         (Some(app), None) => match Manifest::load(app) {
             Ok(m) => m,
             Err(e) => return report(&e),
