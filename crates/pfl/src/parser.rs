@@ -531,7 +531,7 @@ impl<'a> Parser<'a> {
             return Ok((e, q0));
         }
         // Keyword primitives.
-        if let Some(Tok::Word(w)) = self.peek().cloned() {
+        if let Some(Tok::Word(w)) = self.peek().cloned().filter(|_| !self.is_op_at(1, "[")) {
             match w.as_str() {
                 "less" | "greater" => {
                     self.bump();
