@@ -552,8 +552,8 @@ impl<'a> Parser<'a> {
                     let s = if w == "broadcast" { Special::Broadcast(None) } else { Special::Multicast(None) };
                     return Ok((Expr::Special(s, start), None));
                 }
-                "inbound" | "outbound" | "ifindex" | "byte" | "pppoed" | "pppoes" | "geneve" | "llc" | "type" | "subtype" | "dir"
-                | "ra" | "ta" | "addr1" | "addr2" | "addr3" | "addr4" => {
+                "inbound" | "outbound" | "ifindex" | "byte" | "pppoed" | "pppoes" | "llc" | "type" | "subtype" | "dir" | "ra" | "ta"
+                | "addr1" | "addr2" | "addr3" | "addr4" => {
                     return Err(FilterError::new(format!("`{w}` is not supported by netvm's filter compiler (Ethernet captures)"), start));
                 }
                 _ => {}
