@@ -251,7 +251,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
             }
             let pops = if zero_test { -1 } else { -2 };
             // Jump on the condition to t, or on its negation to f; fall through or jump to the other.
-            let (on_true, j) = if Some(f) == next || (Some(t) != next && f == REJECT) { (true, t) } else { (false, f) };
+            let (on_true, j) = if Some(f) == next || (Some(t) != next && f == REJECT && t != ACCEPT) { (true, t) } else { (false, f) };
             let mnemonic = if zero_test {
                 // `a != 0` is jnz; `a == 0` is jz.
                 let jump_if_nonzero = (test.op == RelOp::Ne) == on_true;
@@ -267,10 +267,16 @@ pub fn emit(g: &Graph, expr: &str) -> String {
             goto(&mut e, if on_true { f } else { t });
         }
     }
-    let _ = writeln!(e.out, "accept:");
-    e.line("ret 1", 0);
-    let _ = writeln!(e.out, "reject:");
-    e.line("ret 0", 0);
+    // The shared exits, where something jumps to them.
+    let jumps_to = |out: &str, label: &str| out.lines().any(|l| l.trim_start().split([' ', ',']).any(|w| w == label));
+    if jumps_to(&e.out, "accept") {
+        let _ = writeln!(e.out, "accept:");
+        e.line("ret 1", 0);
+    }
+    if jumps_to(&e.out, "reject") {
+        let _ = writeln!(e.out, "reject:");
+        e.line("ret 0", 0);
+    }
     for d in e.reject_depths.clone() {
         let _ = writeln!(e.out, "reject_{d}:");
         e.line("ret 0", 0);

@@ -1,0 +1,120 @@
+//! `netvm filter` and `netvm run --filter` against tcpdump: the same packets
+//! written (bytes, timestamps, lengths), the same counts, with both engines;
+//! `-d`; and an invalid expression printed with a caret, exit 2.
+//!
+//! Needs tcpdump (installed by scripts/setup.sh); without it the comparisons
+//! are skipped with a message unless NETVM_REQUIRE_TCPDUMP=1.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+fn netvm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netvm")).args(args).output().unwrap()
+}
+
+fn have_tcpdump() -> bool {
+    if Command::new("tcpdump").arg("--version").output().is_ok() {
+        return true;
+    }
+    assert!(std::env::var_os("NETVM_REQUIRE_TCPDUMP").is_none(), "tcpdump is required but not installed");
+    eprintln!("SKIPPED: tcpdump is not installed (apt-get install tcpdump)");
+    false
+}
+
+fn packets(p: &Path) -> Vec<(Vec<u8>, u32, u64, u32)> {
+    let (pk, err) = netvm_io::read_capture(p, 0);
+    assert!(err.is_none(), "{}: {err:?}", p.display());
+    pk.into_iter().map(|p| (p.data, p.wire_len, p.ts.sec, p.ts.nsec / 1000)).collect()
+}
+
+const EXPRS: &[&str] = &[
+    "ip",
+    "tcp port 80",
+    "host 10.1.1.1 and port 80 or 443",
+    "udp and not port 53",
+    "tcp[tcpflags] & (tcp-syn|tcp-ack) = tcp-syn",
+    "vlan and ip",
+    "ip6 or arp",
+    "ip[2:2] > 100 and greater 120",
+    "",
+];
+
+#[test]
+fn writes_what_tcpdump_writes() {
+    if !have_tcpdump() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut traces = vec![root().join("examples/traces/mixed.pcap")];
+    for f in ["802.1ad_QinQ.pcap", "mpls-ldp-hello.pcap", "ipv6-routing-header.pcap", "dhcp-rfc3004.pcap"] {
+        let p = root().join("../shared/corpus/tcpdump-tests").join(f);
+        if p.exists() {
+            traces.push(p);
+        }
+    }
+    for trace in &traces {
+        for expr in EXPRS {
+            let want = tmp.path().join("tcpdump.pcap");
+            let st = Command::new("tcpdump").arg("-r").arg(trace).arg("-w").arg(&want).arg(expr).output().unwrap();
+            assert!(st.status.success(), "tcpdump {expr}: {}", String::from_utf8_lossy(&st.stderr));
+            for engine in ["jit", "interp"] {
+                let got = tmp.path().join(format!("netvm-{engine}.pcap"));
+                let mut args = vec!["filter", "--engine", engine, "-r", trace.to_str().unwrap(), "-w", got.to_str().unwrap()];
+                args.extend(expr.split(' ').filter(|w| !w.is_empty()));
+                let out = netvm(&args);
+                assert_eq!(out.status.code(), Some(0), "{expr}: {}", String::from_utf8_lossy(&out.stderr));
+                assert_eq!(packets(&got), packets(&want), "`{expr}` on {} ({engine})", trace.display());
+                let mut args = vec!["filter", "-c", "--engine", engine, "-r", trace.to_str().unwrap()];
+                args.push(expr);
+                let out = netvm(&args);
+                let n: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+                assert_eq!(n, packets(&want).len(), "`{expr}` -c on {}", trace.display());
+            }
+        }
+    }
+}
+
+#[test]
+fn run_filter_sends_matches_to_port_1() {
+    let trace = root().join("examples/traces/mixed.pcap");
+    let out = netvm(&["run", "--filter", "tcp port 80", "-r", trace.to_str().unwrap(), "--stats", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = netvm(&["filter", "-c", "-r", trace.to_str().unwrap(), "tcp", "port", "80"]);
+    let n: u64 = String::from_utf8_lossy(&c.stdout).trim().parse().unwrap();
+    assert_eq!(s["ports"]["1"].as_u64().unwrap(), n);
+    assert!(n > 0);
+}
+
+#[test]
+fn dump_prints_netil_that_assembles() {
+    let out = netvm(&["filter", "-d", "ip", "and", "tcp"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("segment .push") && text.contains("ret 1"), "{text}");
+    netil::assemble(&text).expect("the listing assembles");
+}
+
+#[test]
+fn errors_show_a_caret_and_exit_2() {
+    for (expr, token, msg) in [
+        ("tcp port 80 and and", "and", "syntax error"),
+        ("host 10.1.1.1 and port 99999", "99999", "port"),
+        ("ip[0] / 0 = 1", "ip[0]", "division by zero"),
+        ("tcp port http2", "http2", "unknown port"),
+    ] {
+        let out = netvm(&["filter", "-d", expr]);
+        assert_eq!(out.status.code(), Some(2), "`{expr}`");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        let at = lines.iter().position(|l| *l == expr).unwrap_or_else(|| panic!("`{expr}`: {err}"));
+        let caret = lines[at + 1];
+        let col = caret.find('^').unwrap();
+        assert!(expr[col..].starts_with(token.split(' ').next().unwrap()), "`{expr}`: caret at {col}: {err}");
+        assert!(err.contains(msg), "`{expr}`: {err}");
+    }
+}
