@@ -40,6 +40,7 @@ const EXPRS: &[&str] = &[
     "vlan and ip",
     "ip6 or arp",
     "ip[2:2] > 100 and greater 120",
+    "mpls and ip",
     "",
 ];
 
@@ -50,7 +51,7 @@ fn writes_what_tcpdump_writes() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let mut traces = vec![root().join("examples/traces/mixed.pcap")];
-    for f in ["802.1ad_QinQ.pcap", "mpls-ldp-hello.pcap", "ipv6-routing-header.pcap", "dhcp-rfc3004.pcap"] {
+    for f in ["802.1ad_QinQ.pcap", "tok2str-oobr-2.pcap", "ipv6-routing-header.pcap", "dhcp-rfc3004.pcap"] {
         let p = root().join("../shared/corpus/tcpdump-tests").join(f);
         if p.exists() {
             traces.push(p);
