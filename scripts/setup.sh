@@ -3,6 +3,8 @@
 # Idempotent: installs only what is missing. Run as root or with sudo.
 #   - a Rust toolchain >= 1.95 (rustup, if cargo is absent)
 #   - tcpdump (the reference the Fig. 2 test compares against)
+#   - libpcap-dev (pcap.h and -lpcap: the libpcap oracle of the filter
+#     differential test, crates/pfl/tests/libpcap.rs)
 #   - for the AOT cross-target test (crates/cli/tests/aot.rs): gcc for
 #     aarch64, qemu-user, and Rust's aarch64-unknown-linux-gnu standard
 #     library. Failing to install these is not fatal: that test then says
@@ -14,6 +16,7 @@ if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 
 apt_need=()
 command -v tcpdump >/dev/null 2>&1 || apt_need+=(tcpdump)
+dpkg -s libpcap-dev >/dev/null 2>&1 || [ -f /usr/include/pcap/pcap.h ] || apt_need+=(libpcap-dev)
 command -v python3 >/dev/null 2>&1 || apt_need+=(python3)
 command -v cc >/dev/null 2>&1 || apt_need+=(build-essential)
 if [ ${#apt_need[@]} -gt 0 ]; then

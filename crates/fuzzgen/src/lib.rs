@@ -47,6 +47,7 @@ mod emit;
 pub mod gen;
 pub mod harness;
 mod packet;
+pub mod traces;
 
 use std::fmt::Write;
 
