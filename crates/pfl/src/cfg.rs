@@ -52,7 +52,7 @@ pub enum Node {
 /// The decision graph.
 #[derive(Debug, Clone)]
 pub struct Graph {
-    /// Nodes; 0 is accept, 1 is reject; a test's successors have smaller indices.
+    /// Nodes; 0 is accept, 1 is reject.
     pub nodes: Vec<Node>,
     /// The first node.
     pub entry: usize,
@@ -95,28 +95,116 @@ impl Graph {
 
     /// Nodes reachable from the entry, each before its successors.
     pub fn order(&self) -> Vec<usize> {
-        // Successors have smaller indices: descending index is a topological order.
-        let mut reach = vec![false; self.nodes.len()];
-        reach[self.entry] = true;
-        let mut out = Vec::new();
-        for i in (0..self.nodes.len()).rev() {
-            if !reach[i] {
+        // Reverse postorder of a depth-first walk.
+        let mut seen = vec![false; self.nodes.len()];
+        let mut post = Vec::new();
+        let mut stack = vec![(self.entry, false)];
+        while let Some((n, done)) = stack.pop() {
+            if done {
+                post.push(n);
                 continue;
             }
-            out.push(i);
-            if let Node::Test { t, f, .. } = &self.nodes[i] {
-                reach[*t] = true;
-                reach[*f] = true;
+            if seen[n] {
+                continue;
+            }
+            seen[n] = true;
+            stack.push((n, true));
+            if let Node::Test { t, f, .. } = &self.nodes[n] {
+                for s in [*t, *f] {
+                    if !seen[s] {
+                        stack.push((s, false));
+                    }
+                }
             }
         }
-        out
+        post.reverse();
+        post
     }
 
     /// Jump threading and removal of tests that decide nothing.
     pub fn optimize(&mut self) {
         for _ in 0..8 {
-            if !self.thread_pass() {
+            let threaded = self.thread_pass();
+            let pulled = self.pullup_pass();
+            if !threaded && !pulled {
                 break;
+            }
+        }
+    }
+
+    /// libpcap's `or_pullup` and `and_pullup`: in a chain of alternatives
+    /// (false edges, one true target) or of conjuncts (true edges, one false
+    /// target), a later test of the value an earlier test read is moved up
+    /// next to it. The result is the same except for which load a short
+    /// packet fails on, and then it is libpcap's (`port 80 or 443` tests
+    /// the source port against 443 before it reads the destination port).
+    fn pullup_pass(&mut self) -> bool {
+        let mut changed = false;
+        for _ in 0..self.nodes.len() {
+            let preds = self.preds();
+            let moved = self.order().into_iter().any(|n| self.pull(n, &preds, true) || self.pull(n, &preds, false));
+            if !moved {
+                break;
+            }
+            changed = true;
+        }
+        changed
+    }
+
+    fn pull(&mut self, n: usize, preds: &[usize], or: bool) -> bool {
+        let Node::Test { test, t, f } = &self.nodes[n] else { return false };
+        let (value, target) = (test.a.clone(), if or { *t } else { *f });
+        let next = |g: &Graph, x: usize| match &g.nodes[x] {
+            Node::Test { t, f, .. } => Some(if or { *f } else { *t }),
+            _ => None,
+        };
+        let in_chain = |g: &Graph, x: usize| match &g.nodes[x] {
+            Node::Test { t, f, .. } => preds[x] == 1 && (if or { *t } else { *f }) == target,
+            _ => false,
+        };
+        // Past the tests of the same value already next to n.
+        let mut last_same = n;
+        let mut diff = next(self, n).unwrap();
+        while in_chain(self, diff) && self.value(diff) == Some(&value) {
+            last_same = diff;
+            diff = next(self, diff).unwrap();
+        }
+        if !in_chain(self, diff) {
+            return false;
+        }
+        // The next test of the same value further down the chain.
+        let mut before = diff;
+        let mut same = next(self, diff).unwrap();
+        loop {
+            if !in_chain(self, same) {
+                return false;
+            }
+            if self.value(same) == Some(&value) {
+                break;
+            }
+            before = same;
+            same = next(self, same).unwrap();
+        }
+        let after_same = next(self, same).unwrap();
+        self.set_next(before, or, after_same);
+        self.set_next(same, or, diff);
+        self.set_next(last_same, or, same);
+        true
+    }
+
+    fn value(&self, n: usize) -> Option<&Val> {
+        match &self.nodes[n] {
+            Node::Test { test, .. } => Some(&test.a),
+            _ => None,
+        }
+    }
+
+    fn set_next(&mut self, n: usize, or: bool, to: usize) {
+        if let Node::Test { t, f, .. } = &mut self.nodes[n] {
+            if or {
+                *f = to;
+            } else {
+                *t = to;
             }
         }
     }
@@ -179,7 +267,7 @@ impl Graph {
     pub fn need(&self) -> Vec<u32> {
         let mut need = vec![u32::MAX; self.nodes.len()];
         need[ACCEPT] = 0;
-        for i in 2..self.nodes.len() {
+        for i in self.order().into_iter().rev() {
             if let Node::Test { test, t, f } = &self.nodes[i] {
                 let after = need[*t].min(need[*f]);
                 need[i] = if after == u32::MAX { u32::MAX } else { after.max(load_end(&test.a).max(load_end(&test.b))) };
@@ -235,6 +323,11 @@ fn decide(facts: &[(Test, bool)], test: &Test) -> Option<bool> {
     }
     if let Val::Bin(BinOp::And, x, m) = &test.a {
         if let (Some(c1), Val::Const(m)) = (known(x), &**m) {
+            return Some(eval_rel(test.op, c1 & m, c2));
+        }
+    }
+    if let Val::Bits(x, m) = &test.a {
+        if let Some(c1) = known(x) {
             return Some(eval_rel(test.op, c1 & m, c2));
         }
     }

@@ -21,6 +21,11 @@ pub struct LinkLayer {
     /// LLC SAPs for which `ether proto N` tests both DSAP and SSAP.
     #[serde(default)]
     pub llc_pair_saps: Vec<u32>,
+    /// `ether proto N` for particular `N` (decimal keys): raw expressions in
+    /// the link header's terms, for encapsulations libpcap recognises
+    /// besides the type field (IPX).
+    #[serde(default)]
+    pub rules: BTreeMap<String, String>,
 }
 
 /// A field of a protocol header.

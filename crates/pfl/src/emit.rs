@@ -80,6 +80,11 @@ impl Emitter {
                 self.val(x);
                 self.line("neg", 0);
             }
+            Val::Bits(x, m) => {
+                self.val(x);
+                self.line(&format!("push {m:#x}"), 1);
+                self.line("and", -1);
+            }
             Val::Bin(op, a, b) => {
                 self.val(a);
                 self.val(b);

@@ -25,6 +25,10 @@ pub enum Val {
     Bin(BinOp, Box<Val>, Box<Val>),
     /// Two's complement negation.
     Neg(Box<Val>),
+    /// `a & mask` as a bit test (libpcap's `jset`): the same value as
+    /// `Bin(And, a, mask)`, but facts about one say nothing about the other,
+    /// as in libpcap's optimizer, so that netvm proves no more than it.
+    Bits(Box<Val>, u32),
 }
 
 /// Where a protocol header starts: `var + k`.
@@ -42,8 +46,14 @@ impl Offset {
         Offset { var: None, k }
     }
 
-    /// This offset plus a value.
+    /// This offset plus a value. A constant added to a constant offset
+    /// wraps around 2^32, as libpcap's optimizer folds it (`ip[-1]` reads
+    /// the byte before the IPv4 header); added to a computed offset it
+    /// joins the computed part unless that cannot overflow.
     pub fn plus(&self, v: Val) -> Offset {
+        if let (None, Val::Const(c)) = (&self.var, &v) {
+            return Offset { var: None, k: self.k.wrapping_add(*c) };
+        }
         match v {
             Val::Const(c) => match self.k.checked_add(c) {
                 Some(k) if self.var.as_ref().and_then(max_value).is_none_or(|m| (m as u64 + k as u64) <= u32::MAX as u64) => {
@@ -92,6 +102,7 @@ pub fn max_value(v: &Val) -> Option<u32> {
             _ => None,
         },
         Val::Bin(BinOp::Shr, a, _) | Val::Bin(BinOp::Div, a, _) => max_value(a),
+        Val::Bits(_, m) => Some(*m),
         Val::Bin(BinOp::Mod, _, b) => max_value(b).map(|m| m.saturating_sub(1)),
         _ => None,
     }
@@ -146,7 +157,7 @@ impl Val {
                 a.loads(out);
                 b.loads(out);
             }
-            Val::Neg(a) => a.loads(out),
+            Val::Neg(a) | Val::Bits(a, _) => a.loads(out),
         }
     }
 }

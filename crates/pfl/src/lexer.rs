@@ -160,7 +160,14 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, FilterError> {
                 i -= 1;
             }
             let w = &src[start..i];
-            let kind = if let Some(n) = parse_number(w) {
+            let kind = if w.len() == 12 && w.bytes().all(|c| c.is_ascii_hexdigit()) {
+                // libpcap's scanner takes twelve hex digits as a MAC address.
+                let mut mac = [0u8; 6];
+                for (k, m) in mac.iter_mut().enumerate() {
+                    *m = u8::from_str_radix(&w[2 * k..2 * k + 2], 16).unwrap_or(0);
+                }
+                Tok::Mac(mac)
+            } else if let Some(n) = parse_number(w) {
                 Tok::Num(n)
             } else if w.as_bytes()[0].is_ascii_digit() && w.contains('.') && parse_dotted(w).is_some() {
                 let (v, bits) = parse_dotted(w).unwrap();

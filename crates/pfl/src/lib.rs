@@ -77,6 +77,10 @@ pub fn compile_with(expr: &str, db: &ProtocolDb) -> Result<Filter, FilterError> 
     let pred = predicate(expr, db)?;
     let mut g = cfg::Graph::build(&pred);
     g.optimize();
+    if g.entry == cfg::REJECT {
+        // libpcap refuses a filter its optimizer proves empty; so does netvm.
+        return Err(FilterError::new("expression rejects all packets", 0..expr.len()));
+    }
     let text = emit::emit(&g, expr);
     let module = match netil::asm::assemble(&text) {
         Ok(a) => a.module,

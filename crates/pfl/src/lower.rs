@@ -122,7 +122,7 @@ impl<'a> Lower<'a> {
                     continue;
                 }
                 let Some(v) = l.value else { continue };
-                let mut cond = self.ethertype_test(v);
+                let mut cond = self.ethertype_test(v, span)?;
                 let at = Offset::at(self.st.pl_off);
                 if let Some(t) = &l.test {
                     cond = Pred::and(cond, self.raw(t, &[(name, at.clone())], None, span)?);
@@ -196,7 +196,16 @@ impl<'a> Lower<'a> {
     }
 
     /// `ether proto v` in the current link state.
-    fn ethertype_test(&self, v: u32) -> Pred {
+    fn ethertype_test(&self, v: u32, span: &Span) -> LResult<Pred> {
+        if let Some(rule) = self.db.link.rules.get(&v.to_string()) {
+            // A rule of the database, in the link header's terms, shifted past any vlan tags.
+            let at = Offset::at(self.st.pl_off - self.db.link.payload_offset);
+            return self.raw(rule, &[(self.db.link.protocol.as_str(), at)], Some(v), span);
+        }
+        Ok(self.ethertype_default(v))
+    }
+
+    fn ethertype_default(&self, v: u32) -> Pred {
         let ty = Offset::at(self.st.type_off).load(2);
         if v > self.db.link.length_max {
             return Pred::cmp(RelOp::Eq, ty, Val::Const(v));
@@ -240,7 +249,18 @@ impl<'a> Lower<'a> {
             Expr::And(a, b) => Pred::and(self.raw_pred(a, ctx, span)?, self.raw_pred(b, ctx, span)?),
             Expr::Or(a, b) => Pred::or(self.raw_pred(a, ctx, span)?, self.raw_pred(b, ctx, span)?),
             Expr::Not(a) => Pred::not(self.raw_pred(a, ctx, span)?),
-            Expr::Rel(op, a, b, _) => Pred::cmp(*op, self.arith(a, ctx, span)?, self.arith(b, ctx, span)?),
+            Expr::Rel(op, a, b, _) => {
+                let x = self.arith(a, ctx, span)?;
+                let y = self.arith(b, ctx, span)?;
+                // `v & M = 0` and `v & M != 0` in the database are bit tests, as libpcap writes them.
+                match (op, x, y) {
+                    (RelOp::Eq | RelOp::Ne, Val::Bin(BinOp::And, v, m), Val::Const(0)) if matches!(*m, Val::Const(_)) => {
+                        let Val::Const(m) = *m else { unreachable!() };
+                        Pred::cmp(*op, Val::Bits(v, m), Val::Const(0))
+                    }
+                    (op, x, y) => Pred::cmp(*op, x, y),
+                }
+            }
             _ => return err("protocol database expressions may only compare values", span),
         })
     }
@@ -313,43 +333,56 @@ impl<'a> Lower<'a> {
         }
     }
 
-    /// The protocols an arithmetic expression reads, in order of appearance.
-    fn protos_of(a: &Arith, out: &mut Vec<(String, Span)>) {
+    /// The protocols an arithmetic expression reads, in order of appearance,
+    /// and whether their presence is tested (`guarded`). libpcap keeps only
+    /// the left operand's protocol tests in arithmetic (`gen_arth` returns
+    /// the left operand with its tests): in `ip[0] + tcp[0] > 0` only `ip`
+    /// is tested, and `tcp[0]` is read at the TCP offset of an IPv4 header.
+    /// netvm does the same.
+    fn protos_of(a: &Arith, guarded: bool, out: &mut Vec<(String, Span, bool)>) {
+        fn add(out: &mut Vec<(String, Span, bool)>, p: &str, sp: &Span, guarded: bool) {
+            match out.iter_mut().find(|(x, _, _)| x == p) {
+                Some(e) => e.2 |= guarded,
+                None => out.push((p.to_string(), sp.clone(), guarded)),
+            }
+        }
         match a {
             Arith::Num(..) | Arith::Len(_) => {}
             Arith::Name(n, sp) => {
                 if let Some((p, _)) = n.split_once('.') {
-                    if !out.iter().any(|(x, _)| x == p) {
-                        out.push((p.to_string(), sp.clone()));
-                    }
+                    add(out, p, sp, guarded);
                 }
             }
             Arith::Load { proto, off, .. } => {
-                Self::protos_of(off, out);
-                if !out.iter().any(|(x, _)| *x == proto.0) {
-                    out.push(proto.clone());
-                }
+                Self::protos_of(off, guarded, out);
+                add(out, &proto.0, &proto.1, guarded);
             }
             Arith::Bin(_, x, y, _) => {
-                Self::protos_of(x, out);
-                Self::protos_of(y, out);
+                Self::protos_of(x, guarded, out);
+                Self::protos_of(y, false, out);
             }
-            Arith::Neg(x, _) => Self::protos_of(x, out),
+            Arith::Neg(x, _) => Self::protos_of(x, guarded, out),
         }
     }
 
     /// `a op b`: for each way to reach the protocols it reads, their tests, then the comparison.
     fn relation(&mut self, op: RelOp, a: &Arith, b: &Arith, span: &Span) -> LResult<Pred> {
         let mut protos = Vec::new();
-        Self::protos_of(a, &mut protos);
-        Self::protos_of(b, &mut protos);
+        Self::protos_of(a, true, &mut protos);
+        Self::protos_of(b, true, &mut protos);
         // Every combination of paths, in order.
         let mut combos: Vec<(Pred, Vec<(String, Offset)>)> = vec![(Pred::True, Vec::new())];
-        for (p, sp) in &protos {
+        for (p, sp, guarded) in &protos {
             if self.db.protocol(p).is_none() {
                 return err(format!("`{p}` is not supported on Ethernet captures"), sp);
             }
-            let paths = if self.is_link(p) { vec![Path { cond: Pred::True, at: Offset::at(0) }] } else { self.paths(p, true, true, sp)? };
+            let mut paths =
+                if self.is_link(p) { vec![Path { cond: Pred::True, at: Offset::at(0) }] } else { self.paths(p, true, true, sp)? };
+            if !guarded {
+                // Read where the first way would have it, untested.
+                paths.truncate(1);
+                paths[0].cond = Pred::True;
+            }
             let mut next = Vec::new();
             for (cond, ctx) in &combos {
                 for path in &paths {
@@ -474,7 +507,7 @@ impl<'a> Lower<'a> {
             if self.st.opaque.is_some() {
                 return err("`ether proto` cannot be matched after `mpls`", span);
             }
-            return Ok(self.ethertype_test(v));
+            return self.ethertype_test(v, span);
         }
         let names: Vec<String> = match proto {
             Some(p) => {

@@ -448,12 +448,10 @@ impl<'a> Parser<'a> {
         Ok(match t.kind {
             Tok::Num(n) => {
                 if self.is_op("/") {
-                    self.bump();
-                    let len = self.num("prefix length")?;
-                    Id::V4Len(n, 32, len)
-                } else {
-                    Id::Num(n)
+                    // libpcap's grammar has no `NUM / NUM`: `net 10/8` is a syntax error there.
+                    return self.err("syntax error: write the network in dotted form (`net 10.0.0.0/8`)");
                 }
+                Id::Num(n)
             }
             Tok::HostId(v, bits) => {
                 if self.is_op("/") {
