@@ -15,6 +15,9 @@ use crate::ir::{eval_rel, Pred, Val};
 use crate::parser::{BinOp, RelOp};
 use std::collections::HashMap;
 
+/// The most facts carried along an edge.
+const MAX_FACTS: usize = 128;
+
 /// Index of the accept node.
 pub const ACCEPT: usize = 0;
 /// Index of the reject node.
@@ -139,10 +142,16 @@ impl Graph {
     /// packet fails on, and then it is libpcap's (`port 80 or 443` tests
     /// the source port against 443 before it reads the destination port).
     fn pullup_pass(&mut self) -> bool {
+        // A move keeps every node's number of predecessors.
+        let preds = self.preds();
         let mut changed = false;
-        for _ in 0..self.nodes.len() {
-            let preds = self.preds();
-            let moved = self.order().into_iter().any(|n| self.pull(n, &preds, true) || self.pull(n, &preds, false));
+        for _ in 0..64 {
+            let mut moved = false;
+            for n in self.order() {
+                while self.pull(n, &preds, true) || self.pull(n, &preds, false) {
+                    moved = true;
+                }
+            }
             if !moved {
                 break;
             }
@@ -222,6 +231,10 @@ impl Graph {
             let Node::Test { test, t, f } = self.nodes[u].clone() else { continue };
             for (succ, outcome) in [(t, true), (f, false)] {
                 let mut fe = fin.clone();
+                if fe.len() >= MAX_FACTS {
+                    // Bound the work on huge filters: forget the oldest facts.
+                    fe.drain(..fe.len() - MAX_FACTS + 1);
+                }
                 fe.push((test.clone(), outcome));
                 let v = self.skip(succ, &fe);
                 if v != succ {
@@ -238,7 +251,10 @@ impl Graph {
                     None => {
                         facts.insert(v, fe);
                     }
-                    Some(old) => old.retain(|x| fe.contains(x)),
+                    Some(old) => {
+                        let keep: std::collections::HashSet<&(Test, bool)> = fe.iter().collect();
+                        old.retain(|x| keep.contains(x));
+                    }
                 }
             }
         }

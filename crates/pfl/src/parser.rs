@@ -277,14 +277,21 @@ pub struct Parser<'a> {
     is_db_proto: &'a dyn Fn(&str) -> bool,
     /// Named constants usable as numbers (`tcp-syn`).
     constant: &'a dyn Fn(&str) -> Option<u32>,
+    /// Current nesting of parentheses, `not`, brackets and unary minus.
+    depth: u32,
 }
+
+/// The most tokens an expression may have.
+pub const MAX_TOKENS: usize = 4096;
+/// The deepest nesting of parentheses, `not`, brackets and unary minus.
+pub const MAX_DEPTH: u32 = 100;
 
 type PResult<T> = Result<T, FilterError>;
 
 impl<'a> Parser<'a> {
     /// A parser over `toks` of an expression `src_len` bytes long.
     pub fn new(toks: Vec<Token>, src_len: usize, is_db_proto: &'a dyn Fn(&str) -> bool, constant: &'a dyn Fn(&str) -> Option<u32>) -> Self {
-        Parser { toks, pos: 0, src_len, is_db_proto, constant }
+        Parser { toks, pos: 0, src_len, is_db_proto, constant, depth: 0 }
     }
 
     fn peek(&self) -> Option<&Tok> {
@@ -354,6 +361,10 @@ impl<'a> Parser<'a> {
         if self.toks.is_empty() {
             return Ok(None);
         }
+        if self.toks.len() > MAX_TOKENS {
+            let sp = self.toks[MAX_TOKENS].span.clone();
+            return Err(FilterError::new(format!("expression too long (more than {MAX_TOKENS} tokens)"), sp));
+        }
         let (e, _) = self.expr(None)?;
         if self.pos < self.toks.len() {
             return self.err("syntax error");
@@ -408,7 +419,22 @@ impl<'a> Parser<'a> {
     }
 
     /// id := nid | pnum | '(' pid ')' | not id, with the inherited qualifiers `q`.
+    fn nest(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.err(format!("expression nested too deeply (more than {MAX_DEPTH} levels)"));
+        }
+        Ok(())
+    }
+
     fn id(&mut self, q: Option<Qual>) -> PResult<(Expr, Option<Qual>)> {
+        self.nest()?;
+        let r = self.id_inner(q);
+        self.depth -= 1;
+        r
+    }
+
+    fn id_inner(&mut self, q: Option<Qual>) -> PResult<(Expr, Option<Qual>)> {
         if self.is_not_at(0) {
             self.bump();
             let (e, q2) = self.id(q)?;
@@ -506,6 +532,13 @@ impl<'a> Parser<'a> {
 
     /// term := not term | rterm.
     fn term(&mut self, q0: Option<Qual>) -> PResult<(Expr, Option<Qual>)> {
+        self.nest()?;
+        let r = self.term_inner(q0);
+        self.depth -= 1;
+        r
+    }
+
+    fn term_inner(&mut self, q0: Option<Qual>) -> PResult<(Expr, Option<Qual>)> {
         if self.is_not_at(0) {
             self.bump();
             let (e, q) = self.term(q0)?;
@@ -693,6 +726,13 @@ impl<'a> Parser<'a> {
     }
 
     fn unary(&mut self) -> PResult<Arith> {
+        self.nest()?;
+        let r = self.unary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> PResult<Arith> {
         let start = self.span_here();
         if self.is_op("-") {
             self.bump();

@@ -217,3 +217,23 @@ fn every_primitive_compiles() {
         }
     }
 }
+
+#[test]
+fn deep_and_long_expressions_are_errors_not_crashes() {
+    for e in [
+        "(".repeat(10_000) + "ip" + &")".repeat(10_000),
+        "not ".repeat(10_000) + "ip",
+        "ip[".repeat(5_000) + "0" + &"]".repeat(5_000) + " = 1",
+        "-".repeat(10_000) + "1 = 1",
+        vec!["port 80"; 5_000].join(" or "),
+    ] {
+        let err = netvm_pfl::compile(&e).expect_err("refused");
+        assert!(err.message.contains("too"), "{}", err.message);
+    }
+    // Long but within the limits: compiles.
+    let e = (1..=600).map(|p| format!("port {p}")).collect::<Vec<_>>().join(" or ");
+    let f = netvm_pfl::compile(&e).expect("600 ports compile");
+    netvm_verify::verify(&f.module).expect("and verify");
+    let e = "(".repeat(90) + "ip" + &")".repeat(90);
+    netvm_pfl::compile(&e).expect("90 parentheses compile");
+}
