@@ -12,6 +12,7 @@
 use crate::cfg::{Graph, Node, Test, ACCEPT, REJECT};
 use crate::ir::{max_value, Val};
 use crate::parser::{BinOp, RelOp};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 struct Emitter {
@@ -22,6 +23,10 @@ struct Emitter {
     labels: u32,
     /// Stack depths at which a reject stub is needed (other than 0).
     reject_depths: Vec<u32>,
+    /// Local slots of computed header offsets (IPv4 header length…).
+    slots: HashMap<Val, u32>,
+    /// The computed offsets already in their slots on every path to here.
+    avail: HashSet<Val>,
 }
 
 impl Emitter {
@@ -57,7 +62,16 @@ impl Emitter {
                         self.line(&format!("push {k}"), 1);
                     }
                     Some(x) => {
-                        self.val(x);
+                        match self.slots.get(&**x).copied() {
+                            Some(slot) if self.avail.contains(&**x) => self.line(&format!("locload {slot}"), 1),
+                            Some(slot) => {
+                                self.val(x);
+                                self.line("dup", 1);
+                                self.line(&format!("locstore {slot}"), -1);
+                                self.avail.insert((**x).clone());
+                            }
+                            None => self.val(x),
+                        }
                         if *k != 0 {
                             let safe = max_value(x).is_some_and(|m| m.checked_add(*k).is_some());
                             if !safe {
@@ -179,7 +193,20 @@ fn switch_chain(g: &Graph, preds: &[usize], n: usize) -> Option<(Val, Vec<(u32, 
 
 /// NetIL assembly for `g`; `expr` goes into the header comment.
 pub fn emit(g: &Graph, expr: &str) -> String {
-    let mut e = Emitter { out: String::new(), depth: 0, max_depth: 1, locals: 0, labels: 0, reject_depths: Vec::new() };
+    let mut e = Emitter {
+        out: String::new(),
+        depth: 0,
+        max_depth: 1,
+        locals: 0,
+        labels: 0,
+        reject_depths: Vec::new(),
+        slots: HashMap::new(),
+        avail: HashSet::new(),
+    };
+    // Computed offsets: each gets a local, written by the first test that
+    // needs it on a path and read back by the tests after it on every path.
+    let avail_in = offsets_available(g, &mut e.slots);
+    e.locals = e.slots.len() as u32;
     let preds = g.preds();
     let need = g.need();
     // Layout: each node followed by its false successor where possible.
@@ -240,6 +267,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
                 _ if Some(to) == next => {}
                 _ => e.line(&format!("jump {}", target(to)), 0),
             };
+            e.avail = avail_in.get(&n).cloned().unwrap_or_default();
             if let Some((v, mut cases, default, _)) = switch_chain(g, &preds, n) {
                 e.val(&v);
                 cases.sort_by_key(|(c, _)| *c);
@@ -293,4 +321,63 @@ pub fn emit(g: &Graph, expr: &str) -> String {
     }
     e.out.insert_str(header_at, &header);
     e.out
+}
+
+/// The computed offsets (`var` of loads) a test computes.
+fn offsets_of(v: &Val, out: &mut Vec<Val>) {
+    match v {
+        Val::Load { var: Some(x), .. } => {
+            offsets_of(x, out);
+            if !out.contains(x) {
+                out.push((**x).clone());
+            }
+        }
+        Val::Bin(_, a, b) => {
+            offsets_of(a, out);
+            offsets_of(b, out);
+        }
+        Val::Neg(a) | Val::Bits(a, _) => offsets_of(a, out),
+        _ => {}
+    }
+}
+
+/// For each node, the computed offsets that every path to it has stored
+/// (forward availability over the DAG); assigns slots to those used twice or more.
+fn offsets_available(g: &Graph, slots: &mut HashMap<Val, u32>) -> HashMap<usize, HashSet<Val>> {
+    let order = g.order();
+    let mut uses: HashMap<Val, u32> = HashMap::new();
+    let mut computed: HashMap<usize, Vec<Val>> = HashMap::new();
+    for &n in &order {
+        if let Node::Test { test, .. } = &g.nodes[n] {
+            let mut v = Vec::new();
+            offsets_of(&test.a, &mut v);
+            offsets_of(&test.b, &mut v);
+            for x in &v {
+                *uses.entry(x.clone()).or_default() += 1;
+            }
+            computed.insert(n, v);
+        }
+    }
+    let mut reused: Vec<&Val> = uses.iter().filter(|(_, n)| **n > 1).map(|(v, _)| v).collect();
+    reused.sort_by_key(|v| format!("{v:?}"));
+    for v in reused {
+        let k = slots.len() as u32;
+        slots.insert(v.clone(), k);
+    }
+    let mut avail_in: HashMap<usize, HashSet<Val>> = HashMap::new();
+    avail_in.insert(g.entry, HashSet::new());
+    for &n in &order {
+        let Node::Test { t, f, .. } = &g.nodes[n] else { continue };
+        let mut out = avail_in.get(&n).cloned().unwrap_or_default();
+        out.extend(computed[&n].iter().filter(|v| slots.contains_key(*v)).cloned());
+        for s in [*t, *f] {
+            match avail_in.get_mut(&s) {
+                None => {
+                    avail_in.insert(s, out.clone());
+                }
+                Some(old) => old.retain(|v| out.contains(v)),
+            }
+        }
+    }
+    avail_in
 }
