@@ -96,15 +96,18 @@ for r in rows:
 runs = [r for r in rows if "engine" in r]
 keys = sorted({(r["engine"], r["workload"], r["filter"]) for r in runs})
 print()
-print("| engine | workload | filter | hand ns/pkt | generated ns/pkt | generated / hand |")
-print("| --- | --- | --- | ---: | ---: | ---: |")
+print("| engine | workload | filter | hand ns/pkt | generated ns/pkt | generated / hand (median of per-round ratios) | per-round range |")
+print("| --- | --- | --- | ---: | ---: | ---: | --- |")
 for eng, wl, f in keys:
-    h = [r["ns_median"] for r in runs if (r["engine"], r["workload"], r["filter"], r["kind"]) == (eng, wl, f, "hand")]
-    g = [r["ns_median"] for r in runs if (r["engine"], r["workload"], r["filter"], r["kind"]) == (eng, wl, f, "gen")]
-    acc = {r["kind"]: r["accepted"] / max(r["packets"], 1) for r in runs if (r["engine"], r["workload"], r["filter"]) == (eng, wl, f)}
-    if not h or not g:
+    sel = lambda kind: {r["round"]: r for r in runs if (r["engine"], r["workload"], r["filter"], r["kind"]) == (eng, wl, f, kind)}
+    h, g = sel("hand"), sel("gen")
+    rounds = sorted(set(h) & set(g))
+    if not rounds:
         continue
-    hm, gm = statistics.median(h), statistics.median(g)
-    note = "" if len(set(acc.values())) == 1 else " (accepted sets differ!)"
-    print(f"| {eng} | {wl} | {f} | {hm:.2f} | {gm:.2f} | {gm / hm:.2f}{note} |")
+    ratios = [g[r]["ns_median"] / h[r]["ns_median"] for r in rounds]
+    hm = statistics.median(h[r]["ns_median"] for r in rounds)
+    gm = statistics.median(g[r]["ns_median"] for r in rounds)
+    same = all(abs(h[r]["accepted"] / max(h[r]["packets"], 1) - g[r]["accepted"] / max(g[r]["packets"], 1)) < 1e-12 for r in rounds)
+    note = "" if same else " (accepted sets differ!)"
+    print(f"| {eng} | {wl} | {f} | {hm:.2f} | {gm:.2f} | {statistics.median(ratios):.2f}{note} | {min(ratios):.2f}-{max(ratios):.2f} |")
 PY
