@@ -169,8 +169,20 @@ fn target(n: usize) -> String {
     }
 }
 
-/// The equality chain starting at `n`: (value, [(constant, true successor)], final false successor).
-fn switch_chain(g: &Graph, preds: &[usize], n: usize) -> Option<(Val, Vec<(u32, usize)>, usize, Vec<usize>)> {
+/// A chain of equality tests of one value against constants, emitted as one `switch`.
+struct SwitchChain {
+    /// The value tested.
+    value: Val,
+    /// (constant, successor when equal), in chain order.
+    cases: Vec<(u32, usize)>,
+    /// The successor when no constant is equal.
+    default: usize,
+    /// The chain's nodes, its head first.
+    members: Vec<usize>,
+}
+
+/// The equality chain starting at `n`, if it has two cases or more.
+fn switch_chain(g: &Graph, preds: &[usize], n: usize) -> Option<SwitchChain> {
     let Node::Test { test: Test { op: RelOp::Eq, a, b: Val::Const(c) }, t, f } = &g.nodes[n] else { return None };
     let mut cases = vec![(*c, *t)];
     let mut members = vec![n];
@@ -188,7 +200,7 @@ fn switch_chain(g: &Graph, preds: &[usize], n: usize) -> Option<(Val, Vec<(u32, 
     if cases.len() < 2 {
         return None;
     }
-    Some((a.clone(), cases, cur, members))
+    Some(SwitchChain { value: a.clone(), cases, default: cur, members })
 }
 
 /// NetIL assembly for `g`; `expr` goes into the header comment.
@@ -221,7 +233,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
         placed[n] = true;
         layout.push(n);
         match switch_chain(g, &preds, n) {
-            Some((_, cases, default, members)) => {
+            Some(SwitchChain { cases, default, members, .. }) => {
                 for m in &members[1..] {
                     absorbed[*m] = true;
                     placed[*m] = true;
@@ -268,7 +280,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
                 _ => e.line(&format!("jump {}", target(to)), 0),
             };
             e.avail = avail_in.get(&n).cloned().unwrap_or_default();
-            if let Some((v, mut cases, default, _)) = switch_chain(g, &preds, n) {
+            if let Some(SwitchChain { value: v, mut cases, default, .. }) = switch_chain(g, &preds, n) {
                 e.val(&v);
                 cases.sort_by_key(|(c, _)| *c);
                 let arms: Vec<String> = cases.iter().map(|(c, t)| format!("{c:#x}: {}", target(*t))).collect();

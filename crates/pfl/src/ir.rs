@@ -136,7 +136,7 @@ impl Val {
     }
 
     /// `-a`.
-    pub fn neg(a: Val) -> Val {
+    pub fn negate(a: Val) -> Val {
         match a {
             Val::Const(c) => Val::Const(c.wrapping_neg()),
             a => Val::Neg(Box::new(a)),
@@ -213,7 +213,7 @@ impl Pred {
     }
 
     /// `not a`.
-    pub fn not(a: Pred) -> Pred {
+    pub fn negate(a: Pred) -> Pred {
         match a {
             Pred::True => Pred::False,
             Pred::False => Pred::True,

@@ -74,7 +74,7 @@ impl<'a> Lower<'a> {
                 let b = self.expr(b)?;
                 Pred::or(a, b)
             }
-            Expr::Not(a) => Pred::not(self.expr(a)?),
+            Expr::Not(a) => Pred::negate(self.expr(a)?),
             Expr::Proto(name, span) => {
                 if self.is_link(name) {
                     return err(format!("`{name}` alone is not a filter: say what of it (`{name} host`, `{name}[…]`)"), span);
@@ -234,7 +234,7 @@ impl<'a> Lower<'a> {
         let constant = |w: &str| self.db.constants.get(w).copied();
         match Parser::new(toks, text.len(), &is_proto, &constant).parse().map_err(bad)? {
             Some(e) => Ok(e),
-            None => err(format!("protocol database expression is empty"), span),
+            None => err("protocol database expression is empty", span),
         }
     }
 
@@ -248,10 +248,10 @@ impl<'a> Lower<'a> {
         Ok(match e {
             Expr::And(a, b) => Pred::and(self.raw_pred(a, ctx, span)?, self.raw_pred(b, ctx, span)?),
             Expr::Or(a, b) => Pred::or(self.raw_pred(a, ctx, span)?, self.raw_pred(b, ctx, span)?),
-            Expr::Not(a) => Pred::not(self.raw_pred(a, ctx, span)?),
+            Expr::Not(a) => Pred::negate(self.raw_pred(a, ctx, span)?),
             Expr::Rel(op, a, b, _) => {
-                let x = self.arith(a, ctx, span)?;
-                let y = self.arith(b, ctx, span)?;
+                let x = self.arith(a, ctx)?;
+                let y = self.arith(b, ctx)?;
                 // `v & M = 0` and `v & M != 0` in the database are bit tests, as libpcap writes them.
                 match (op, x, y) {
                     (RelOp::Eq | RelOp::Ne, Val::Bin(BinOp::And, v, m), Val::Const(0)) if matches!(*m, Val::Const(_)) => {
@@ -273,13 +273,13 @@ impl<'a> Lower<'a> {
         let constant = |w: &str| self.db.constants.get(w).copied();
         let mut p = Parser::new(toks, text.len(), &is_proto, &constant);
         let a = p.arith_only().map_err(bad)?;
-        self.arith(&a, ctx, span)
+        self.arith(&a, ctx)
     }
 
     // ---- arithmetic ------------------------------------------------------
 
     /// Lowers arithmetic with protocol headers at `ctx` (every protocol it names must be there).
-    fn arith(&self, a: &Arith, ctx: &[(&str, Offset)], span: &Span) -> LResult<Val> {
+    fn arith(&self, a: &Arith, ctx: &[(&str, Offset)]) -> LResult<Val> {
         Ok(match a {
             Arith::Num(n, _) => Val::Const(*n),
             Arith::Len(_) => Val::WireLen,
@@ -306,12 +306,12 @@ impl<'a> Lower<'a> {
             }
             Arith::Load { proto, off, size, .. } => {
                 let at = self.ctx_at(&proto.0, ctx, &proto.1)?;
-                let off = self.arith(off, ctx, span)?;
+                let off = self.arith(off, ctx)?;
                 at.plus(off).load(*size)
             }
             Arith::Bin(op, x, y, sp) => {
-                let x = self.arith(x, ctx, span)?;
-                let y = self.arith(y, ctx, span)?;
+                let x = self.arith(x, ctx)?;
+                let y = self.arith(y, ctx)?;
                 if let Val::Const(c) = y {
                     match op {
                         BinOp::Div if c == 0 => return err("division by zero", sp),
@@ -322,7 +322,7 @@ impl<'a> Lower<'a> {
                 }
                 Val::bin(*op, x, y)
             }
-            Arith::Neg(x, _) => Val::neg(self.arith(x, ctx, span)?),
+            Arith::Neg(x, _) => Val::negate(self.arith(x, ctx)?),
         })
     }
 
@@ -399,8 +399,8 @@ impl<'a> Lower<'a> {
         let mut out = Pred::False;
         for (cond, ctx) in combos {
             let ctx: Vec<(&str, Offset)> = ctx.iter().map(|(n, o)| (n.as_str(), o.clone())).collect();
-            let x = self.arith(a, &ctx, span)?;
-            let y = self.arith(b, &ctx, span)?;
+            let x = self.arith(a, &ctx)?;
+            let y = self.arith(b, &ctx)?;
             out = Pred::or(out, Pred::and(cond, Pred::cmp(op, x, y)));
         }
         Ok(out)
@@ -664,13 +664,7 @@ impl<'a> Lower<'a> {
                 }
                 ("ipv4", v.to_be_bytes().to_vec(), m.to_be_bytes().to_vec())
             }
-            Id::V6(a) => {
-                if kind == Kind::Net {
-                    ("ipv6", a.octets().to_vec(), vec![0xff; 16])
-                } else {
-                    ("ipv6", a.octets().to_vec(), vec![0xff; 16])
-                }
-            }
+            Id::V6(a) => ("ipv6", a.octets().to_vec(), vec![0xff; 16]),
             Id::V6Len(a, len) => {
                 if kind == Kind::Host {
                     return err("mask syntax for networks only", span);
