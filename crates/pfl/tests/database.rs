@@ -1,28 +1,14 @@
-//! A new protocol is a data change: VXLAN (UDP port 4789) and GENEVE (UDP
-//! port 6081) are added as protocol-database stanzas, and filters on their
-//! fields compile and match without any change to the compiler.
+//! A new protocol is a data change: VXLAN (UDP port 4789), GENEVE (UDP
+//! port 6081) and GRE are added as protocol-database stanzas
+//! (examples/protocols/tunnels.toml), and filters on their fields compile
+//! and match without any change to the compiler.
 
 use netvm_interp::InterpCode;
 use netvm_pfl::ProtocolDb;
 use netvm_vm::{Limits, Outcome, Packet};
 
-const TUNNELS: &str = r#"
-[protocol.vxlan]
-# VXLAN (RFC 7348): 8 bytes after a UDP header to port 4789; the VNI is 24 bits at offset 4.
-over = [{ parent = "udp", parent_test = "udp[2:2] = 4789" }]
-header = "8"
-fields.flags = { offset = 0, size = 1 }
-fields.vni = { offset = 4, size = 4, shift = 8 }
-
-[protocol.geneve]
-# GENEVE (RFC 8926): UDP port 6081; options length in 4-byte words at offset 0.
-over = [{ parent = "udp", parent_test = "udp[2:2] = 6081" }]
-header = "8 + (geneve[0] & 0x3f) * 4"
-fields.version = { offset = 0, size = 1, shift = 6 }
-fields.optlen = { offset = 0, size = 1, mask = 0x3f }
-fields.type = { offset = 2, size = 2 }
-fields.vni = { offset = 4, size = 4, shift = 8 }
-"#;
+/// The opt-in tunnel stanzas shipped in the repository.
+const TUNNELS: &str = include_str!("../../../examples/protocols/tunnels.toml");
 
 /// Ethernet / IPv4 (IHL `ihl`) / UDP to `dport` / 8-byte tunnel header with `vni` / 14 bytes of inner Ethernet.
 fn tunnel_frame(ihl: u8, dport: u16, first: u8, vni: u32) -> Vec<u8> {
@@ -62,6 +48,12 @@ fn vxlan_and_geneve_from_stanzas_alone() {
     let vx42_opts = tunnel_frame(7, 4789, 0x08, 42);
     let gen7 = tunnel_frame(5, 6081, 0x00, 7);
     let plain = tunnel_frame(5, 53, 0x08, 42);
+    // GRE (no C/K/S bits, protocol 0x6558) in IPv4: IP protocol 47.
+    let mut gre = tunnel_frame(5, 0, 0, 0);
+    gre[14 + 9] = 47;
+    gre.truncate(14 + 20);
+    gre.extend_from_slice(&[0x00, 0x00, 0x65, 0x58]);
+    gre.extend_from_slice(&[0xbb; 14]);
 
     for (expr, frame, want) in [
         ("vxlan", &vx42, true),
@@ -78,6 +70,10 @@ fn vxlan_and_geneve_from_stanzas_alone() {
         ("geneve.vni = 7", &vx42, false),
         ("geneve.optlen = 0 and udp dst port 6081", &gen7, true),
         ("udp port 4789 and vxlan.vni = 42 and host 10.0.0.2", &vx42, true),
+        ("gre", &vx42, false),
+        ("gre.proto = 0x6558", &gre, true),
+        ("gre and gre.version = 0 and gre[2:2] = 0x6558", &gre, true),
+        ("gre.proto = 0x0800", &gre, false),
     ] {
         assert_eq!(matches(&db, expr, frame), want, "`{expr}`");
     }
