@@ -119,3 +119,15 @@ fn errors_show_a_caret_and_exit_2() {
         assert!(err.contains(msg), "`{expr}`: {err}");
     }
 }
+
+#[test]
+fn protocols_file_adds_protocols() {
+    let db = root().join("examples/protocols/tunnels.toml");
+    let out = netvm(&["filter", "-d", "vxlan.vni = 42"]);
+    assert_eq!(out.status.code(), Some(2), "vxlan is not built in");
+    let out = netvm(&["filter", "--protocols", db.to_str().unwrap(), "-d", "vxlan.vni", "=", "42"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let trace = root().join("examples/traces/mixed.pcap");
+    let out = netvm(&["filter", "--protocols", db.to_str().unwrap(), "-c", "-r", trace.to_str().unwrap(), "gre or vxlan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
