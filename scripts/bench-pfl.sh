@@ -10,22 +10,28 @@
 #         netvm-jit,netvm-jit/linked`: the per-packet and the linked rows,
 #         fullpath and mixed workloads), in
 #         interleaved rounds: hand, generated, hand, generated, …; medians
+#   compile compile latency of the five filters and two larger expressions:
+#         expression to NetIL module (`netvm_pfl::compile`), and to native
+#         code (+ verifier + JIT), against libpcap's `pcap_compile`
+#         (crates/pfl/examples/compile_time.rs and
+#         benches/peers/pcap_compile_time.c, --n compilations each, medians)
 #
-#   scripts/bench-pfl.sh [--rounds N] [--packets N] [--reps N]
+#   scripts/bench-pfl.sh [--rounds N] [--packets N] [--reps N] [--n N]
 #
-# Defaults: --rounds 5, --packets 1000000 (mixed trace), --reps 11. Pinned to
+# Defaults: --rounds 5, --packets 1000000 (mixed trace), --reps 11, --n 500. Pinned to
 # CPU $PIN_CPU (default 1). Writes benches/results/pfl-DATE.jsonl (a
 # {"meta": …} line, then one line per figure) and prints the tables on stdout.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=5 PACKETS=1000000 REPS=11
+ROUNDS=5 PACKETS=1000000 REPS=11 N=500
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
         --packets) PACKETS=$2; shift 2 ;;
         --reps) REPS=$2; shift 2 ;;
+        --n) N=$2; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) echo "bench-pfl: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -42,7 +48,9 @@ mkdir -p "$WORK/gen" "$ROOT/benches/results"
 command -v tcpdump >/dev/null || { say "tcpdump is needed (scripts/setup.sh installs it)"; exit 1; }
 
 say "building (release) in $CARGO_TARGET_DIR"
-(cd "$ROOT" && cargo build --release -p netvm-bench --bin filterbench -p netvm-cli --bin netvm 2>&1 | tail -n 2) >&2
+(cd "$ROOT" && cargo build --release -p netvm-bench --bin filterbench -p netvm-cli --bin netvm \
+    -p netvm-pfl --example compile_time 2>&1 | tail -n 2) >&2
+${CC:-gcc} -O2 -Wall -o "$WORK/pcap_compile_time" "$ROOT/benches/peers/pcap_compile_time.c" -lpcap
 "$REL/filterbench" gen --out "$WORK/traces" --packets "$PACKETS" >&2
 bench_pin "$PIN_CPU"
 
@@ -57,7 +65,7 @@ EXPRS=("ip" "ip src 10.1.1.1" "ip and tcp"
 count_netil() { grep -v -E '^\s*($|;|\.|segment|ends)|^[A-Za-z_][A-Za-z0-9_]*:\s*(;.*)?$' "$1" | wc -l; }
 
 {
-    { echo "command=scripts/bench-pfl.sh --rounds $ROUNDS --packets $PACKETS --reps $REPS"; bench_meta "$ROOT"; echo "pinned=${PIN[*]:-no}"; } \
+    { echo "command=scripts/bench-pfl.sh --rounds $ROUNDS --packets $PACKETS --reps $REPS --n $N"; bench_meta "$ROOT"; echo "pinned=${PIN[*]:-no}"; } \
         | python3 -c 'import json, sys; print(json.dumps({"meta": dict(l.rstrip("\n").split("=", 1) for l in sys.stdin if "=" in l)}))'
     for i in "${!NAMES[@]}"; do
         n=${NAMES[$i]} e=${EXPRS[$i]}
@@ -67,6 +75,9 @@ count_netil() { grep -v -E '^\s*($|;|\.|segment|ends)|^[A-Za-z_][A-Za-z0-9_]*:\s
         hand=$(count_netil "$ROOT/benches/filters/$n.nil")
         echo "{\"size\": {\"filter\": \"$n\", \"expr\": \"$e\", \"bpf\": $bpf, \"netil_generated\": $gen, \"netil_hand\": $hand}}"
     done
+    BIG=("tcp port 80" "host 10.1.1.1 and port 80 or 443")
+    "${PIN[@]}" "$WORK/pcap_compile_time" "$N" "${EXPRS[@]}" "${BIG[@]}"
+    "${PIN[@]}" "$REL/examples/compile_time" "$N" "${EXPRS[@]}" "${BIG[@]}"
     for r in $(seq 1 "$ROUNDS"); do
         say "round $r of $ROUNDS"
         for kind in hand gen; do
@@ -93,6 +104,15 @@ for r in rows:
     if "size" in r:
         s = r["size"]
         print(f"| {s['filter']} `{s['expr']}` | {s['bpf']} | {s['netil_generated']} | {s['netil_hand']} |")
+comp = [r["compile"] for r in rows if "compile" in r]
+if comp:
+    print()
+    print("| expression | libpcap `pcap_compile` µs | netvm-pfl µs (to NetIL) | + verify + JIT µs | BPF insns | NetIL insns |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for e in dict.fromkeys(c["expr"] for c in comp):
+        by = {c["engine"]: c for c in comp if c["expr"] == e}
+        lp, nf, nj = by.get("libpcap", {}), by.get("netvm-pfl", {}), by.get("netvm-pfl+verify+jit", {})
+        print(f"| `{e}` | {lp.get('us_median', float('nan')):.1f} | {nf.get('us_median', float('nan')):.1f} | {nj.get('us_median', float('nan')):.1f} | {lp.get('insns', '')} | {nf.get('insns', '')} |")
 runs = [r for r in rows if "engine" in r]
 keys = sorted({(r["engine"], r["workload"], r["filter"]) for r in runs})
 print()

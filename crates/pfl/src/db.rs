@@ -3,8 +3,10 @@
 //! (`crates/pfl/protocols.toml` is built in; more stanzas can be added at
 //! run time with [`ProtocolDb::extend`]).
 
+use crate::parser::{Arith, Expr};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
 
 /// The link layer of the capture.
 #[derive(Debug, Clone, Deserialize)]
@@ -172,6 +174,19 @@ struct File {
     protocol: BTreeMap<String, Protocol>,
 }
 
+/// Database expressions already parsed (they are parsed once per database, not per use).
+#[derive(Debug, Default)]
+pub(crate) struct ParsedCache {
+    pub(crate) preds: Mutex<HashMap<String, Expr>>,
+    pub(crate) values: Mutex<HashMap<String, Arith>>,
+}
+
+impl Clone for ParsedCache {
+    fn clone(&self) -> Self {
+        ParsedCache::default()
+    }
+}
+
 /// The protocol database.
 #[derive(Debug, Clone)]
 pub struct ProtocolDb {
@@ -187,6 +202,7 @@ pub struct ProtocolDb {
     pub services: BTreeMap<String, Service>,
     /// Protocols by name, in the order they were declared.
     pub protocols: Vec<(String, Protocol)>,
+    pub(crate) parsed: ParsedCache,
 }
 
 /// The built-in database, `crates/pfl/protocols.toml`.
@@ -209,6 +225,7 @@ impl ProtocolDb {
             ipprotos: BTreeMap::new(),
             services: BTreeMap::new(),
             protocols: Vec::new(),
+            parsed: ParsedCache::default(),
         };
         db.merge(f, text)?;
         Ok(db)
@@ -225,6 +242,7 @@ impl ProtocolDb {
     }
 
     fn merge(&mut self, f: File, text: &str) -> Result<(), String> {
+        self.parsed = ParsedCache::default();
         self.constants.extend(f.constants);
         self.ethertypes.extend(f.names.ethertype);
         self.ipprotos.extend(f.names.ipproto);

@@ -228,12 +228,20 @@ impl<'a> Lower<'a> {
             Some(v) => text.replace("$v", &v.to_string()),
             None => text.to_string(),
         };
+        if let Some(e) = self.db.parsed.preds.lock().ok().and_then(|c| c.get(&text).cloned()) {
+            return Ok(e);
+        }
         let bad = |e: FilterError| FilterError::new(format!("protocol database expression `{text}`: {}", e.message), span.clone());
         let toks = tokenize(&text).map_err(bad)?;
         let is_proto = |w: &str| self.db.protocol(w).is_some();
         let constant = |w: &str| self.db.constants.get(w).copied();
         match Parser::new(toks, text.len(), &is_proto, &constant).parse().map_err(bad)? {
-            Some(e) => Ok(e),
+            Some(e) => {
+                if let Ok(mut c) = self.db.parsed.preds.lock() {
+                    c.insert(text, e.clone());
+                }
+                Ok(e)
+            }
             None => err("protocol database expression is empty", span),
         }
     }
@@ -267,12 +275,18 @@ impl<'a> Lower<'a> {
 
     /// A raw value of the database.
     fn raw_val(&self, text: &str, ctx: &[(&str, Offset)], span: &Span) -> LResult<Val> {
+        if let Some(a) = self.db.parsed.values.lock().ok().and_then(|c| c.get(text).cloned()) {
+            return self.arith(&a, ctx);
+        }
         let bad = |e: FilterError| FilterError::new(format!("protocol database expression `{text}`: {}", e.message), span.clone());
         let toks = tokenize(text).map_err(bad)?;
         let is_proto = |w: &str| self.db.protocol(w).is_some();
         let constant = |w: &str| self.db.constants.get(w).copied();
         let mut p = Parser::new(toks, text.len(), &is_proto, &constant);
         let a = p.arith_only().map_err(bad)?;
+        if let Ok(mut c) = self.db.parsed.values.lock() {
+            c.insert(text.to_string(), a.clone());
+        }
         self.arith(&a, ctx)
     }
 
