@@ -9,7 +9,7 @@
 //!   check covers).
 //! - Computed offsets keep libpcap's semantics: `var + k` must not wrap.
 
-use crate::cfg::{Graph, Node, Test, ACCEPT, REJECT};
+use crate::cfg::{load_end, Graph, Node, Test, ACCEPT, REJECT};
 use crate::ir::{max_value, Val};
 use crate::parser::{BinOp, RelOp};
 use std::collections::{HashMap, HashSet};
@@ -27,6 +27,8 @@ struct Emitter {
     slots: HashMap<Val, u32>,
     /// The computed offsets already in their slots on every path to here.
     avail: HashSet<Val>,
+    /// A captured length every path to here has checked or loaded up to.
+    guaranteed: u32,
 }
 
 impl Emitter {
@@ -59,6 +61,17 @@ impl Emitter {
                 let op = format!("upload.{}", 8 * *size as u32);
                 match var {
                     None => {
+                        // A packet too short for the load is rejected, not faulted.
+                        let end = k.saturating_add(*size as u32);
+                        if end > self.guaranteed {
+                            self.line("pktlen", 1);
+                            self.line(&format!("push {end}"), 1);
+                            self.depth -= 2;
+                            let rej = self.reject_label();
+                            self.depth += 2;
+                            self.line(&format!("jcmp.lt {rej}"), -2);
+                            self.guaranteed = end;
+                        }
                         self.line(&format!("push {k}"), 1);
                     }
                     Some(x) => {
@@ -85,6 +98,17 @@ impl Emitter {
                             }
                             self.line(&format!("push {k}"), 1);
                             self.line("add", -1);
+                        }
+                        // Reject, not fault, when the packet is too short
+                        // (where the end cannot overflow; else the load's own check faults).
+                        let bounded = max_value(x).and_then(|m| m.checked_add(*k)).and_then(|m| m.checked_add(*size as u32)).is_some();
+                        if bounded {
+                            let rej = self.reject_label();
+                            self.line("dup", 1);
+                            self.line(&format!("push {size}"), 1);
+                            self.line("add", -1);
+                            self.line("pktlen", 1);
+                            self.line(&format!("jcmp.gt {rej}"), -2);
                         }
                     }
                 }
@@ -214,6 +238,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
         reject_depths: Vec::new(),
         slots: HashMap::new(),
         avail: HashSet::new(),
+        guaranteed: 0,
     };
     // Computed offsets: each gets a local, written by the first test that
     // needs it on a path and read back by the tests after it on every path.
@@ -221,6 +246,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
     e.locals = e.slots.len() as u32;
     let preds = g.preds();
     let need = g.need();
+    let guaranteed_in = length_guaranteed(g, need[g.entry]);
     // Layout: each node followed by its false successor where possible.
     let mut placed = vec![false; g.nodes.len()];
     let mut absorbed = vec![false; g.nodes.len()];
@@ -280,6 +306,7 @@ pub fn emit(g: &Graph, expr: &str) -> String {
                 _ => e.line(&format!("jump {}", target(to)), 0),
             };
             e.avail = avail_in.get(&n).cloned().unwrap_or_default();
+            e.guaranteed = guaranteed_in.get(&n).copied().unwrap_or(0);
             if let Some(SwitchChain { value: v, mut cases, default, .. }) = switch_chain(g, &preds, n) {
                 e.val(&v);
                 cases.sort_by_key(|(c, _)| *c);
@@ -392,4 +419,21 @@ fn offsets_available(g: &Graph, slots: &mut HashMap<Val, u32>) -> HashMap<usize,
         }
     }
     avail_in
+}
+
+/// For each node, a captured length every path to it has checked (the
+/// entry check) or loaded up to (a test that read bytes up to `end` and
+/// went on proves `pktlen >= end`).
+fn length_guaranteed(g: &Graph, entry: u32) -> HashMap<usize, u32> {
+    let mut gin: HashMap<usize, u32> = HashMap::new();
+    gin.insert(g.entry, if entry == u32::MAX { 0 } else { entry });
+    for n in g.order() {
+        let Node::Test { test, t, f } = &g.nodes[n] else { continue };
+        let out = gin[&n].max(load_end(&test.a)).max(load_end(&test.b));
+        for s in [*t, *f] {
+            let e = gin.entry(s).or_insert(out);
+            *e = (*e).min(out);
+        }
+    }
+    gin
 }
