@@ -216,18 +216,6 @@ impl Frame {
     }
 }
 
-/// Internet checksum (RFC 1071).
-fn checksum(b: &[u8]) -> u16 {
-    let mut sum = 0u32;
-    for c in b.chunks(2) {
-        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while sum >> 16 != 0 {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// What an IP header carries.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Payload {
@@ -531,7 +519,7 @@ fn ipv4(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
         f.set16(start + 2, r.u16());
     }
     if r.chance(90) {
-        let c = checksum(&f.b[start..start + hlen]);
+        let c = netvm_vm::region::internet_checksum(&f.b[start..start + hlen]) as u16;
         f.set16(start + 10, c);
     }
 }
