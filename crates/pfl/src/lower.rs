@@ -103,6 +103,25 @@ impl<'a> Lower<'a> {
         self.paths_depth(name, fields, access, span, 0)
     }
 
+    /// For each way to reach `name`, in order: its condition, then `test` of
+    /// the header where that way puts it; the alternatives joined by `or`.
+    fn on_each_path(&self, name: &str, access: bool, span: &Span, mut test: impl FnMut(&Offset) -> LResult<Pred>) -> LResult<Pred> {
+        let mut out = Pred::False;
+        for path in self.paths(name, false, access, span)? {
+            let t = test(&path.at)?;
+            out = Pred::or(out, Pred::and(path.cond, t));
+        }
+        Ok(out)
+    }
+
+    /// Where field `f` of protocol `n` is, for a header at `at`.
+    fn field_at(&self, p: &Protocol, n: &str, f: &str, at: &Offset, span: &Span) -> LResult<(Offset, u8)> {
+        match p.fields.get(f) {
+            Some(fd) => Ok((at.plus(Val::Const(fd.offset)), fd.size as u8)),
+            None => err(format!("protocol database: `{n}` has no field `{f}`"), span),
+        }
+    }
+
     fn paths_depth(&self, name: &str, fields: bool, access: bool, span: &Span, depth: u32) -> LResult<Vec<Path>> {
         if depth > 16 {
             return err(format!("the protocol database's encapsulation of `{name}` is circular"), span);
@@ -440,12 +459,7 @@ impl<'a> Lower<'a> {
                     let what = if bc { "broadcast" } else { "multicast" };
                     return err(format!("`{name} {what}` is not supported"), span);
                 };
-                let mut out = Pred::False;
-                for path in self.paths(&name, false, false, &psp)? {
-                    let t = self.raw(text, &[(name.as_str(), path.at.clone())], None, span)?;
-                    out = Pred::or(out, Pred::and(path.cond, t));
-                }
-                Ok(out)
+                self.on_each_path(&name, false, &psp, |at| self.raw(text, &[(name.as_str(), at.clone())], None, span))
             }
         }
     }
@@ -547,10 +561,8 @@ impl<'a> Lower<'a> {
         for n in names {
             let p = self.proto(&n, pspan)?;
             let next = p.next.clone().unwrap();
-            for path in self.paths(&n, false, false, pspan)? {
-                let t = self.raw(&next, &[(n.as_str(), path.at.clone())], Some(v), span)?;
-                out = Pred::or(out, Pred::and(path.cond, t));
-            }
+            let t = self.on_each_path(&n, false, pspan, |at| self.raw(&next, &[(n.as_str(), at.clone())], Some(v), span))?;
+            out = Pred::or(out, t);
         }
         Ok(out)
     }
@@ -612,23 +624,18 @@ impl<'a> Lower<'a> {
         for n in names {
             let p = self.proto(&n, span)?;
             let ports = p.ports.clone().unwrap();
-            for path in self.paths(&n, false, true, span)? {
-                let field = |f: &str| -> LResult<Val> {
-                    match p.fields.get(f) {
-                        Some(fd) => Ok(path.at.plus(Val::Const(fd.offset)).load(fd.size as u8)),
-                        None => err(format!("protocol database: `{n}` has no field `{f}`"), span),
-                    }
-                };
-                let test = |v: Val| -> Pred {
-                    if lo == hi {
-                        Pred::cmp(RelOp::Eq, v, Val::Const(lo))
-                    } else {
-                        Pred::and(Pred::cmp(RelOp::Ge, v.clone(), Val::Const(lo)), Pred::cmp(RelOp::Le, v, Val::Const(hi)))
-                    }
-                };
-                let t = dir_combine(q.dir, test(field(&ports.src)?), test(field(&ports.dst)?));
-                out = Pred::or(out, Pred::and(path.cond, t));
-            }
+            let test = |v: Val| -> Pred {
+                if lo == hi {
+                    Pred::cmp(RelOp::Eq, v, Val::Const(lo))
+                } else {
+                    Pred::and(Pred::cmp(RelOp::Ge, v.clone(), Val::Const(lo)), Pred::cmp(RelOp::Le, v, Val::Const(hi)))
+                }
+            };
+            let t = self.on_each_path(&n, true, span, |at| {
+                let port = |f: &str| self.field_at(p, &n, f, at, span).map(|(o, size)| o.load(size));
+                Ok(dir_combine(q.dir, test(port(&ports.src)?), test(port(&ports.dst)?)))
+            })?;
+            out = Pred::or(out, t);
         }
         Ok(out)
     }
@@ -733,17 +740,11 @@ impl<'a> Lower<'a> {
         for n in names {
             let p = self.proto(&n, span)?;
             let a = p.addresses.clone().unwrap();
-            for path in self.paths(&n, false, false, span)? {
-                let field = |f: &str| -> LResult<Offset> {
-                    match p.fields.get(f) {
-                        Some(fd) => Ok(path.at.plus(Val::Const(fd.offset))),
-                        None => err(format!("protocol database: `{n}` has no field `{f}`"), span),
-                    }
-                };
-                let t =
-                    dir_combine(q.dir, addr_cmp(family, &field(&a.src)?, &addr, &mask), addr_cmp(family, &field(&a.dst)?, &addr, &mask));
-                out = Pred::or(out, Pred::and(path.cond, t));
-            }
+            let t = self.on_each_path(&n, false, span, |at| {
+                let field = |f: &str| self.field_at(p, &n, f, at, span).map(|(o, _)| o);
+                Ok(dir_combine(q.dir, addr_cmp(family, &field(&a.src)?, &addr, &mask), addr_cmp(family, &field(&a.dst)?, &addr, &mask)))
+            })?;
+            out = Pred::or(out, t);
         }
         Ok(out)
     }
