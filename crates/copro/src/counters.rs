@@ -1,6 +1,8 @@
 //! `counters`: an array of 64-bit counters.
 //!
-//! Configuration: `size` (number of counters, default 256, at most 1<<20).
+//! Configuration: `size` (number of counters, default 256, at most 1<<20);
+//! `names`, a comma-separated list naming counters 0, 1, ... (a drop-reason
+//! table, say) in the statistics; unnamed counters are reported by index.
 //!
 //! | register | direction | meaning |
 //! |----------|-----------|---------|
@@ -26,6 +28,7 @@ pub const MAX_COUNTERS: usize = 1 << 20;
 #[derive(Clone, Debug)]
 pub struct Counters {
     values: Vec<u64>,
+    names: Vec<String>,
     input: [u32; 2],
     output: [u32; 2],
 }
@@ -33,7 +36,7 @@ pub struct Counters {
 impl Counters {
     /// `size` zeroed counters.
     pub fn new(size: usize) -> Counters {
-        Counters { values: vec![0; size], input: [0; 2], output: [0; 2] }
+        Counters { values: vec![0; size], names: Vec::new(), input: [0; 2], output: [0; 2] }
     }
 
     /// The current counter values.
@@ -49,17 +52,30 @@ impl Counters {
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
+    let names: Vec<String> = match cfg.get("names") {
+        Some(s) => s.split(',').map(|n| n.trim().to_string()).collect(),
+        None => Vec::new(),
+    };
+    if let Some(n) = names.iter().find(|n| n.is_empty() || !n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')) {
+        return Err(format!("counters: name `{n}` must be letters, digits, `_` or `-`"));
+    }
     let size = match cfg.get("size") {
         Some(s) => s.parse::<usize>().map_err(|_| format!("counters: size `{s}` is not a number"))?,
+        None if !names.is_empty() => names.len(),
         None => 256,
     };
     if size == 0 || size > MAX_COUNTERS {
         return Err(format!("counters: size must be between 1 and {MAX_COUNTERS}"));
     }
-    if let Some(k) = cfg.keys().find(|k| k.as_str() != "size") {
-        return Err(format!("counters: unknown setting `{k}` (known: size)"));
+    if names.len() > size {
+        return Err(format!("counters: {} names for {size} counters", names.len()));
     }
-    Ok(Box::new(Counters::new(size)))
+    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "size" | "names")) {
+        return Err(format!("counters: unknown setting `{k}` (known: size, names)"));
+    }
+    let mut c = Counters::new(size);
+    c.names = names;
+    Ok(Box::new(c))
 }
 
 impl Coprocessor for Counters {
@@ -94,8 +110,19 @@ impl Coprocessor for Counters {
     }
 
     fn dump(&self) -> String {
-        let nonzero: Vec<String> = self.values.iter().enumerate().filter(|(_, v)| **v != 0).map(|(i, v)| format!("{i}={v}")).collect();
+        let nonzero: Vec<String> = self.stats().into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         nonzero.join(" ")
+    }
+
+    fn clear(&mut self) {
+        self.values.fill(0);
+    }
+
+    /// Named counters always, the others when non-zero.
+    fn stats(&self) -> Vec<(String, u64)> {
+        let named = self.values.iter().zip(&self.names).map(|(v, n)| (n.clone(), *v));
+        let rest = self.values.iter().enumerate().skip(self.names.len()).filter(|(_, v)| **v != 0).map(|(i, v)| (i.to_string(), *v));
+        named.chain(rest).collect()
     }
 }
 
@@ -124,5 +151,21 @@ mod tests {
         assert!(c.write(2, 0).is_err());
         assert!(create(&CoproConfig::from([("size".to_string(), "0".to_string())])).is_err());
         assert!(create(&CoproConfig::from([("bogus".to_string(), "1".to_string())])).is_err());
+    }
+
+    #[test]
+    fn named_counters_report_by_name() {
+        let mut c = create(&CoproConfig::from([("names".to_string(), "bad_version, short".to_string())])).unwrap();
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default() };
+        c.write(0, 1).unwrap();
+        c.write(1, 5).unwrap();
+        c.invoke(0, &ctx).unwrap();
+        assert_eq!(c.stats(), vec![("bad_version".to_string(), 0), ("short".to_string(), 5)]);
+        c.write(0, 2).unwrap();
+        assert!(c.invoke(0, &ctx).is_err(), "size defaults to the number of names");
+        c.clear();
+        assert_eq!(c.stats()[1].1, 0);
+        assert!(create(&CoproConfig::from([("names".to_string(), "a,,b".to_string())])).is_err());
+        assert!(create(&CoproConfig::from([("names".to_string(), "a,b".to_string()), ("size".to_string(), "1".to_string())])).is_err());
     }
 }

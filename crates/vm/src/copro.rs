@@ -47,9 +47,39 @@ pub trait Coprocessor: Send {
     fn read(&mut self, reg: u8) -> Result<u32, CoproError>;
     /// Performs operation `op` on the input registers, setting output registers.
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError>;
-    /// A human-readable dump of the instance's state, for the control plane.
+    /// Control plane: the instance's state as text. Kinds that [`load`]
+    /// write it in the format `load` reads, so a dump can be loaded back.
+    ///
+    /// [`load`]: Coprocessor::load
     fn dump(&self) -> String {
         String::new()
+    }
+    /// Control plane: adds the entries of a table file (routes, table
+    /// entries, patterns; the format is the kind's) to the instance, and
+    /// returns how many it added. An error names the offending line; entries
+    /// before it may have been added.
+    fn load(&mut self, text: &str) -> Result<usize, String> {
+        let _ = text;
+        Err(format!("coprocessor kind `{}` has no table to load", self.kind()))
+    }
+    /// Control plane: removes every entry (tables) or zeroes every value (counters).
+    fn clear(&mut self) {}
+    /// Periodic maintenance, called by the runtime between batches with the
+    /// current time (trace time for captures): aging purges idle entries here.
+    fn tick(&mut self, now: Timestamp) {
+        let _ = now;
+    }
+    /// Control plane: named statistics (entries, hits, aged-out entries,
+    /// counter values), in a stable order. `--stats json` reports them per
+    /// NetPE and instance.
+    fn stats(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+    /// The instance as [`Any`](std::any::Any), so that the host application
+    /// that created it can reach its concrete type (the IDS collects its
+    /// alerts this way). `None` for kinds that do not offer it.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
     }
 }
 

@@ -30,6 +30,18 @@ pub struct Timestamp {
     pub nsec: u32,
 }
 
+impl Timestamp {
+    /// The time in nanoseconds since the epoch (saturating).
+    pub fn as_nanos(self) -> u64 {
+        self.sec.saturating_mul(1_000_000_000).saturating_add(u64::from(self.nsec))
+    }
+
+    /// The timestamp `ns` nanoseconds after the epoch.
+    pub fn from_nanos(ns: u64) -> Timestamp {
+        Timestamp { sec: ns / 1_000_000_000, nsec: (ns % 1_000_000_000) as u32 }
+    }
+}
+
 /// A frame as received from a port.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Packet {
