@@ -50,6 +50,15 @@ pub struct RunArgs {
     /// Execution budget per handler invocation (overrides the manifest).
     #[arg(long)]
     budget: Option<u64>,
+    /// Load a table file into a coprocessor before the first packet:
+    /// `INSTANCE=FILE` or `NETPE.INSTANCE=FILE` (routes, table entries,
+    /// patterns; the format is the coprocessor kind's, see docs/coprocessors.md).
+    #[arg(long = "load", value_name = "NAME=FILE")]
+    load: Vec<String>,
+    /// After the run, write a coprocessor's state (in its table file format)
+    /// to FILE: `INSTANCE=FILE` or `NETPE.INSTANCE=FILE`; `-` is stdout.
+    #[arg(long = "dump", value_name = "NAME=FILE")]
+    dump: Vec<String>,
     /// Print statistics on stdout: `json` (one object) or `text`.
     #[arg(long, value_enum)]
     stats: Option<StatsFormat>,
@@ -205,6 +214,37 @@ pub fn cmd_run(args: RunArgs) -> u8 {
         Ok(a) => a,
         Err(e) => return report(&e),
     };
+    for spec in &args.load {
+        let Some((name, file)) = spec.split_once('=') else {
+            eprintln!("netvm: --load {spec}: expected NAME=FILE");
+            return EXIT_USAGE;
+        };
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("netvm: --load {name}: {file}: {e}");
+                return EXIT_ERROR;
+            }
+        };
+        if let Err(e) = app.load_table(name, &text) {
+            eprintln!("netvm: --load {name}: {file}: {e}");
+            return EXIT_ERROR;
+        }
+    }
+    let mut dumps = Vec::new();
+    for spec in &args.dump {
+        match spec.split_once('=') {
+            Some((name, file)) if app.copro(name).is_ok() => dumps.push((name.to_string(), file.to_string())),
+            Some((name, _)) => {
+                eprintln!("netvm: --dump {spec}: {}", app.copro(name).err().unwrap_or_default());
+                return EXIT_USAGE;
+            }
+            None => {
+                eprintln!("netvm: --dump {spec}: expected NAME=FILE");
+                return EXIT_USAGE;
+            }
+        }
+    }
     let sources = app.input_ports();
     if let Some(p) = in_ports.iter().find(|p| !sources.contains(p)) {
         eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
@@ -278,20 +318,45 @@ pub fn cmd_run(args: RunArgs) -> u8 {
         return EXIT_ERROR;
     }
 
+    for (name, file) in &dumps {
+        let text = app.dump_table(name).unwrap_or_default();
+        let written = if file == "-" {
+            use std::io::Write;
+            std::io::stdout().write_all(text.as_bytes())
+        } else {
+            std::fs::write(file, text)
+        };
+        if let Err(e) = written {
+            eprintln!("netvm: --dump {name}: {file}: {e}");
+            return EXIT_ERROR;
+        }
+    }
+
     let stats = app.stats();
     let ns_per_packet = if stats.packets == 0 { 0.0 } else { elapsed.as_nanos() as f64 / stats.packets as f64 };
     match args.stats {
         Some(StatsFormat::Json) => {
             let mut j = stats_json(&stats, ns_per_packet, app.engine(), args.repeat);
             j["link"] = app.link().into();
-            j["copro"] =
-                app.copro_dumps().into_iter().map(|(k, v)| (k, serde_json::Value::String(v))).collect::<serde_json::Map<_, _>>().into();
+            let mut all = serde_json::Map::new();
+            for (netpe, name, values) in app.copro_stats() {
+                let obj: serde_json::Map<String, serde_json::Value> = values.into_iter().map(|(k, v)| (k, v.into())).collect();
+                if let Some(pe) = j["netpes"].as_array_mut().and_then(|a| a.iter_mut().find(|p| p["name"] == netpe.as_str())) {
+                    if !pe["copro"].is_object() {
+                        pe["copro"] = serde_json::json!({});
+                    }
+                    pe["copro"][&name] = obj.clone().into();
+                }
+                all.insert(format!("{netpe}.{name}"), obj.into());
+            }
+            j["copro"] = all.into();
             println!("{j}");
         }
         Some(StatsFormat::Text) => {
             print!("{}", stats_text(&stats, ns_per_packet, &format!("{} ({})", app.engine(), app.link())));
-            for (k, v) in app.copro_dumps() {
-                println!("copro {k}: {v}");
+            for (netpe, name, values) in app.copro_stats() {
+                let v: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!("copro {netpe}.{name}: {}", v.join(" "));
             }
         }
         None => {}

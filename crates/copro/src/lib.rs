@@ -5,10 +5,13 @@
 //! | kind       | what it does |
 //! |------------|--------------|
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
+//! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 
 mod counters;
+pub mod meter;
 
 pub use counters::Counters;
+pub use meter::Meters;
 
 use netvm_vm::CoproRegistry;
 
@@ -16,5 +19,6 @@ use netvm_vm::CoproRegistry;
 pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
     r.register("counters", counters::create);
+    r.register("meter", meter::create);
     r
 }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use netvm_verify::Verified;
 use netvm_vm::graph::{AppGraph, Dest, FlowCounts, LinkedCode, Verdict};
-use netvm_vm::{CoproConfig, CoproRegistry, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState};
+use netvm_vm::{CoproConfig, CoproRegistry, Coprocessor, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState, Timestamp};
 
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
 use crate::stats::{fault_index, AppStats, PeCounters};
@@ -45,7 +45,12 @@ pub struct Application {
     info_pool: Vec<Vec<u8>>,
     engine: &'static str,
     link: &'static str,
+    /// When the coprocessors are next given a [`Coprocessor::tick`] (aging), in trace time.
+    next_tick: Option<Timestamp>,
 }
+
+/// How often (in packet time) the runtime calls [`Coprocessor::tick`] while traffic runs.
+pub const TICK_INTERVAL_NS: u64 = 1_000_000_000;
 
 impl std::fmt::Debug for Application {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -215,6 +220,7 @@ impl Application {
             info_pool: Vec::new(),
             engine: engine.name(),
             link,
+            next_tick: None,
         };
         let name = |i: usize| names[i].clone();
         match &mut app.binding {
@@ -261,7 +267,18 @@ impl Application {
     /// per packet; `emit` is called for every exchange buffer that leaves the
     /// application, with its output port, in the order they leave. Each
     /// packet slot holds the (possibly modified) packet afterwards.
+    ///
+    /// Before the batch, when at least [`TICK_INTERVAL_NS`] of packet time
+    /// has passed since the last time (and before the first batch), every
+    /// coprocessor gets a [`Coprocessor::tick`] with the time of the batch's
+    /// first packet: periodic maintenance such as aging runs while traffic does.
     pub fn process_batch(&mut self, batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
+        if let Some(first) = batch.first() {
+            let now = first.ts;
+            if self.next_tick.is_none_or(|t| now >= t) {
+                self.tick(now);
+            }
+        }
         if let Binding::Linked(l) = &mut self.binding {
             self.stats.packets += batch.len() as u64;
             l.run(&mut self.states, batch, verdicts, emit);
@@ -405,6 +422,85 @@ impl Application {
     /// Names of the NetPEs in manifest order.
     pub fn netpe_names(&self) -> Vec<&str> {
         self.counters.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Gives every coprocessor a [`Coprocessor::tick`] at time `now`
+    /// (aging), and schedules the next one [`TICK_INTERVAL_NS`] later.
+    pub fn tick(&mut self, now: Timestamp) {
+        for st in &mut self.states {
+            for c in &mut st.copros {
+                c.tick(now);
+            }
+        }
+        self.next_tick = Some(Timestamp::from_nanos(now.as_nanos().saturating_add(TICK_INTERVAL_NS)));
+    }
+
+    /// The coprocessor instance called `name`: `NETPE.INSTANCE`, or just
+    /// `INSTANCE` when exactly one NetPE declares an instance of that name.
+    pub fn copro_mut(&mut self, name: &str) -> Result<&mut dyn Coprocessor, String> {
+        let (pe, i) = self.find_copro(name)?;
+        Ok(self.states[pe].copros[i].as_mut())
+    }
+
+    /// The coprocessor instance called `name` (see [`Application::copro_mut`]).
+    pub fn copro(&self, name: &str) -> Result<&dyn Coprocessor, String> {
+        let (pe, i) = self.find_copro(name)?;
+        Ok(self.states[pe].copros[i].as_ref())
+    }
+
+    fn find_copro(&self, name: &str) -> Result<(usize, usize), String> {
+        let all: Vec<(usize, usize, String)> = self
+            .copro_names
+            .iter()
+            .enumerate()
+            .flat_map(|(pe, names)| names.iter().enumerate().map(move |(i, n)| (pe, i, n.clone())))
+            .collect();
+        let qualified = |pe: usize, n: &str| format!("{}.{n}", self.counters[pe].name);
+        if let Some((pe, i, _)) = all.iter().find(|(pe, _, n)| qualified(*pe, n) == name) {
+            return Ok((*pe, *i));
+        }
+        let matches: Vec<&(usize, usize, String)> = all.iter().filter(|(_, _, n)| n == name).collect();
+        match matches.as_slice() {
+            [(pe, i, _)] => Ok((*pe, *i)),
+            [] => {
+                let known: Vec<String> = all.iter().map(|(pe, _, n)| qualified(*pe, n)).collect();
+                Err(format!(
+                    "no coprocessor `{name}` in the application (instances: {})",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ))
+            }
+            many => {
+                let names: Vec<String> = many.iter().map(|(pe, _, n)| qualified(*pe, n)).collect();
+                Err(format!("coprocessor name `{name}` is ambiguous: say which, one of {}", names.join(", ")))
+            }
+        }
+    }
+
+    /// Control plane: loads a table file into the instance `name`; returns the number of entries.
+    pub fn load_table(&mut self, name: &str, text: &str) -> Result<usize, String> {
+        self.copro_mut(name)?.load(text)
+    }
+
+    /// Control plane: the state of the instance `name`, in its table file format where it has one.
+    pub fn dump_table(&self, name: &str) -> Result<String, String> {
+        Ok(self.copro(name)?.dump())
+    }
+
+    /// Control plane: empties the instance `name` (tables) or zeroes it (counters).
+    pub fn clear_table(&mut self, name: &str) -> Result<(), String> {
+        self.copro_mut(name)?.clear();
+        Ok(())
+    }
+
+    /// Every coprocessor instance's named statistics: `(NetPE, instance, stats)` in manifest and declaration order.
+    pub fn copro_stats(&self) -> Vec<(String, String, Vec<(String, u64)>)> {
+        let mut out = Vec::new();
+        for ((c, names), st) in self.counters.iter().zip(&self.copro_names).zip(&self.states) {
+            for (name, cp) in names.iter().zip(&st.copros) {
+                out.push((c.name.clone(), name.clone(), cp.stats()));
+            }
+        }
+        out
     }
 
     /// The state of every coprocessor instance, keyed `NETPE.NAME`, for the control plane.
