@@ -214,6 +214,7 @@ pub fn cmd_run(args: RunArgs) -> u8 {
         Ok(a) => a,
         Err(e) => return report(&e),
     };
+    app.set_link_state(&in_ports);
     for spec in &args.load {
         let Some((name, file)) = spec.split_once('=') else {
             eprintln!("netvm: --load {spec}: expected NAME=FILE");

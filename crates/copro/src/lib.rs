@@ -5,9 +5,11 @@
 //! | kind       | what it does |
 //! |------------|--------------|
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
+//! | `linkstate`| which application ports are up (set by the runtime from the attached inputs) |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 
 mod counters;
+pub mod linkstate;
 pub mod meter;
 
 pub use counters::Counters;
@@ -19,6 +21,7 @@ use netvm_vm::CoproRegistry;
 pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
     r.register("counters", counters::create);
+    r.register("linkstate", linkstate::create);
     r.register("meter", meter::create);
     r
 }

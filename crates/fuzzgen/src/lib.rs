@@ -48,6 +48,7 @@ pub mod gen;
 pub mod harness;
 mod packet;
 pub mod traces;
+pub mod workloads;
 
 use std::fmt::Write;
 

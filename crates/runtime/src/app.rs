@@ -476,6 +476,18 @@ impl Application {
         }
     }
 
+    /// Tells every `linkstate` coprocessor which application ports are up:
+    /// those with an input attached (`netvm run` passes its `-r` ports).
+    pub fn set_link_state(&mut self, up: &[u16]) {
+        let list: String = up.iter().map(|p| format!("{p}\n")).collect();
+        for st in &mut self.states {
+            for c in st.copros.iter_mut().filter(|c| c.kind() == "linkstate") {
+                // A list of port numbers always loads.
+                let _ = c.load(&list);
+            }
+        }
+    }
+
     /// Control plane: loads a table file into the instance `name`; returns the number of entries.
     pub fn load_table(&mut self, name: &str, text: &str) -> Result<usize, String> {
         self.copro_mut(name)?.load(text)

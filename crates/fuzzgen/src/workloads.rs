@@ -1,0 +1,253 @@
+//! Traffic for the example applications (examples/l2-bridge,
+//! examples/ipv4-router): deterministic, seeded, with the malformed frames a
+//! data path must drop and count. Tests run the applications on these and
+//! compare with straightforward models; benchmarks use the 64-byte variants.
+
+use netvm_vm::{Packet, Timestamp};
+
+use crate::SplitMix;
+
+/// Start of generated traces: 2024-01-01 00:00:00 UTC.
+pub const EPOCH: u64 = 1_704_067_200;
+
+fn below(r: &mut SplitMix, n: u64) -> u64 {
+    r.next_u64() % n.max(1)
+}
+
+fn chance(r: &mut SplitMix, percent: u64) -> bool {
+    below(r, 100) < percent
+}
+
+/// The Internet checksum (RFC 1071) of `b`.
+pub fn internet_checksum(b: &[u8]) -> u16 {
+    netvm_vm::region::internet_checksum(b) as u16
+}
+
+/// A bridge host: its MAC address and the port it sits behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host {
+    /// Unicast, locally administered MAC.
+    pub mac: [u8; 6],
+    /// Bridge port (1-based).
+    pub port: u16,
+}
+
+/// Options of [`bridge_trace`].
+#[derive(Clone, Debug)]
+pub struct BridgeTraffic {
+    /// Bridge ports in use (1..=ports).
+    pub ports: u16,
+    /// Number of hosts.
+    pub hosts: usize,
+    /// Frames to generate.
+    pub frames: usize,
+    /// Percent of frames after which time jumps forward by more than the
+    /// aging time (so that learnt entries expire).
+    pub long_gaps: u64,
+    /// Percent of frames where a host moves to another port.
+    pub moves: u64,
+    /// Seconds of an aging-crossing gap.
+    pub gap_seconds: u64,
+}
+
+impl Default for BridgeTraffic {
+    fn default() -> Self {
+        BridgeTraffic { ports: 3, hosts: 12, frames: 600, long_gaps: 2, moves: 2, gap_seconds: 301 }
+    }
+}
+
+/// Frames for a learning bridge, on ports 1..=ports, in time order. Most go
+/// between hosts, sent on the host's port; some are broadcast or multicast,
+/// some come from a multicast source, some go to MACs nobody has (unknown
+/// unicast), some are runts shorter than an Ethernet header, some are sent
+/// on the wrong port (the host appears to move). Time advances by a few ms
+/// per frame, and sometimes by just under or just over the aging time
+/// (`gap_seconds`), so that entries expire, or nearly do.
+pub fn bridge_trace(r: &mut SplitMix, t: &BridgeTraffic) -> Vec<Packet> {
+    let mut hosts: Vec<Host> = (0..t.hosts.max(1))
+        .map(|i| {
+            let mut mac = [0x02, 0, 0, 0, 0, 0];
+            mac[2..6].copy_from_slice(&(i as u32).wrapping_mul(0x9e37_79b9).to_be_bytes());
+            Host { mac, port: 1 + (i as u16 % t.ports.max(1)) }
+        })
+        .collect();
+    let mut ns: u64 = EPOCH * 1_000_000_000;
+    let mut out = Vec::with_capacity(t.frames);
+    for _ in 0..t.frames {
+        ns += 1_000 * (1 + below(r, 5_000)); // 1 µs to 5 ms
+        if chance(r, t.long_gaps) {
+            let g = t.gap_seconds * 1_000_000_000;
+            // Just over, exactly at, or just under the gap.
+            ns += match below(r, 3) {
+                0 => g + 1_000,
+                1 => g,
+                _ => g - 1_000_000,
+            };
+        }
+        if chance(r, t.moves) {
+            let h = below(r, hosts.len() as u64) as usize;
+            hosts[h].port = 1 + below(r, u64::from(t.ports)) as u16;
+        }
+        let src = hosts[below(r, hosts.len() as u64) as usize];
+        let mut port = src.port;
+        let kind = below(r, 100);
+        let mut f = vec![0u8; 60 + below(r, 40) as usize];
+        let dst: [u8; 6] = match kind {
+            0..=7 => [0xff; 6],
+            8..=11 => [0x01, 0x00, 0x5e, 0x00, 0x00, below(r, 4) as u8],
+            12..=16 => [0x02, 0xee, 0, 0, 0, below(r, 8) as u8], // nobody
+            _ => hosts[below(r, hosts.len() as u64) as usize].mac,
+        };
+        f[0..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&src.mac);
+        if chance(r, 2) {
+            f[6] |= 1; // a group address as source: never learnt
+        }
+        if chance(r, 2) {
+            port = 1 + below(r, u64::from(t.ports)) as u16; // a stray frame on another port
+        }
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        for (i, b) in f.iter_mut().enumerate().skip(14) {
+            *b = i as u8;
+        }
+        if chance(r, 2) {
+            f.truncate(below(r, 14) as usize); // runt
+        }
+        let mut p = Packet::from_bytes(f);
+        p.ts = Timestamp::from_nanos(ns - ns % 1_000);
+        p.in_port = port;
+        out.push(p);
+    }
+    out
+}
+
+/// One route of a generated table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route4 {
+    /// Network address (host bits clear).
+    pub addr: u32,
+    /// Prefix length, 0 to 32.
+    pub len: u8,
+    /// Next hop: the output port.
+    pub port: u32,
+}
+
+/// `n` distinct IPv4 routes with nested prefixes (a default route, /8s,
+/// /16s, /24s, longer prefixes down to /32), next hops below `ports`.
+pub fn routes4(r: &mut SplitMix, n: usize, ports: u32) -> Vec<Route4> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(n);
+    let mut attempts = 0;
+    while out.len() < n && attempts < n * 20 + 100 {
+        attempts += 1;
+        let len = match below(r, 100) {
+            0 => 0,
+            1..=5 => 8,
+            6..=20 => 16,
+            21..=70 => 24,
+            71..=85 => 17 + below(r, 7) as u8,
+            _ => 25 + below(r, 8) as u8,
+        };
+        // Keep most routes under 10/8 and 192.168/16 so that they nest.
+        let base: u32 = match below(r, 4) {
+            0 => 0x0a00_0000 | (r.next_u64() as u32 & 0x00ff_ffff),
+            1 => 0xc0a8_0000 | (r.next_u64() as u32 & 0xffff),
+            _ => r.next_u64() as u32,
+        };
+        let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
+        let addr = base & mask;
+        if seen.insert((addr, len)) {
+            out.push(Route4 { addr, len, port: below(r, u64::from(ports)) as u32 });
+        }
+    }
+    out
+}
+
+/// The route file text of `routes` (`a.b.c.d/len port` lines).
+pub fn route_file(routes: &[Route4]) -> String {
+    routes.iter().map(|r| format!("{}/{} {}\n", std::net::Ipv4Addr::from(r.addr), r.len, r.port)).collect()
+}
+
+/// An Ethernet + IPv4 + UDP frame of `size` bytes (at least 42) to `dst`,
+/// with a correct header checksum and TTL `ttl`.
+pub fn ipv4_frame(src: u32, dst: u32, ttl: u8, size: usize) -> Vec<u8> {
+    let size = size.max(42);
+    let mut f = vec![0u8; size];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let total = (size - 14) as u16;
+    let ip = &mut f[14..34];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+    ip[8] = ttl;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.to_be_bytes());
+    ip[16..20].copy_from_slice(&dst.to_be_bytes());
+    let c = internet_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f[34..36].copy_from_slice(&1234u16.to_be_bytes());
+    f[36..38].copy_from_slice(&53u16.to_be_bytes());
+    f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    f
+}
+
+/// Frames for an IPv4 router: most are well-formed IPv4 to addresses in,
+/// next to, or outside the routes; the rest are broken in every way the
+/// router checks (ethertype, runt, truncated header, version, IHL, total
+/// length both ways, checksum, TTL 0 and 1), with IP options on some.
+pub fn router_trace(r: &mut SplitMix, routes: &[Route4], n: usize) -> Vec<Packet> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let dst = if !routes.is_empty() && chance(r, 80) {
+            let rt = routes[below(r, routes.len() as u64) as usize];
+            let host = if rt.len == 32 { 0 } else { (r.next_u64() as u32) & (u32::MAX >> rt.len) };
+            match below(r, 10) {
+                0 => rt.addr.wrapping_sub(1),                                          // just below the prefix
+                1 => rt.addr | (u32::MAX.checked_shr(u32::from(rt.len)).unwrap_or(0)), // its last address
+                _ => rt.addr | host,
+            }
+        } else {
+            r.next_u64() as u32
+        };
+        let ttl = match below(r, 20) {
+            0 => 0,
+            1 => 1,
+            2 => 2,
+            _ => 64,
+        };
+        let size = 60 + below(r, 100) as usize;
+        let mut f = ipv4_frame(0x0a00_0001, dst, ttl, size);
+        if chance(r, 10) {
+            // IP options (NOPs): IHL 6 or 7.
+            let words = 1 + below(r, 2) as usize;
+            f.splice(34..34, std::iter::repeat_n(1u8, words * 4));
+            f[14] = 0x40 | (5 + words as u8);
+            let total = (f.len() - 14) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+            f[24..26].fill(0);
+            let c = internet_checksum(&f[14..14 + 20 + words * 4]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        match below(r, 100) {
+            0..=2 => f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes()),
+            3 => f.truncate(below(r, 14) as usize),
+            4 => f.truncate(14 + below(r, 20) as usize),
+            5 => f[14] = (f[14] & 0x0f) | 0x60,
+            6 => f[14] = (f[14] & 0xf0) | below(r, 5) as u8,
+            7 => {
+                let t = f.len() as u16 - 14 + 1 + below(r, 100) as u16;
+                f[16..18].copy_from_slice(&t.to_be_bytes());
+            }
+            8 => f[16..18].copy_from_slice(&(below(r, 20) as u16).to_be_bytes()),
+            9..=10 => f[24] ^= 1 + below(r, 255) as u8,
+            11 => f[14] = 0x4f, // IHL 15: 60 bytes of header
+            _ => {}
+        }
+        let mut p = Packet::from_bytes(f);
+        p.ts = Timestamp::from_nanos((EPOCH + i as u64) * 1_000_000_000);
+        out.push(p);
+    }
+    out
+}
