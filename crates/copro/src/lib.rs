@@ -5,10 +5,12 @@
 //! | kind       | what it does |
 //! |------------|--------------|
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
+//! | `eventlog` | records (packet, rule)-style events for the host application to collect (IDS alerts) |
 //! | `linkstate`| which application ports are up (set by the runtime from the attached inputs) |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 
 mod counters;
+pub mod eventlog;
 pub mod linkstate;
 pub mod meter;
 
@@ -21,6 +23,7 @@ use netvm_vm::CoproRegistry;
 pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
     r.register("counters", counters::create);
+    r.register("eventlog", eventlog::create);
     r.register("linkstate", linkstate::create);
     r.register("meter", meter::create);
     r
