@@ -1,0 +1,11 @@
+//! NetVMSnort (NetVM paper §6.2): Snort rules compiled to a NetIL
+//! application.
+//!
+//! - [`rules`]: the rule subset, parsed; lines outside it are reported;
+//! - [`compile`]: rules → a NetIL application (a decoder NetPE, detection
+//!   NetPEs whose content prefilter is the `strmatch` coprocessor, a verdict
+//!   NetPE) with its pattern and regex tables.
+
+pub mod rules;
+
+pub use rules::{parse_rules, Action, Proto, Rule, RuleError, RuleSet};
