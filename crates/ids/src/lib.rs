@@ -6,6 +6,8 @@
 //!   NetPEs whose content prefilter is the `strmatch` coprocessor, a verdict
 //!   NetPE) with its pattern and regex tables.
 
+pub mod compile;
 pub mod rules;
 
+pub use compile::{compile, IdsApp};
 pub use rules::{parse_rules, Action, Proto, Rule, RuleError, RuleSet};

@@ -1,0 +1,653 @@
+//! Rules → a NetIL application.
+//!
+//! ```text
+//! source 0 ─► decode ─► detect_1 ─► … ─► detect_K ─► verdict ─0─► sink 1 (packets not dropped)
+//! ```
+//!
+//! - `decode` (fixed NetIL, [`DECODE`]) numbers the packet, parses
+//!   Ethernet (one optional 802.1Q tag) and IPv4, and writes what the rules
+//!   look at into info memory ([`info`]): the protocol class, addresses,
+//!   ports, and where the IP and L4 payloads are.
+//! - each `detect_i` holds a share of the rules (as many as fit one code
+//!   segment). Per protocol class, one `strmatch` search over the payload
+//!   finds the rules whose *fast pattern* (a content the rule cannot match
+//!   without: the one marked `fast_pattern`, else the longest) occurs; a
+//!   `switch` on the pattern id jumps to that rule's code, which checks
+//!   the header, then the contents (`strmatch` `find` within the region
+//!   `offset`/`depth` or `distance`/`within` give, backtracking over
+//!   earlier occurrences as Snort does) and pcres (`regex`), and finally
+//!   logs (packet, rule, action) in the `eventlog` and sets the verdict
+//!   bits in info memory. Rules with no positive content are checked in
+//!   order for every packet of their class.
+//! - `verdict` drops a packet a `drop` rule matched, unless a `pass` rule matched.
+//!
+//! The host (`netvm ids`) loads each detect NetPE's pattern and regex
+//! tables through the control plane, drains the event logs after every
+//! batch and applies `pass` (a packet a pass rule matched raises no alert).
+
+use std::fmt::Write;
+
+use netvm_runtime::manifest::{ConnectSpec, NetPeSpec, SinkSpec, SourceSpec};
+use netvm_runtime::Manifest;
+
+use crate::rules::{AddrExpr, Content, Matcher, PortExpr, Proto, Rule};
+
+/// Info memory written by `decode` (offsets, big-endian).
+pub mod info {
+    /// u32: the packet's 1-based index in the input.
+    pub const INDEX: u32 = 0;
+    /// u8: protocol class, one of the `CLASS_*` values.
+    pub const CLASS: u32 = 4;
+    /// u32: IPv4 source address.
+    pub const SRC: u32 = 8;
+    /// u32: IPv4 destination address.
+    pub const DST: u32 = 12;
+    /// u16: source port (TCP, UDP; 0 otherwise).
+    pub const SPORT: u32 = 16;
+    /// u16: destination port.
+    pub const DPORT: u32 = 18;
+    /// u16: offset of the IP payload.
+    pub const IP_PAYLOAD: u32 = 20;
+    /// u16: length of the IP payload (captured, within the total length).
+    pub const IP_PAYLOAD_LEN: u32 = 22;
+    /// u16: offset of the L4 payload.
+    pub const L4_PAYLOAD: u32 = 24;
+    /// u16: length of the L4 payload.
+    pub const L4_PAYLOAD_LEN: u32 = 26;
+    /// u8: verdict bits, [`ALERTED`] | [`DROP`] | [`PASS`].
+    pub const VERDICT: u32 = 28;
+    /// Size of info memory.
+    pub const SIZE: u32 = 32;
+
+    /// Not IPv4, or a header that does not parse: no rule applies.
+    pub const CLASS_NONE: u8 = 0;
+    /// TCP (a whole TCP header captured).
+    pub const CLASS_TCP: u8 = 1;
+    /// UDP (a whole UDP header captured).
+    pub const CLASS_UDP: u8 = 2;
+    /// ICMP (8 bytes of ICMP header captured).
+    pub const CLASS_ICMP: u8 = 3;
+    /// Any other IPv4 packet: non-first fragments, other protocols, short L4 headers. Only `ip` rules apply.
+    pub const CLASS_IP: u8 = 4;
+
+    /// Verdict bit: an alert or drop rule matched.
+    pub const ALERTED: u8 = 1;
+    /// Verdict bit: a drop rule matched.
+    pub const DROP: u8 = 2;
+    /// Verdict bit: a pass rule matched.
+    pub const PASS: u8 = 4;
+}
+
+/// The decoder NetPE.
+pub const DECODE: &str = include_str!("decode.nil");
+
+/// The verdict NetPE.
+pub const VERDICT: &str = "\
+; verdict: drops a packet a drop rule matched, unless a pass rule matched.
+.infosize 32
+.ports 1
+segment .push
+    pop
+    push 28
+    iload.8
+    dup
+    push 4
+    and
+    jnz pass
+    push 2
+    and
+    jnz dropped
+    ret 0
+pass:
+    pop
+    ret 0
+dropped:
+    drop
+ends
+";
+
+/// The compiled application.
+#[derive(Debug)]
+pub struct IdsApp {
+    /// The manifest, its programs in memory.
+    pub manifest: Manifest,
+    /// Control-plane tables to load before the first packet: (`NETPE.INSTANCE`, text).
+    pub tables: Vec<(String, String)>,
+    /// Each NetPE's NetIL listing (name, text).
+    pub listings: Vec<(String, String)>,
+    /// The names of the event logs to drain.
+    pub event_logs: Vec<String>,
+}
+
+/// Event word 2: the action, as logged.
+pub fn action_code(a: crate::rules::Action) -> u32 {
+    match a {
+        crate::rules::Action::Alert => 0,
+        crate::rules::Action::Drop => 1,
+        crate::rules::Action::Pass => 2,
+    }
+}
+
+/// Execution budget of the IDS's handlers (backtracking over contents can be long).
+pub const BUDGET: u64 = 50_000_000;
+/// Largest NetIL listing per detect NetPE before the rules are split (the
+/// code segment limit is 1 MiB of bytecode; text is about 3x the bytecode).
+const MAX_LISTING: usize = 2_400_000;
+
+/// Compiles `rules` (their index is the rule id logged in events).
+pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
+    let mut chunks: Vec<(usize, usize)> = Vec::new();
+    split(rules, 0, rules.len(), &mut chunks);
+    let mut netpes = vec![NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None }];
+    let mut listings = vec![("decode".to_string(), DECODE.to_string())];
+    let mut tables = Vec::new();
+    let mut event_logs = Vec::new();
+    for (i, (lo, hi)) in chunks.iter().enumerate() {
+        let name = format!("detect_{}", i + 1);
+        let d = detect(&rules[*lo..*hi], *lo);
+        tables.push((format!("{name}.sm"), d.patterns));
+        if !d.regexes.is_empty() {
+            tables.push((format!("{name}.re"), d.regexes));
+        }
+        event_logs.push(format!("{name}.log"));
+        netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro: Default::default(), module: None });
+        listings.push((name, d.text));
+    }
+    netpes.push(NetPeSpec { name: "verdict".into(), program: "verdict.nil".into(), copro: Default::default(), module: None });
+    listings.push(("verdict".into(), VERDICT.into()));
+    for (spec, (name, text)) in netpes.iter_mut().zip(&listings) {
+        let a = netil::assemble(text).map_err(|e| format!("{name}: {}", e.display_with(name)))?;
+        spec.module = Some(a.module);
+    }
+    let connections = netpes.windows(2).map(|w| ConnectSpec { from: format!("{}.0", w[0].name), to: w[1].name.clone() }).collect();
+    let manifest = Manifest {
+        name: Some("ids".into()),
+        budget: Some(BUDGET),
+        sources: vec![SourceSpec { port: 0, to: "decode".into() }],
+        connections,
+        sinks: vec![SinkSpec { from: "verdict.0".into(), port: 1, file: None }],
+        netpes,
+        base_dir: Default::default(),
+    };
+    Ok(IdsApp { manifest, tables, listings, event_logs })
+}
+
+/// Splits `rules[lo..hi]` into chunks whose detect listing fits one code segment.
+fn split(rules: &[Rule], lo: usize, hi: usize, out: &mut Vec<(usize, usize)>) {
+    if hi - lo > 1 && detect(&rules[lo..hi], lo).text.len() > MAX_LISTING {
+        let mid = lo + (hi - lo) / 2;
+        split(rules, lo, mid, out);
+        split(rules, mid, hi, out);
+    } else {
+        out.push((lo, hi));
+    }
+}
+
+/// A generated detect NetPE.
+struct Detect {
+    text: String,
+    patterns: String,
+    regexes: String,
+}
+
+/// Locals of a detect NetPE.
+const L_TMP: u32 = 0;
+const L_BASE: u32 = 1;
+const L_END: u32 = 2;
+const L_CURSOR: u32 = 3;
+fn l_start(i: usize) -> u32 {
+    4 + 2 * i as u32
+}
+fn l_stop(i: usize) -> u32 {
+    5 + 2 * i as u32
+}
+
+/// One protocol section of the detect code.
+struct Section {
+    proto: Proto,
+    label: &'static str,
+    group: u32,
+    payload: u32,
+    payload_len: u32,
+}
+
+const SECTIONS: [Section; 4] = [
+    Section { proto: Proto::Tcp, label: "tcp", group: 1, payload: info::L4_PAYLOAD, payload_len: info::L4_PAYLOAD_LEN },
+    Section { proto: Proto::Udp, label: "udp", group: 2, payload: info::L4_PAYLOAD, payload_len: info::L4_PAYLOAD_LEN },
+    Section { proto: Proto::Icmp, label: "icmp", group: 3, payload: info::L4_PAYLOAD, payload_len: info::L4_PAYLOAD_LEN },
+    Section { proto: Proto::Ip, label: "ip", group: 4, payload: info::IP_PAYLOAD, payload_len: info::IP_PAYLOAD_LEN },
+];
+
+/// The content a rule is prefiltered on, if any.
+pub fn fast_pattern(rule: &Rule) -> Option<usize> {
+    let positive = |m: &Matcher| matches!(m, Matcher::Content(c) if !c.negated);
+    let marked = rule.matchers.iter().position(|m| positive(m) && matches!(m, Matcher::Content(c) if c.fast_pattern));
+    marked.or_else(|| {
+        let mut best: Option<(usize, usize)> = None;
+        for (i, m) in rule.matchers.iter().enumerate() {
+            if let Matcher::Content(c) = m {
+                if !c.negated && best.is_none_or(|(_, l)| c.bytes.len() > l) {
+                    best = Some((i, c.bytes.len()));
+                }
+            }
+        }
+        best.map(|(i, _)| i)
+    })
+}
+
+struct Gen {
+    text: String,
+    patterns: String,
+    regexes: String,
+    next_pattern: u32,
+    next_regex: u32,
+    labels: u32,
+}
+
+impl Gen {
+    fn label(&mut self, what: &str) -> String {
+        self.labels += 1;
+        format!("{what}_{}", self.labels)
+    }
+    fn op(&mut self, s: &str) {
+        let _ = writeln!(self.text, "    {s}");
+    }
+    fn at(&mut self, label: &str) {
+        let _ = writeln!(self.text, "{label}:");
+    }
+    fn pattern(&mut self, c: &Content, group: u32) -> u32 {
+        let id = self.next_pattern;
+        self.next_pattern += 1;
+        let hex: Vec<String> = c.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = writeln!(self.patterns, "{id} {group} \"|{}|\"{}", hex.join(" "), if c.nocase { " nocase" } else { "" });
+        id
+    }
+}
+
+fn detect(rules: &[Rule], first_id: usize) -> Detect {
+    let mut g = Gen { text: String::new(), patterns: String::new(), regexes: String::new(), next_pattern: 0, next_regex: 0, labels: 0 };
+    let max_matchers = rules.iter().map(|r| r.matchers.len()).max().unwrap_or(0);
+    let _ = writeln!(g.text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
+    let _ = writeln!(g.text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
+    let _ = writeln!(
+        g.text,
+        ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
+        info::SIZE,
+        4 * rules.len().max(1),
+        4 + 2 * max_matchers
+    );
+    let _ = writeln!(g.text, "segment .push");
+    g.op("pop");
+    g.op(&format!("push {}", info::CLASS));
+    g.op("iload.8");
+    g.op("switch 1: sec_tcp, 2: sec_udp, 3: sec_icmp, 4: sec_ip, default: done");
+    for s in &SECTIONS {
+        let mine: Vec<(usize, &Rule)> = rules.iter().enumerate().filter(|(_, r)| r.proto == s.proto).collect();
+        g.at(&format!("sec_{}", s.label));
+        let after = if s.proto == Proto::Ip { "done".to_string() } else { "sec_ip".to_string() };
+        if mine.is_empty() {
+            g.op(&format!("jump {after}"));
+            continue;
+        }
+        // Payload bounds.
+        g.op(&format!("push {}", s.payload));
+        g.op("iload.16");
+        g.op(&format!("locstore {L_BASE}"));
+        g.op(&format!("locload {L_BASE}"));
+        g.op(&format!("push {}", s.payload_len));
+        g.op("iload.16");
+        g.op("add");
+        g.op(&format!("locstore {L_END}"));
+        let (with_fp, without): (Vec<_>, Vec<_>) = mine.into_iter().partition(|(_, r)| fast_pattern(r).is_some());
+        let rest = format!("{}_nofp", s.label);
+        if !with_fp.is_empty() {
+            // Each rule's contents become patterns; the fast pattern is in the section's group.
+            let mut cases: Vec<(u32, String)> = Vec::new();
+            let mut bodies = Vec::new();
+            for (k, r) in &with_fp {
+                let fp = fast_pattern(r).unwrap_or(0);
+                let ids = rule_patterns(&mut g, r, Some((fp, s.group)));
+                let entry = format!("r{}_{}", first_id + k, s.label);
+                cases.push((ids[fp], entry.clone()));
+                bodies.push((*k, *r, ids, entry));
+            }
+            cases.sort();
+            let next = format!("{}_next", s.label);
+            g.op(&format!("push {}", s.group));
+            g.op("copro.in sm, 0");
+            g.op(&format!("locload {L_BASE}"));
+            g.op("copro.in sm, 1");
+            g.op(&format!("push {}", s.payload_len));
+            g.op("iload.16");
+            g.op("copro.in sm, 2");
+            g.op("copro.invoke sm, 1");
+            g.at(&next);
+            g.op("copro.invoke sm, 2");
+            g.op("copro.out sm, 0");
+            g.op(&format!("jz {rest}"));
+            g.op("copro.out sm, 1");
+            let items: Vec<String> = cases.iter().map(|(id, l)| format!("{id}: {l}")).collect();
+            g.op(&format!("switch {}, default: {next}", items.join(", ")));
+            for (k, r, ids, entry) in bodies {
+                g.at(&entry);
+                // Evaluate a rule once per packet, however often its fast pattern occurs.
+                g.op(&format!("push {}", 4 * k));
+                g.op("dload.32");
+                g.op(&format!("push {}", info::INDEX));
+                g.op("iload.32");
+                g.op(&format!("jcmp.eq {next}"));
+                g.op(&format!("push {}", 4 * k));
+                g.op(&format!("push {}", info::INDEX));
+                g.op("iload.32");
+                g.op("dstore.32");
+                rule_body(&mut g, r, first_id + k, &ids, &next);
+            }
+        }
+        g.at(&rest);
+        for (k, r) in without {
+            let ids = rule_patterns(&mut g, r, None);
+            let skip = g.label(&format!("r{}_end", first_id + k));
+            rule_body(&mut g, r, first_id + k, &ids, &skip);
+            g.at(&skip);
+        }
+        g.op(&format!("jump {after}"));
+    }
+    g.at("done");
+    g.op("ret 0");
+    let _ = writeln!(g.text, "ends");
+    Detect { text: g.text, patterns: g.patterns, regexes: g.regexes }
+}
+
+/// Each matcher's table id: the pattern id of a content, the regex id of a
+/// pcre. The fast pattern goes in `group`, the other contents in group 0
+/// (never searched as a group, only `find`).
+fn rule_patterns(g: &mut Gen, r: &Rule, fp: Option<(usize, u32)>) -> Vec<u32> {
+    r.matchers
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match m {
+            Matcher::Content(c) => g.pattern(c, fp.filter(|(f, _)| *f == i).map_or(0, |(_, grp)| grp)),
+            Matcher::Pcre(p) => {
+                let id = g.next_regex;
+                g.next_regex += 1;
+                let _ = writeln!(g.regexes, "{id} /{}/{}", p.pattern, p.flags);
+                id
+            }
+        })
+        .collect()
+}
+
+/// Header checks, matchers, logging; every failure jumps to `fail`, and so does the end.
+fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
+    addr_check(g, &r.src, info::SRC, fail);
+    addr_check(g, &r.dst, info::DST, fail);
+    if matches!(r.proto, Proto::Tcp | Proto::Udp) {
+        port_check(g, &r.sport, info::SPORT, fail);
+        port_check(g, &r.dport, info::DPORT, fail);
+    }
+    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("locstore {L_CURSOR}"));
+    // Where each matcher backtracks to when it fails.
+    let mut retry: Vec<String> = Vec::new();
+    for (i, m) in r.matchers.iter().enumerate() {
+        let depends = match m {
+            Matcher::Content(c) => c.relative(),
+            Matcher::Pcre(p) => p.relative,
+        };
+        // The nearest earlier positive content, whose next occurrence may help.
+        let back = if depends {
+            (0..i)
+                .rev()
+                .find(|j| matches!(&r.matchers[*j], Matcher::Content(c) if !c.negated))
+                .map_or(fail.to_string(), |j| retry[j].clone())
+        } else {
+            fail.to_string()
+        };
+        let try_label = g.label(&format!("r{rule_id}_m{i}"));
+        retry.push(try_label.clone());
+        match m {
+            Matcher::Content(c) => {
+                region(g, c, i);
+                g.at(&try_label);
+                let pid = ids[i];
+                let (s, e) = (l_start(i), l_stop(i));
+                let missing = if c.negated { g.label("absent") } else { back.clone() };
+                g.op(&format!("locload {e}"));
+                g.op(&format!("locload {s}"));
+                g.op(&format!("jcmp.sle {missing}"));
+                g.op(&format!("push {pid}"));
+                g.op("copro.in sm, 0");
+                g.op(&format!("locload {s}"));
+                g.op("copro.in sm, 1");
+                g.op(&format!("locload {e}"));
+                g.op(&format!("locload {s}"));
+                g.op("sub");
+                g.op("copro.in sm, 2");
+                g.op("copro.invoke sm, 3");
+                g.op("copro.out sm, 0");
+                g.op(&format!("jz {missing}"));
+                if c.negated {
+                    // Present where it must not be.
+                    g.op(&format!("jump {back}"));
+                    g.at(&missing);
+                } else {
+                    // Found: the next try starts one byte later; the cursor moves to the match end.
+                    g.op("copro.out sm, 2");
+                    g.op("push 1");
+                    g.op("add");
+                    g.op(&format!("locstore {s}"));
+                    g.op("copro.out sm, 3");
+                    g.op(&format!("locstore {L_CURSOR}"));
+                }
+            }
+            Matcher::Pcre(p) => {
+                g.at(&try_label);
+                g.op(&format!("push {}", ids[i]));
+                g.op("copro.in re, 0");
+                let start = if p.relative { L_CURSOR } else { L_BASE };
+                g.op(&format!("locload {start}"));
+                g.op("copro.in re, 1");
+                g.op(&format!("locload {L_END}"));
+                g.op(&format!("locload {start}"));
+                g.op("sub");
+                g.op("copro.in re, 2");
+                g.op("copro.invoke re, 0");
+                g.op("copro.out re, 0");
+                g.op(&format!("jz {back}"));
+                g.op("copro.out re, 2");
+                g.op(&format!("locstore {L_CURSOR}"));
+            }
+        }
+    }
+    // Log (packet, rule, action) and set the verdict bits.
+    g.op(&format!("push {}", info::INDEX));
+    g.op("iload.32");
+    g.op("copro.in log, 0");
+    g.op(&format!("push {rule_id}"));
+    g.op("copro.in log, 1");
+    g.op(&format!("push {}", action_code(r.action)));
+    g.op("copro.in log, 2");
+    g.op("copro.invoke log, 0");
+    let bits = match r.action {
+        crate::rules::Action::Alert => info::ALERTED,
+        crate::rules::Action::Drop => info::ALERTED | info::DROP,
+        crate::rules::Action::Pass => info::PASS,
+    };
+    g.op(&format!("push {}", info::VERDICT));
+    g.op(&format!("push {}", info::VERDICT));
+    g.op("iload.8");
+    g.op(&format!("push {bits}"));
+    g.op("or");
+    g.op("istore.8");
+    g.op(&format!("jump {fail}"));
+}
+
+/// Sets the search region locals of content `i` from the cursor or the payload start.
+/// Arithmetic is signed: offsets and distances may be negative; the start is clipped to the payload.
+fn region(g: &mut Gen, c: &Content, i: usize) {
+    let (s, e) = (l_start(i), l_stop(i));
+    let (from, shift, limit) =
+        if c.relative() { (L_CURSOR, c.distance.unwrap_or(0), c.within) } else { (L_BASE, c.offset.unwrap_or(0), c.depth) };
+    g.op(&format!("locload {from}"));
+    g.op(&format!("push {shift}"));
+    g.op("add");
+    g.op(&format!("locstore {s}"));
+    // end = min(start + limit, payload end)
+    g.op(&format!("locload {L_END}"));
+    g.op(&format!("locstore {e}"));
+    if let Some(n) = limit {
+        let keep = g.label("keep");
+        g.op(&format!("locload {s}"));
+        g.op(&format!("push {n}"));
+        g.op("add");
+        g.op(&format!("locstore {L_TMP}"));
+        g.op(&format!("locload {L_TMP}"));
+        g.op(&format!("locload {e}"));
+        g.op(&format!("jcmp.sge {keep}"));
+        g.op(&format!("locload {L_TMP}"));
+        g.op(&format!("locstore {e}"));
+        g.at(&keep);
+    }
+    // start = max(start, payload start)
+    let ok = g.label("inside");
+    g.op(&format!("locload {s}"));
+    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("jcmp.sge {ok}"));
+    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("locstore {s}"));
+    g.at(&ok);
+}
+
+/// Jumps to `fail` unless the address at info `off` matches `x`.
+fn addr_check(g: &mut Gen, x: &AddrExpr, off: u32, fail: &str) {
+    if *x == AddrExpr::Any {
+        return;
+    }
+    g.op(&format!("push {off}"));
+    g.op("iload.32");
+    g.op(&format!("locstore {L_TMP}"));
+    let ok = g.label("addr_ok");
+    addr_bool(g, x, &ok, fail);
+    g.at(&ok);
+}
+
+fn addr_bool(g: &mut Gen, x: &AddrExpr, yes: &str, no: &str) {
+    match x {
+        AddrExpr::Any => g.op(&format!("jump {yes}")),
+        AddrExpr::Net(net, len) => {
+            g.op(&format!("locload {L_TMP}"));
+            g.op(&format!("push {:#x}", crate::rules::mask(*len)));
+            g.op("and");
+            g.op(&format!("push {net:#x}"));
+            g.op(&format!("jcmp.eq {yes}"));
+            g.op(&format!("jump {no}"));
+        }
+        AddrExpr::Not(inner) => addr_bool(g, inner, no, yes),
+        AddrExpr::List(items) => list_bool(
+            g,
+            items,
+            yes,
+            no,
+            |x| match x {
+                AddrExpr::Not(i) => Some(i.as_ref()),
+                _ => None,
+            },
+            addr_bool,
+        ),
+    }
+}
+
+/// Jumps to `fail` unless the port at info `off` matches `x`.
+fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
+    if *x == PortExpr::Any {
+        return;
+    }
+    g.op(&format!("push {off}"));
+    g.op("iload.16");
+    g.op(&format!("locstore {L_TMP}"));
+    let ok = g.label("port_ok");
+    port_bool(g, x, &ok, fail);
+    g.at(&ok);
+}
+
+fn port_bool(g: &mut Gen, x: &PortExpr, yes: &str, no: &str) {
+    match x {
+        PortExpr::Any => g.op(&format!("jump {yes}")),
+        PortExpr::Range(lo, hi) => {
+            if *lo > 0 {
+                g.op(&format!("locload {L_TMP}"));
+                g.op(&format!("push {lo}"));
+                g.op(&format!("jcmp.lt {no}"));
+            }
+            if *hi < u16::MAX {
+                g.op(&format!("locload {L_TMP}"));
+                g.op(&format!("push {hi}"));
+                g.op(&format!("jcmp.gt {no}"));
+            }
+            g.op(&format!("jump {yes}"));
+        }
+        PortExpr::Not(inner) => port_bool(g, inner, no, yes),
+        PortExpr::List(items) => list_bool(
+            g,
+            items,
+            yes,
+            no,
+            |x| match x {
+                PortExpr::Not(i) => Some(i.as_ref()),
+                _ => None,
+            },
+            port_bool,
+        ),
+    }
+}
+
+/// A list: no negated element may match, and a plain one must (if there is one).
+fn list_bool<T>(g: &mut Gen, items: &[T], yes: &str, no: &str, negated: impl Fn(&T) -> Option<&T>, each: fn(&mut Gen, &T, &str, &str)) {
+    for x in items {
+        if let Some(inner) = negated(x) {
+            let next = g.label("not_in");
+            each(g, inner, no, &next);
+            g.at(&next);
+        }
+    }
+    let plain: Vec<&T> = items.iter().filter(|x| negated(x).is_none()).collect();
+    if plain.is_empty() {
+        g.op(&format!("jump {yes}"));
+        return;
+    }
+    for x in plain {
+        let next = g.label("or_else");
+        each(g, x, yes, &next);
+        g.at(&next);
+    }
+    g.op(&format!("jump {no}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn every_generated_module_verifies() {
+        let text = r#"
+alert tcp any any -> 10.0.0.0/8 80 (msg:"a"; content:"GET"; nocase; offset:0; depth:3; content:"x"; distance:1; within:5; sid:1;)
+drop udp [1.2.3.4,!5.6.7.8] !53 -> any [1:10,!5] (msg:"b"; content:!"zz"; pcre:"/ab+c/iR"; sid:2;)
+pass icmp any any -> any any (msg:"c"; sid:3;)
+alert ip any any -> any any (msg:"d"; content:"|00 01|"; fast_pattern; content:"long content"; sid:4;)
+alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
+"#;
+        let set = crate::parse_rules(text, &HashMap::new());
+        assert!(set.errors.is_empty(), "{:?}", set.errors);
+        let app = compile(&set.rules).unwrap();
+        for (spec, (name, listing)) in app.manifest.netpes.iter().zip(&app.listings) {
+            let m = spec.module.as_ref().unwrap();
+            netvm_verify::verify(m).unwrap_or_else(|e| panic!("{name}: {e}\n{listing}"));
+        }
+        assert_eq!(app.event_logs, vec!["detect_1.log"]);
+        let patterns = &app.tables.iter().find(|t| t.0 == "detect_1.sm").unwrap().1;
+        assert!(patterns.contains("\"|47 45 54|\" nocase"), "{patterns}");
+        assert_eq!(fast_pattern(&set.rules[3]), Some(0), "fast_pattern wins over a longer content");
+        assert_eq!(fast_pattern(&set.rules[1]), None, "no positive content");
+    }
+}
