@@ -7,15 +7,24 @@
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
 //! | `eventlog` | records (packet, rule)-style events for the host application to collect (IDS alerts) |
 //! | `linkstate`| which application ports are up (set by the runtime from the attached inputs) |
+//! | `strmatch` | multi-pattern literal matching (Hyperscan when present, else aho-corasick) |
+//! | `regex`    | PCRE-style regular expressions (regex-automata) on packet regions |
+//! | `lpm`      | longest-prefix match over IPv4 (DIR-24-8) or IPv6 routes, loaded from route files |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 
 mod counters;
 pub mod eventlog;
 pub mod linkstate;
+pub mod lpm;
 pub mod meter;
+pub mod regex;
+pub mod strmatch;
 
 pub use counters::Counters;
+pub use lpm::{Lpm4, Lpm6, LpmCoprocessor};
 pub use meter::Meters;
+pub use regex::RegexCopro;
+pub use strmatch::{PatternSet, StrMatch};
 
 use netvm_vm::CoproRegistry;
 
@@ -25,6 +34,9 @@ pub fn registry() -> CoproRegistry {
     r.register("counters", counters::create);
     r.register("eventlog", eventlog::create);
     r.register("linkstate", linkstate::create);
+    r.register("lpm", lpm::create);
     r.register("meter", meter::create);
+    r.register("regex", regex::create);
+    r.register("strmatch", strmatch::create);
     r
 }

@@ -1,0 +1,362 @@
+//! `lpm`: longest-prefix match over IPv4 or IPv6 routes.
+//!
+//! This module owns the route table ([`Lpm`], [`Lpm4`], [`Lpm6`]: a
+//! multibit trie with prefix expansion and depth-tagged entries, the DPDK
+//! `rte_lpm` algorithm; DIR-24-8 for IPv4, a 16-bit first level then 8-bit
+//! strides for IPv6), the route file format ([`parse_routes`]) and the
+//! coprocessor ([`LpmCoprocessor`]). Benchmarks and host code can use the
+//! table directly, including [`Lpm::lookup_bulk`] for batches.
+//!
+//! Configuration: `family` = `ipv4` (default) or `ipv6`; `tbl8_groups`, the
+//! most 256-entry groups the table may use (default 65536 for IPv4, 131072
+//! for IPv6, at most 2^24; each group is 1 KiB). A prefix longer than the
+//! first level (/24 for IPv4, /16 for IPv6) needs a group per further 8 bits
+//! that no other rule already made; an insert that would exceed the budget
+//! fails and changes nothing. The IPv4 first level takes 64 MiB of address
+//! space (256 KiB for IPv6), backed only where routes are written.
+//!
+//! | register | meaning |
+//! |----------|---------|
+//! | in 0..3  | address: IPv4 in in0; IPv6 as four big-endian words, in0 most significant .. in3 (what `pkt.ld32` at offsets +0, +4, +8, +12 loads) |
+//! | in 4     | prefix length (insert, delete) |
+//! | in 5     | next hop (insert) |
+//! | in 8     | packet offset (lookup_pkt) |
+//! | out 0    | 1 found / done, 0 not found |
+//! | out 1    | next hop (lookup, lookup_pkt), 0 on a miss and after insert/delete |
+//!
+//! | op | name       | effect |
+//! |----|------------|--------|
+//! | 0  | lookup     | longest match of the address in in0..3: out0 = 1, out1 = its next hop; or out0 = out1 = 0 |
+//! | 1  | insert     | add the prefix in0..3/in4 with next hop in5, or replace the next hop of an existing one: out0 = 1, or 0 if the group budget is exhausted (nothing changed) |
+//! | 2  | delete     | remove the prefix in0..3/in4: out0 = 1 if it existed; the next longest covering route takes over |
+//! | 3  | lookup_pkt | like lookup, the address read big-endian from packet memory at offset in8 (4 bytes for IPv4, 16 for IPv6) |
+//!
+//! Insert and delete with a length above 32 (128), address bits set beyond
+//! the length, or (insert) a next hop of 2^24 or more, and a lookup_pkt
+//! reading past the end of the packet, are bad arguments: the handler
+//! faults with `copro`. Registers in 6, in 7 and out 2 and above do not
+//! exist; other operations neither.
+//!
+//! Control plane: `load` reads a route file (below) and inserts its routes,
+//! returning how many; `clear` removes every route; `dump` writes the routes
+//! in the route file format, sorted by address then length, so that a dump
+//! loads back. Statistics: `routes`, `tbl8_groups_used`, `tbl8_groups` (the
+//! budget), `lookups` and `hits` (lookup and lookup_pkt operations, and
+//! those that found a route).
+//!
+//! Route file: one route per line, `PREFIX[/LEN] NEXTHOP`, e.g.
+//! `10.0.0.0/8 1` or `2001:db8::/32 3`. `#` starts a comment; blank lines
+//! are ignored; fields are separated by spaces or tabs. A missing `/LEN`
+//! means a host route. The next hop is a decimal integer below 2^24. A bad
+//! address, a length out of range, bits set beyond the length (`10.0.0.1/8`
+//! is an error, as with `ip route`), an address of the other family, a bad
+//! next hop or trailing text is an error naming the 1-based line and the
+//! text. A later line for the same prefix replaces the earlier one. The file
+//! is checked whole before any route is inserted; an exhausted group budget
+//! stops the load at the line that needed a group.
+
+mod routes;
+mod table;
+
+pub use routes::{parse_routes, Family, Route};
+pub use table::{Lpm, Lpm4, Lpm6, LpmAddress, LpmError, MAX_NEXT_HOP, MAX_TBL8_GROUPS};
+
+use std::fmt::Write;
+
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+
+/// The `lpm` coprocessor over addresses `A` (`u32`: IPv4, `u128`: IPv6).
+#[derive(Debug)]
+pub struct LpmCoprocessor<A: LpmAddress> {
+    table: Lpm<A>,
+    input: [u32; 9],
+    output: [u32; 2],
+    lookups: u64,
+    hits: u64,
+}
+
+impl<A: LpmAddress> LpmCoprocessor<A> {
+    /// An empty instance that may use at most `tbl8_groups` groups.
+    pub fn new(tbl8_groups: u32) -> LpmCoprocessor<A> {
+        LpmCoprocessor { table: Lpm::new(tbl8_groups), input: [0; 9], output: [0; 2], lookups: 0, hits: 0 }
+    }
+
+    /// The route table.
+    pub fn table(&self) -> &Lpm<A> {
+        &self.table
+    }
+
+    /// The route table, to change.
+    pub fn table_mut(&mut self) -> &mut Lpm<A> {
+        &mut self.table
+    }
+
+    fn addr(&self) -> A {
+        A::from_words([self.input[0], self.input[1], self.input[2], self.input[3]])
+    }
+
+    /// The prefix in in0..3/in4, checked.
+    fn prefix(&self) -> Result<(A, u8), CoproError> {
+        let len = self.input[4];
+        if len > u32::from(A::BITS) {
+            return Err(CoproError::BadArgument(format!("lpm: prefix length {len} out of range (0..={})", A::BITS)));
+        }
+        let (addr, len) = (self.addr(), len as u8);
+        Lpm::validate(addr, len, 0).map_err(|e| CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip())))?;
+        Ok((addr, len))
+    }
+
+    fn lookup(&mut self, addr: A) {
+        self.lookups += 1;
+        self.output = match self.table.lookup(addr) {
+            Some(nh) => {
+                self.hits += 1;
+                [1, nh]
+            }
+            None => [0, 0],
+        };
+    }
+}
+
+/// Creates an instance from its configuration (see the module documentation).
+pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
+    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "family" | "tbl8_groups")) {
+        return Err(format!("lpm: unknown setting `{k}` (known: family, tbl8_groups)"));
+    }
+    let family = match cfg.get("family") {
+        Some(f) => f.parse::<Family>().map_err(|e| format!("lpm: {e}"))?,
+        None => Family::Ipv4,
+    };
+    let groups = match cfg.get("tbl8_groups") {
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) if n <= MAX_TBL8_GROUPS => Some(n),
+            _ => return Err(format!("lpm: tbl8_groups `{s}` is not a number from 0 to {MAX_TBL8_GROUPS}")),
+        },
+        None => None,
+    };
+    Ok(match family {
+        Family::Ipv4 => Box::new(LpmCoprocessor::<u32>::new(groups.unwrap_or(u32::DEFAULT_TBL8_GROUPS))),
+        Family::Ipv6 => Box::new(LpmCoprocessor::<u128>::new(groups.unwrap_or(u128::DEFAULT_TBL8_GROUPS))),
+    })
+}
+
+impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
+    fn kind(&self) -> &str {
+        "lpm"
+    }
+
+    fn write(&mut self, reg: u8, value: u32) -> Result<(), CoproError> {
+        match reg {
+            0..=5 | 8 => {
+                self.input[usize::from(reg)] = value;
+                Ok(())
+            }
+            _ => Err(CoproError::NoRegister(reg)),
+        }
+    }
+
+    fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
+        self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
+        match op {
+            0 => self.lookup(self.addr()),
+            1 => {
+                let (addr, len) = self.prefix()?;
+                self.output = match self.table.insert(addr, len, self.input[5]) {
+                    Ok(()) => [1, 0],
+                    Err(LpmError::Full { .. }) => [0, 0],
+                    Err(e) => return Err(CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip()))),
+                };
+            }
+            2 => {
+                let (addr, len) = self.prefix()?;
+                self.output = [u32::from(self.table.delete(addr, len)), 0];
+            }
+            3 => {
+                let off = self.input[8] as usize;
+                let addr = ctx.packet.get(off..).and_then(A::from_be_slice).ok_or_else(|| {
+                    CoproError::BadArgument(format!(
+                        "lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({} bytes)",
+                        A::BYTES,
+                        ctx.packet.len()
+                    ))
+                })?;
+                self.lookup(addr);
+            }
+            _ => return Err(CoproError::NoOperation(op)),
+        }
+        Ok(())
+    }
+
+    fn dump(&self) -> String {
+        let mut s = String::new();
+        for (a, l, nh) in self.table.iter() {
+            let _ = writeln!(s, "{}/{l} {nh}", a.to_ip());
+        }
+        s
+    }
+
+    fn load(&mut self, text: &str) -> Result<usize, String> {
+        let routes = routes::parse_numbered(text, A::FAMILY)?;
+        for (line, r) in &routes {
+            let addr = A::from_ip(r.addr).expect("parsed for this family");
+            self.table.insert(addr, r.len, r.next_hop).map_err(|e| format!("line {line}: {}: {e}; raise `tbl8_groups`", r))?;
+        }
+        Ok(routes.len())
+    }
+
+    fn clear(&mut self) {
+        self.table.clear();
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        vec![
+            ("routes".to_string(), self.table.len() as u64),
+            ("tbl8_groups_used".to_string(), u64::from(self.table.tbl8_groups_used())),
+            ("tbl8_groups".to_string(), u64::from(self.table.tbl8_groups())),
+            ("lookups".to_string(), self.lookups),
+            ("hits".to_string(), self.hits),
+        ]
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netvm_vm::Timestamp;
+
+    fn cfg(pairs: &[(&str, &str)]) -> CoproConfig {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn ctx(packet: &[u8]) -> InvokeContext<'_> {
+        InvokeContext { packet, info: &[], now: Timestamp::default() }
+    }
+
+    fn call(c: &mut dyn Coprocessor, regs: &[(u8, u32)], op: u8, packet: &[u8]) -> Result<[u32; 2], CoproError> {
+        for &(r, v) in regs {
+            c.write(r, v)?;
+        }
+        c.invoke(op, &ctx(packet))?;
+        Ok([c.read(0)?, c.read(1)?])
+    }
+
+    #[test]
+    fn ipv4_registers_and_ops() {
+        let mut c = create(&cfg(&[("tbl8_groups", "1")])).unwrap();
+        let c = c.as_mut();
+        assert_eq!(call(c, &[(0, 0x0A00_0000), (4, 8), (5, 1)], 1, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &[(0, 0x0A01_0200), (4, 24), (5, 2)], 1, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &[(0, 0x0A01_0280), (4, 25), (5, 3)], 1, &[]), Ok([1, 0]));
+        // The budget of one group is used: a /25 elsewhere does not fit.
+        assert_eq!(call(c, &[(0, 0x0B00_0080), (4, 25), (5, 3)], 1, &[]), Ok([0, 0]));
+        assert_eq!(call(c, &[(0, 0x0A01_02FF)], 0, &[]), Ok([1, 3]));
+        assert_eq!(call(c, &[(0, 0x0A01_0201)], 0, &[]), Ok([1, 2]));
+        assert_eq!(call(c, &[(0, 0x0B00_0080)], 0, &[]), Ok([0, 0]));
+        let pkt = [0u8, 0, 10, 1, 2, 200, 9];
+        assert_eq!(call(c, &[(8, 2)], 3, &pkt), Ok([1, 3]));
+        assert_eq!(call(c, &[(8, 3)], 3, &pkt), Ok([0, 0]));
+        assert!(matches!(call(c, &[(8, 4)], 3, &pkt), Err(CoproError::BadArgument(_))));
+        assert!(matches!(call(c, &[(8, u32::MAX)], 3, &pkt), Err(CoproError::BadArgument(_))));
+        assert_eq!(call(c, &[(0, 0x0A01_0200), (4, 24)], 2, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &[(0, 0x0A01_0200), (4, 24)], 2, &[]), Ok([0, 0]));
+        assert_eq!(call(c, &[(0, 0x0A01_0201)], 0, &[]), Ok([1, 1]));
+        // Bad arguments.
+        for (regs, op) in [
+            (&[(0, 0x0A00_0001), (4, 8), (5, 1)][..], 1),
+            (&[(0, 0), (4, 33), (5, 1)][..], 1),
+            (&[(0, 0), (4, u32::MAX), (5, 1)][..], 1),
+            (&[(0, 0), (4, 0), (5, 1 << 24)][..], 1),
+            (&[(0, 0x0A00_0001), (4, 8)][..], 2),
+            (&[(0, 0), (4, 256)][..], 2),
+        ] {
+            assert!(matches!(call(c, regs, op, &[]), Err(CoproError::BadArgument(_))), "{regs:?} op {op}");
+        }
+        assert_eq!(c.write(6, 0), Err(CoproError::NoRegister(6)));
+        assert_eq!(c.write(7, 0), Err(CoproError::NoRegister(7)));
+        assert_eq!(c.write(9, 0), Err(CoproError::NoRegister(9)));
+        assert_eq!(c.read(2), Err(CoproError::NoRegister(2)));
+        assert_eq!(c.invoke(4, &ctx(&[])), Err(CoproError::NoOperation(4)));
+        let stats: std::collections::BTreeMap<String, u64> = c.stats().into_iter().collect();
+        assert_eq!(stats["routes"], 2);
+        assert_eq!(stats["tbl8_groups_used"], 1);
+        assert_eq!(stats["tbl8_groups"], 1);
+        assert_eq!((stats["lookups"], stats["hits"]), (6, 4));
+        c.clear();
+        assert_eq!(c.stats()[0], ("routes".to_string(), 0));
+        assert_eq!(call(c, &[(0, 0x0A01_0201)], 0, &[]), Ok([0, 0]));
+    }
+
+    #[test]
+    fn ipv6_registers_and_ops() {
+        let mut c = create(&cfg(&[("family", "ipv6")])).unwrap();
+        let c = c.as_mut();
+        let a = [0x2001_0db8, 0x0001_0000, 0, 0x0000_0001];
+        let regs = |w: [u32; 4]| [(0u8, w[0]), (1, w[1]), (2, w[2]), (3, w[3])];
+        assert_eq!(call(c, &[&regs([0x2001_0db8, 0, 0, 0])[..], &[(4, 32), (5, 7)]].concat(), 1, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &[&regs(a)[..], &[(4, 128), (5, 8)]].concat(), 1, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &regs(a), 0, &[]), Ok([1, 8]));
+        assert_eq!(call(c, &regs([0x2001_0db8, 0x0001_0000, 0, 2]), 0, &[]), Ok([1, 7]));
+        assert_eq!(call(c, &regs([0x2001_0db9, 0, 0, 0]), 0, &[]), Ok([0, 0]));
+        let mut pkt = vec![0xEEu8; 3];
+        pkt.extend(a.iter().flat_map(|w| w.to_be_bytes()));
+        assert_eq!(call(c, &[(8, 3)], 3, &pkt), Ok([1, 8]));
+        assert!(matches!(call(c, &[(8, 4)], 3, &pkt), Err(CoproError::BadArgument(_))));
+        assert!(matches!(call(c, &[&regs(a)[..], &[(4, 64), (5, 1)]].concat(), 1, &[]), Err(CoproError::BadArgument(_))));
+        assert!(matches!(call(c, &[&regs(a)[..], &[(4, 129)]].concat(), 2, &[]), Err(CoproError::BadArgument(_))));
+        assert_eq!(c.dump(), "2001:db8::/32 7\n2001:db8:1::1/128 8\n");
+    }
+
+    #[test]
+    fn config() {
+        let err = |pairs| create(&cfg(pairs)).err().unwrap_or_default();
+        assert!(err(&[("family", "ipv5")]).contains("ipv5"));
+        assert!(create(&cfg(&[("tbl8_groups", "16777217")])).is_err());
+        assert!(create(&cfg(&[("tbl8_groups", "-1")])).is_err());
+        assert!(create(&cfg(&[("tbl8_groups", "lots")])).is_err());
+        assert!(err(&[("size", "1")]).contains("unknown setting `size`"));
+        let c = create(&cfg(&[("family", "ipv6"), ("tbl8_groups", "16777216")])).unwrap();
+        assert_eq!(c.kind(), "lpm");
+        assert_eq!(c.stats()[2], ("tbl8_groups".to_string(), 1 << 24));
+        let c = create(&cfg(&[])).unwrap();
+        assert_eq!(c.stats()[2], ("tbl8_groups".to_string(), 1 << 16));
+        assert!(crate::registry().kinds().any(|k| k == "lpm"));
+    }
+
+    #[test]
+    fn load_dump_round_trip() {
+        let text = "# routes\n10.0.0.0/8 1\n10.1.2.3 5\n0.0.0.0/0 9\n10.0.0.0/16 2 # nested\n10.0.0.0/8 4\n192.168.1.128/25 16777215\n";
+        let mut c = create(&cfg(&[])).unwrap();
+        assert_eq!(c.load(text), Ok(5));
+        let dump = c.dump();
+        assert_eq!(dump, "0.0.0.0/0 9\n10.0.0.0/8 4\n10.0.0.0/16 2\n10.1.2.3/32 5\n192.168.1.128/25 16777215\n");
+        let mut d = create(&cfg(&[])).unwrap();
+        assert_eq!(d.load(&dump), Ok(5));
+        assert_eq!(d.dump(), dump);
+        assert_eq!(parse_routes(&dump, Family::Ipv4).unwrap().len(), 5);
+
+        let text6 = "::/0 1\n2001:db8::/32 3\n2001:db8::1 4\n2001:db8:8000::/33 5\nfe80::/10 6\n";
+        let mut c = create(&cfg(&[("family", "ipv6")])).unwrap();
+        assert_eq!(c.load(text6), Ok(5));
+        let dump6 = c.dump();
+        assert_eq!(dump6, "::/0 1\n2001:db8::/32 3\n2001:db8::1/128 4\n2001:db8:8000::/33 5\nfe80::/10 6\n");
+        let mut d = create(&cfg(&[("family", "ipv6")])).unwrap();
+        assert_eq!(d.load(&dump6), Ok(5));
+        assert_eq!(d.dump(), dump6);
+
+        // A syntax error changes nothing; the budget error names its line.
+        let mut c = create(&cfg(&[("tbl8_groups", "1")])).unwrap();
+        let err = c.load("10.0.0.0/8 1\n10.0.0.1/8 2\n").unwrap_err();
+        assert!(err.starts_with("line 2: `10.0.0.1/8` has host bits set"), "{err}");
+        assert_eq!(c.dump(), "");
+        let err = c.load("10.0.0.0/25 1\n\n11.0.0.0/25 2\n").unwrap_err();
+        assert!(err.starts_with("line 3: 11.0.0.0/25 2: tbl8 group budget exhausted"), "{err}");
+        assert!(c.load("::/0 1").unwrap_err().contains("line 1"));
+    }
+}
