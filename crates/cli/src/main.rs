@@ -6,6 +6,7 @@
 
 mod compile;
 mod filter;
+mod ids;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +61,9 @@ enum Command {
     /// write the matching packets (-w), count them (-c), or print the
     /// generated NetIL (-d). An invalid expression exits 2.
     Filter(filter::FilterArgs),
+    /// NetVMSnort: compile Snort rules (a subset, see docs/ids.md) to a
+    /// NetIL application, run a capture through it, write alerts as JSON lines.
+    Ids(ids::IdsArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::cmd_run(args),
         Command::Compile(args) => compile::cmd_compile(args),
         Command::Filter(args) => filter::cmd_filter(args),
+        Command::Ids(args) => ids::cmd_ids(args),
     };
     ExitCode::from(code)
 }

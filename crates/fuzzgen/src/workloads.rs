@@ -251,3 +251,178 @@ pub fn router_trace(r: &mut SplitMix, routes: &[Route4], n: usize) -> Vec<Packet
     }
     out
 }
+
+/// Words that IDS rules look for and generated payloads contain.
+pub const IDS_WORDS: &[&[u8]] = &[
+    b"GET ",
+    b"POST ",
+    b"HTTP/1.1",
+    b"Host:",
+    b"admin",
+    b"passwd",
+    b"/etc/shadow",
+    b"cmd.exe",
+    b"SELECT",
+    b"UNION",
+    b"\x90\x90\x90\x90",
+    b"\x00\x01\x02",
+    b"root",
+    b"login",
+    b"USER ",
+    b"PASS ",
+    b"evil",
+    b"abc",
+    b"xyz",
+    b"AAAA",
+    b"%00",
+    b"../",
+    b"<script>",
+    b"\xff\xfe",
+];
+
+/// `n` Snort rules over [`IDS_WORDS`]: random actions (mostly alert),
+/// protocols, address and port sets (lists, negations, ranges), and one to
+/// four contents with nocase, offset/depth, distance/within, negation and
+/// pcres, with sids from 1,000,000. Every rule is within the subset
+/// `netvm ids` compiles.
+pub fn ids_rules(r: &mut SplitMix, n: usize) -> String {
+    let mut out = String::from("# generated rules\nvar WEB [10.0.0.0/8,!10.9.0.0/16]\n");
+    for k in 0..n {
+        let action = match below(r, 20) {
+            0 => "pass",
+            1..=2 => "drop",
+            _ => "alert",
+        };
+        let proto = ["tcp", "tcp", "tcp", "udp", "udp", "icmp", "ip"][below(r, 7) as usize];
+        let addr = |r: &mut SplitMix| -> String {
+            match below(r, 8) {
+                0 => "10.0.0.0/8".into(),
+                1 => "!192.168.0.0/16".into(),
+                2 => "[10.1.0.0/16,192.168.1.1]".into(),
+                3 => "$WEB".into(),
+                4 => format!("10.{}.0.0/16", below(r, 4)),
+                _ => "any".into(),
+            }
+        };
+        let port = |r: &mut SplitMix| -> String {
+            match below(r, 10) {
+                0 => "80".into(),
+                1 => "1024:".into(),
+                2 => ":1023".into(),
+                3 => "!53".into(),
+                4 => "[80,443,8000:8100]".into(),
+                5 => format!("{}", [22, 53, 80, 443, 8080][below(r, 5) as usize]),
+                _ => "any".into(),
+            }
+        };
+        let (src, sport, dst, dport) = (addr(r), port(r), addr(r), port(r));
+        let mut opts = format!("msg:\"rule {k} \\\"q\\\"\"; ");
+        let contents = if below(r, 10) == 0 { 0 } else { 1 + below(r, 3) };
+        for i in 0..contents {
+            let w = IDS_WORDS[below(r, IDS_WORDS.len() as u64) as usize];
+            let text: String = w
+                .iter()
+                .map(
+                    |b| if b.is_ascii_alphanumeric() || *b == b' ' || *b == b'/' { (*b as char).to_string() } else { format!("|{b:02x}|") },
+                )
+                .collect();
+            let neg = if i > 0 && below(r, 8) == 0 { "!" } else { "" };
+            opts += &format!("content:{neg}\"{text}\"; ");
+            if below(r, 3) == 0 {
+                opts += "nocase; ";
+            }
+            if i == 0 {
+                if below(r, 4) == 0 {
+                    opts += &format!("offset:{}; depth:{}; ", below(r, 4), w.len() as u64 + below(r, 40));
+                }
+            } else {
+                match below(r, 4) {
+                    0 => opts += &format!("distance:{}; ", below(r, 6) as i64 - 2),
+                    1 => opts += &format!("distance:{}; within:{}; ", below(r, 4), w.len() as u64 + below(r, 20)),
+                    2 => opts += &format!("within:{}; ", w.len() as u64 + below(r, 30)),
+                    _ => {}
+                }
+            }
+        }
+        if below(r, 6) == 0 {
+            let re = ["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"][below(r, 5) as usize];
+            let flags = ["", "i", "s", "R", "iR"][below(r, 5) as usize];
+            opts += &format!("pcre:\"/{re}/{flags}\"; ");
+        }
+        opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + below(r, 3));
+        out += &format!("{action} {proto} {src} {sport} -> {dst} {dport} ({opts})\n");
+    }
+    out
+}
+
+/// Frames for the IDS: IPv4 TCP, UDP and ICMP (and other protocols,
+/// fragments, VLAN tags, non-IPv4 and broken headers), between addresses
+/// and ports that the generated rules name, with payloads stitched from
+/// [`IDS_WORDS`] (sometimes in another case) and random bytes.
+pub fn ids_trace(r: &mut SplitMix, n: usize) -> Vec<Packet> {
+    let addrs = [0x0a00_0001u32, 0x0a01_0203, 0x0a09_0001, 0xc0a8_0101, 0xc0a8_0202, 0x0808_0808, 0x0a02_0005];
+    let ports = [22u16, 53, 80, 443, 1023, 1024, 8080, 8050, 40000];
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut payload = Vec::new();
+        for _ in 0..below(r, 6) {
+            if chance(r, 60) {
+                let mut w = IDS_WORDS[below(r, IDS_WORDS.len() as u64) as usize].to_vec();
+                if chance(r, 20) {
+                    w.iter_mut().for_each(|b| *b = b.to_ascii_lowercase());
+                }
+                if chance(r, 10) {
+                    w.iter_mut().for_each(|b| *b = b.to_ascii_uppercase());
+                }
+                payload.extend(w);
+            } else {
+                let k = below(r, 8) as usize;
+                payload.extend(r.bytes(k));
+            }
+        }
+        let proto = [6u8, 6, 6, 17, 17, 1, 47][below(r, 7) as usize];
+        let l4_len = match proto {
+            6 => 20 + 4 * below(r, 3) as usize,
+            17 | 1 => 8,
+            _ => 0,
+        };
+        let src = addrs[below(r, addrs.len() as u64) as usize];
+        let dst = addrs[below(r, addrs.len() as u64) as usize];
+        let mut f = ipv4_frame(src, dst, 64, 14 + 20 + l4_len + payload.len());
+        f.truncate(34);
+        f[23] = proto;
+        let mut l4 = vec![0u8; l4_len];
+        if proto == 6 || proto == 17 {
+            l4[0..2].copy_from_slice(&ports[below(r, ports.len() as u64) as usize].to_be_bytes());
+            l4[2..4].copy_from_slice(&ports[below(r, ports.len() as u64) as usize].to_be_bytes());
+        }
+        if proto == 6 {
+            l4[12] = ((l4_len / 4) as u8) << 4;
+        }
+        f.extend(l4);
+        f.extend(&payload);
+        let total = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[24..26].fill(0);
+        let c = internet_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        match below(r, 40) {
+            0 => f[21] = 0x10,                                          // a non-first fragment (offset 128 bytes)
+            1 => f.truncate(34 + below(r, l4_len as u64 + 1) as usize), // L4 header cut
+            2 => f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes()),
+            3 => f[14] = 0x44, // IHL 4
+            4 => {
+                // 802.1Q tag
+                f.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+            }
+            5 => f.extend([0u8; 12]), // Ethernet padding after the IP packet
+            6 => f.truncate(below(r, 14) as usize),
+            7 if proto == 6 => f[34 + 12] = 0x20, // TCP data offset 2
+            _ => {}
+        }
+        let mut p = Packet::from_bytes(f);
+        p.ts = Timestamp::from_nanos((EPOCH + i as u64) * 1_000_000_000 + 1000 * i as u64);
+        out.push(p);
+    }
+    out
+}
