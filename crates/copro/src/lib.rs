@@ -10,6 +10,7 @@
 //! | `strmatch` | multi-pattern literal matching (Hyperscan when present, else aho-corasick) |
 //! | `regex`    | PCRE-style regular expressions (regex-automata) on packet regions |
 //! | `lpm`      | longest-prefix match over IPv4 (DIR-24-8) or IPv6 routes, loaded from route files |
+//! | `table`    | an exact-match table (fixed-size keys and values) with aging, loadable from a file |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 
 mod counters;
@@ -19,12 +20,14 @@ pub mod lpm;
 pub mod meter;
 pub mod regex;
 pub mod strmatch;
+pub mod table;
 
 pub use counters::Counters;
 pub use lpm::{Lpm4, Lpm6, LpmCoprocessor};
 pub use meter::Meters;
 pub use regex::RegexCopro;
 pub use strmatch::{PatternSet, StrMatch};
+pub use table::{ExactTable, Table, TableFull};
 
 use netvm_vm::CoproRegistry;
 
@@ -38,5 +41,6 @@ pub fn registry() -> CoproRegistry {
     r.register("meter", meter::create);
     r.register("regex", regex::create);
     r.register("strmatch", strmatch::create);
+    r.register("table", table::create);
     r
 }
