@@ -9,6 +9,10 @@
 #     aarch64, qemu-user, and Rust's aarch64-unknown-linux-gnu standard
 #     library. Failing to install these is not fatal: that test then says
 #     what is missing and skips, and scripts/test.sh reports it.
+#   - the Hyperscan (x86-64) or Vectorscan (arm64) runtime, libhs.so.5: the
+#     string-matching coprocessor's fast backend, loaded at run time when
+#     present. Optional: without it the aho-corasick backend runs, and the
+#     tests of the Hyperscan backend skip.
 set -euo pipefail
 
 sudo_cmd=""
@@ -33,6 +37,21 @@ if [ ${#cross_need[@]} -gt 0 ]; then
     echo "setup: installing ${cross_need[*]} (AOT cross-target test)" >&2
     if ! { $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${cross_need[@]}" >/dev/null; }; then
         echo "setup: could not install ${cross_need[*]}: the aarch64 AOT test will be skipped" >&2
+    fi
+fi
+
+# Hyperscan runtime: optional (see above).
+if ! ldconfig -p 2>/dev/null | grep -q 'libhs\.so\.5'; then
+    case "$(uname -m)" in
+        x86_64) hs_pkg=libhyperscan5 ;;
+        aarch64) hs_pkg=libvectorscan5 ;;
+        *) hs_pkg="" ;;
+    esac
+    if [ -n "$hs_pkg" ]; then
+        echo "setup: installing $hs_pkg (string-matching coprocessor)" >&2
+        if ! { $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$hs_pkg" >/dev/null; }; then
+            echo "setup: could not install $hs_pkg: strmatch uses aho-corasick only" >&2
+        fi
     fi
 fi
 

@@ -6,7 +6,13 @@ bash scripts/setup.sh
 # The Fig. 2 vs tcpdump comparison must run, not skip, here.
 export NETVM_REQUIRE_TCPDUMP=1
 export NETVM_REQUIRE_LIBPCAP=1
+# Where setup.sh could install the Hyperscan runtime, its backend must be tested.
+if ldconfig -p 2>/dev/null | grep -q 'libhs\.so\.5'; then export NETVM_REQUIRE_HYPERSCAN=1; fi
 # Bounded property tests (each target sets its own case count; this caps any default).
 export PROPTEST_CASES="${PROPTEST_CASES:-256}"
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
+# The string-matching coprocessor and the IDS again, with Hyperscan kept
+# unloaded: the aho-corasick backend alone must give the same answers.
+NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --locked -p netvm-copro strmatch
+NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --locked -p netvm-cli --test ids
