@@ -1,0 +1,434 @@
+//! `coprobench`: the coprocessors' data-plane kernels, measured the way
+//! their C peers (`benches/peers/copropeers.c`: DPDK rte_lpm and rte_hash,
+//! Hyperscan) measure theirs, on the same inputs.
+//!
+//! ```text
+//! coprobench gen DIR [--prefixes N] [--lookups N] [--payload-mb N]   write the shared inputs
+//! coprobench lpm DIR [--reps R]           Lpm4: build, one at a time, bulk (batches of 32)
+//! coprobench hash DIR N [--reps R]        ExactTable, 8-byte keys: one at a time, bulk (32)
+//! coprobench strmatch DIR [--reps R]      PatternSet (Hyperscan, aho-corasick), and the
+//!                                         `strmatch` coprocessor called from a NetIL program on the JIT
+//! ```
+//!
+//! Every measurement prints one JSON line: engine, bench, mode, ns_median,
+//! ns_min (per operation), reps, ops, and `check`, a sum over the answers
+//! that the peer computes the same way, so that equal checks prove equal work.
+//! Inputs (all little-endian): `routes.txt`; `lpm_addrs.bin` (u32
+//! addresses); `hash_N_keys.bin`, `hash_N_lookups.bin` (8-byte keys);
+//! `patterns.bin` (`u8 flags, u16 len, bytes`); `payloads.bin` (`u16 len,
+//! bytes`); `router64.bin` / `router64.pcap` and `bridge64.bin` /
+//! `bridge64-P.pcap`, 64-byte frames for the application benchmarks.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use netvm_bench::measure::{median, round3};
+use netvm_copro::strmatch::{Backend, Pattern, PatternSet};
+use netvm_copro::{ExactTable, Lpm4};
+use netvm_vm::{Packet, Timestamp};
+
+/// SplitMix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix(self.0)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The SplitMix64 finalizer: a bijection on u64, so distinct inputs give distinct keys.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T {
+    args.windows(2).find(|w| w[0] == flag).and_then(|w| w[1].parse().ok()).unwrap_or(default)
+}
+
+fn die(msg: String) -> ! {
+    eprintln!("coprobench: {msg}");
+    std::process::exit(1)
+}
+
+fn read(dir: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(dir.join(name))
+        .unwrap_or_else(|e| die(format!("{}: {e} (run `coprobench gen {}` first)", dir.join(name).display(), dir.display())))
+}
+
+fn emit(engine: &str, bench: &str, mode: &str, ns: &[f64], ops: u64, check: u64) {
+    let j = serde_json::json!({
+        "engine": engine, "bench": bench, "mode": mode,
+        "ns_median": round3(median(ns)), "ns_min": round3(ns.iter().copied().fold(f64::INFINITY, f64::min)),
+        "reps": ns.len(), "ops": ops, "check": check,
+    });
+    println!("{j}");
+}
+
+/// Runs `pass` once to warm up, then `reps` times; returns ns per op of each and the check of the last.
+fn timed(reps: usize, ops: u64, mut pass: impl FnMut() -> u64) -> (Vec<f64>, u64) {
+    let check = pass();
+    let mut ns = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t = Instant::now();
+        let c = std::hint::black_box(pass());
+        ns.push(t.elapsed().as_nanos() as f64 / ops as f64);
+        assert_eq!(c, check, "two passes gave different answers");
+    }
+    (ns, check)
+}
+
+// ---------------------------------------------------------------- inputs
+
+/// `n` distinct IPv4 routes shaped like a BGP table: mostly /24, then
+/// /16 to /23, some /8 to /15 and longer than /24, next hops 0..16.
+fn routes(r: &mut Rng, n: usize) -> Vec<(u32, u8, u32)> {
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let len: u8 = match r.below(1000) {
+            0..=579 => 24,
+            580..=939 => 16 + r.below(8) as u8,
+            940..=969 => 8 + r.below(8) as u8,
+            _ => 25 + r.below(8) as u8,
+        };
+        // Unicast space, away from 0/8, 127/8 and multicast.
+        let a = ((1 + r.below(222)) as u32) << 24 | (r.next() as u32 & 0x00ff_ffff);
+        let net = a & (u32::MAX << (32 - u32::from(len)));
+        if seen.insert((net, len)) {
+            out.push((net, len, r.below(16) as u32));
+        }
+    }
+    out
+}
+
+fn gen(dir: &Path, args: &[String]) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let prefixes = arg(args, "--prefixes", 500_000usize);
+    let lookups = arg(args, "--lookups", 10_000_000usize);
+    let payload_mb = arg(args, "--payload-mb", 100usize);
+    let hash_sizes: Vec<usize> = arg(args, "--hash", "1000000,16000000".to_string()).split(',').filter_map(|s| s.parse().ok()).collect();
+    let mut r = Rng(0x5eed);
+
+    let rt = routes(&mut r, prefixes);
+    let mut text = String::with_capacity(prefixes * 20);
+    for (net, len, nh) in &rt {
+        text += &format!("{}/{len} {nh}\n", std::net::Ipv4Addr::from(*net));
+    }
+    std::fs::write(dir.join("routes.txt"), text).unwrap();
+    let mut addrs = Vec::with_capacity(lookups * 4);
+    let mut hits = Vec::with_capacity(lookups);
+    for _ in 0..lookups {
+        let (net, len, _) = rt[r.below(rt.len() as u64) as usize];
+        let host = if len == 32 { 0 } else { r.next() as u32 & (u32::MAX >> len) };
+        hits.push(net | host);
+        addrs.extend_from_slice(&(net | host).to_le_bytes());
+    }
+    std::fs::write(dir.join("lpm_addrs.bin"), &addrs).unwrap();
+
+    for n in hash_sizes {
+        let seed = r.next();
+        let key = |i: u64| mix(i ^ seed).to_le_bytes();
+        let mut keys = Vec::with_capacity(n * 8);
+        for i in 0..n as u64 {
+            keys.extend_from_slice(&key(i));
+        }
+        std::fs::write(dir.join(format!("hash_{n}_keys.bin")), &keys).unwrap();
+        let mut look = Vec::with_capacity(lookups * 8);
+        for _ in 0..lookups {
+            look.extend_from_slice(&key(r.below(n as u64)));
+        }
+        std::fs::write(dir.join(format!("hash_{n}_lookups.bin")), &look).unwrap();
+    }
+
+    // 1,500 literal patterns of 4 to 32 printable bytes, 10 % case-insensitive.
+    let mut pats = Vec::new();
+    let mut plist: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..1500 {
+        let len = 4 + r.below(29) as usize;
+        let p: Vec<u8> = (0..len).map(|_| b' ' + r.below(95) as u8).collect();
+        pats.push(u8::from(r.below(10) == 0));
+        pats.extend_from_slice(&(len as u16).to_le_bytes());
+        pats.extend_from_slice(&p);
+        plist.push(p);
+    }
+    std::fs::write(dir.join("patterns.bin"), &pats).unwrap();
+    // Payloads of 64 to 1500 printable bytes; one in eight carries a pattern.
+    let mut pay = Vec::with_capacity(payload_mb << 20);
+    while pay.len() < payload_mb << 20 {
+        let len = 64 + r.below(1437) as usize;
+        let mut p: Vec<u8> = (0..len).map(|_| b' ' + r.below(95) as u8).collect();
+        if r.below(8) == 0 {
+            let pat = &plist[r.below(plist.len() as u64) as usize];
+            let at = r.below((len - pat.len()) as u64) as usize;
+            p[at..at + pat.len()].copy_from_slice(pat);
+        }
+        pay.extend_from_slice(&(len as u16).to_le_bytes());
+        pay.extend_from_slice(&p);
+    }
+    std::fs::write(dir.join("payloads.bin"), &pay).unwrap();
+
+    // 64-byte frames for the router: destinations hit the routes; TTL 64, checksums right.
+    let frames: Vec<Vec<u8>> = hits.iter().take(100_000).map(|&dst| netvm_fuzzgen_frame(0x0a00_0001, dst)).collect();
+    write_frames(dir, "router64", frames.iter().map(|f| (0u16, f.as_slice())));
+    // The bridge: 64-byte frames between 4,096 hosts on 4 ports; each host sends from its own port.
+    let hosts = 4096u64;
+    let mac = |h: u64| -> [u8; 6] {
+        let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
+        [0x02, 0x00, b[0], b[1], b[2], b[3]]
+    };
+    let bridge: Vec<(u16, Vec<u8>)> = (0..100_000)
+        .map(|_| {
+            let (s, d) = (r.below(hosts), r.below(hosts));
+            let mut f = vec![0u8; 64];
+            f[0..6].copy_from_slice(&mac(d));
+            f[6..12].copy_from_slice(&mac(s));
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            (1 + (s % 4) as u16, f)
+        })
+        .collect();
+    write_frames(dir, "bridge64", bridge.iter().map(|(p, f)| (*p, f.as_slice())));
+    eprintln!("coprobench: inputs written to {}", dir.display());
+}
+
+/// An Ethernet + IPv4 + UDP frame of 64 bytes (60 + FCS-less), checksum right.
+fn netvm_fuzzgen_frame(src: u32, dst: u32) -> Vec<u8> {
+    let mut f = vec![0u8; 64];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&50u16.to_be_bytes());
+    f[22] = 64;
+    f[23] = 17;
+    f[26..30].copy_from_slice(&src.to_be_bytes());
+    f[30..34].copy_from_slice(&dst.to_be_bytes());
+    let c = netvm_vm::region::internet_checksum(&f[14..34]) as u16;
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+/// `NAME.bin` (records `u16 port` (bridge only), `u16 len`, bytes) and pcaps (one per port for the bridge).
+fn write_frames<'a>(dir: &Path, name: &str, frames: impl Iterator<Item = (u16, &'a [u8])>) {
+    let mut bin = Vec::new();
+    let mut by_port: std::collections::BTreeMap<u16, Vec<Packet>> = Default::default();
+    for (i, (port, f)) in frames.enumerate() {
+        if name == "bridge64" {
+            bin.extend_from_slice(&port.to_le_bytes());
+        }
+        bin.extend_from_slice(&(f.len() as u16).to_le_bytes());
+        bin.extend_from_slice(f);
+        let mut p = Packet::from_bytes(f.to_vec());
+        p.ts = Timestamp { sec: 1_704_067_200, nsec: (i as u32 % 1_000_000) * 1000 };
+        by_port.entry(port).or_default().push(p);
+    }
+    std::fs::write(dir.join(format!("{name}.bin")), bin).unwrap();
+    for (port, pkts) in by_port {
+        let file = if name == "bridge64" { format!("{name}-{port}.pcap") } else { format!("{name}.pcap") };
+        let mut w = netvm_io::PcapWriter::create(&dir.join(file)).unwrap();
+        for p in &pkts {
+            w.write(p).unwrap();
+        }
+        w.finish().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------- benches
+
+fn lpm(dir: &Path, reps: usize) {
+    let text = String::from_utf8(read(dir, "routes.txt")).unwrap_or_else(|_| die("routes.txt is not UTF-8".into()));
+    let routes = netvm_copro::lpm::parse_routes(&text, netvm_copro::lpm::Family::Ipv4).unwrap_or_else(|e| die(e));
+    let raw = read(dir, "lpm_addrs.bin");
+    let addrs: Vec<u32> = raw.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let t = Instant::now();
+    let mut lpm = Lpm4::new(1 << 16);
+    for r in &routes {
+        let std::net::IpAddr::V4(a) = r.addr else { continue };
+        lpm.insert(u32::from(a), r.len, r.next_hop).unwrap_or_else(|e| die(format!("{r}: {e:?}")));
+    }
+    let build = t.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({"engine": "netvm-lpm", "bench": "lpm", "mode": "build_s", "seconds": round3(build), "routes": routes.len(), "tbl8_groups_used": lpm.tbl8_groups_used()})
+    );
+    let n = addrs.len() as u64;
+    let (ns, check) = timed(reps, n, || addrs.iter().map(|a| lpm.lookup(*a).map_or(0, |h| u64::from(h) + 1)).sum());
+    emit("netvm-lpm", "lpm", "single", &ns, n, check);
+    let mut out = [None; 32];
+    let (ns, check) = timed(reps, n, || {
+        let mut s = 0u64;
+        for chunk in addrs.chunks(32) {
+            lpm.lookup_bulk(chunk, &mut out[..chunk.len()]);
+            s += out[..chunk.len()].iter().map(|h| h.map_or(0, |h| u64::from(h) + 1)).sum::<u64>();
+        }
+        s
+    });
+    emit("netvm-lpm", "lpm", "bulk", &ns, n, check);
+}
+
+fn hash(dir: &Path, n: usize, reps: usize) {
+    let keys = read(dir, &format!("hash_{n}_keys.bin"));
+    let look = read(dir, &format!("hash_{n}_lookups.bin"));
+    let t = Instant::now();
+    let mut table = ExactTable::new(8, 4, n).unwrap_or_else(|e| die(e));
+    for (i, k) in keys.chunks_exact(8).enumerate() {
+        table.insert_static(k, &(i as u32).to_be_bytes()).unwrap_or_else(|_| die(format!("table full at {i}")));
+    }
+    println!(
+        "{}",
+        serde_json::json!({"engine": "netvm-table", "bench": format!("hash{n}"), "mode": "build_s", "seconds": round3(t.elapsed().as_secs_f64()), "memory_mb": table.memory_bytes() >> 20})
+    );
+    let value = |v: &[u8]| u64::from(u32::from_be_bytes(v.try_into().unwrap())) + 1;
+    let ops = (look.len() / 8) as u64;
+    let (ns, check) = timed(reps, ops, || look.chunks_exact(8).map(|k| table.lookup(k).map_or(0, value)).sum());
+    emit("netvm-table", &format!("hash{n}"), "single", &ns, ops, check);
+    let mut out: Vec<Option<&[u8]>> = vec![None; 32];
+    let (ns, check) = timed(reps, ops, || {
+        let mut s = 0u64;
+        for chunk in look.chunks(32 * 8) {
+            let k = chunk.len() / 8;
+            table.lookup_bulk_flat(chunk, &mut out[..k]);
+            s += out[..k].iter().map(|v| v.map_or(0, value)).sum::<u64>();
+        }
+        s
+    });
+    emit("netvm-table", &format!("hash{n}"), "bulk", &ns, ops, check);
+}
+
+fn records(raw: &[u8], flags: bool) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let f = if flags {
+            i += 1;
+            raw[i - 1]
+        } else {
+            0
+        };
+        let len = u16::from_le_bytes([raw[i], raw[i + 1]]) as usize;
+        out.push((f, &raw[i + 2..i + 2 + len]));
+        i += 2 + len;
+    }
+    out
+}
+
+fn strmatch(dir: &Path, reps: usize) {
+    let praw = read(dir, "patterns.bin");
+    let patterns: Vec<Pattern> = records(&praw, true)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (f, b))| Pattern { id: i as u32, group: 1, bytes: b.to_vec(), nocase: f & 1 != 0 })
+        .collect();
+    let raw = read(dir, "payloads.bin");
+    let payloads = records(&raw, false);
+    let bytes: u64 = payloads.iter().map(|p| p.1.len() as u64).sum();
+    let n = payloads.len() as u64;
+    for (engine, backend) in [("netvm-strmatch/hyperscan", Backend::Hyperscan), ("netvm-strmatch/aho-corasick", Backend::AhoCorasick)] {
+        let mut set = match PatternSet::new(patterns.clone(), backend) {
+            Ok(s) => s,
+            Err(e) => {
+                println!("{}", serde_json::json!({"engine": engine, "bench": "strmatch", "unavailable": e}));
+                continue;
+            }
+        };
+        let mut v = Vec::new();
+        let (ns, check) = timed(reps, n, || {
+            payloads
+                .iter()
+                .map(|p| {
+                    set.scan(1, p.1, &mut v);
+                    v.len() as u64
+                })
+                .sum()
+        });
+        emit(engine, "strmatch", "all", &ns, n, check);
+        gbit(engine, "all", &ns, bytes, n);
+        let (ns, check) = timed(reps, n, || payloads.iter().map(|p| u64::from(set.first(1, p.1).is_some())).sum());
+        emit(engine, "strmatch", "first", &ns, n, check);
+        gbit(engine, "first", &ns, bytes, n);
+    }
+    // Through the coprocessor interface, from NetIL on the JIT: per packet,
+    // search_all over the packet and count the matches in data memory.
+    let program = "
+.copro sm strmatch
+.datasize 4
+.ports 1
+segment .push
+    pop
+    push 1
+    copro.in sm, 0
+    push 0
+    copro.in sm, 1
+    pktlen
+    copro.in sm, 2
+    copro.invoke sm, 1
+    push 0
+    push 0
+    dload.32
+    copro.out sm, 0
+    add
+    dstore.32
+    ret 0
+ends
+";
+    let module = netil::assemble(program).unwrap_or_else(|e| die(e.to_string())).module;
+    let mut manifest = netvm_runtime::Manifest::single(Path::new("strmatch"), &[0], 1, None);
+    manifest.netpes[0].module = Some(module);
+    let mut file = String::new();
+    for p in &patterns {
+        let hex: Vec<String> = p.bytes.iter().map(|b| format!("{b:02x}")).collect();
+        file += &format!("{} 1 \"|{}|\"{}\n", p.id, hex.join(" "), if p.nocase { " nocase" } else { "" });
+    }
+    for (engine, backend) in [("netvm-jit+strmatch/hyperscan", "hyperscan"), ("netvm-jit+strmatch/aho-corasick", "aho-corasick")] {
+        let mut m = manifest.clone();
+        m.netpes[0].copro.insert("sm".into(), [("backend".to_string(), toml::Value::String(backend.into()))].into_iter().collect());
+        let mut app = match netvm_runtime::Application::build(&m, &netvm_runtime::JitEngine::default(), &netvm_copro::registry(), None) {
+            Ok(a) => a,
+            Err(e) => {
+                println!("{}", serde_json::json!({"engine": engine, "bench": "strmatch", "unavailable": e.to_string()}));
+                continue;
+            }
+        };
+        app.load_table("sm", &file).unwrap_or_else(|e| die(e));
+        let mut packets: Vec<Packet> = payloads.iter().map(|p| Packet::from_bytes(p.1.to_vec())).collect();
+        let mut verdicts = Vec::new();
+        let mut last = 0u64;
+        let (ns, check) = timed(reps, n, || {
+            for chunk in packets.chunks_mut(64) {
+                app.process_batch(chunk, &mut verdicts, &mut |_, _| {});
+            }
+            let st = app.netpe_state("main").map(|s| u64::from(u32::from_be_bytes(s.data[0..4].try_into().unwrap()))).unwrap_or(0);
+            let d = st.wrapping_sub(last) & 0xffff_ffff;
+            last = st;
+            d
+        });
+        emit(engine, "strmatch", "all", &ns, n, check);
+        gbit(engine, "all", &ns, bytes, n);
+    }
+}
+
+fn gbit(engine: &str, mode: &str, ns: &[f64], bytes: u64, n: u64) {
+    let per = bytes as f64 * 8.0 / n as f64; // bits per payload
+    println!(
+        "{}",
+        serde_json::json!({"engine": engine, "bench": "strmatch", "mode": format!("{mode}_gbit_s"), "gbit_s_median": round3(per / median(ns)), "avg_payload": round3(bytes as f64 / n as f64)})
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dir = args.get(1).map(PathBuf::from).unwrap_or_else(|| die("usage: coprobench gen|lpm|hash|strmatch DIR [...]".into()));
+    let reps = arg(&args, "--reps", 7usize);
+    match args[0].as_str() {
+        "gen" => gen(&dir, &args),
+        "lpm" => lpm(&dir, reps),
+        "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
+        "strmatch" => strmatch(&dir, reps),
+        other => die(format!("unknown subcommand `{other}`")),
+    }
+}
