@@ -272,11 +272,17 @@ impl Application {
     /// has passed since the last time (and before the first batch), every
     /// coprocessor gets a [`Coprocessor::tick`] with the time of the batch's
     /// first packet: periodic maintenance such as aging runs while traffic does.
+    /// Then every coprocessor gets the batch as a [`Coprocessor::prefetch`] hint.
     pub fn process_batch(&mut self, batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
         if let Some(first) = batch.first() {
             let now = first.ts;
             if self.next_tick.is_none_or(|t| now >= t) {
                 self.tick(now);
+            }
+        }
+        for st in &self.states {
+            for c in &st.copros {
+                c.prefetch(batch);
             }
         }
         if let Binding::Linked(l) = &mut self.binding {

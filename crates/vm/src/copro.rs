@@ -64,6 +64,15 @@ pub trait Coprocessor: Send {
     }
     /// Control plane: removes every entry (tables) or zeroes every value (counters).
     fn clear(&mut self) {}
+    /// A batch of packets is about to run: a hint to prefetch what their
+    /// operations will touch, so that the lookups of a batch overlap their
+    /// memory latency (as DPDK's bulk lookups do). A table that remembers
+    /// the packet offset its `*_pkt` operations last read a key from can
+    /// prefetch the entries of every packet's key there. Results never
+    /// depend on it.
+    fn prefetch(&self, packets: &[crate::Packet]) {
+        let _ = packets;
+    }
     /// Periodic maintenance, called by the runtime between batches with the
     /// current time (trace time for captures): aging purges idle entries here.
     fn tick(&mut self, now: Timestamp) {

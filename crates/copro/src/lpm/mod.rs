@@ -69,6 +69,8 @@ use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
 #[derive(Debug)]
 pub struct LpmCoprocessor<A: LpmAddress> {
     table: Lpm<A>,
+    /// Where `lookup_pkt` last read an address: the batch prefetch looks there.
+    pkt_offset: Option<usize>,
     input: [u32; 9],
     output: [u32; 2],
     lookups: u64,
@@ -78,7 +80,7 @@ pub struct LpmCoprocessor<A: LpmAddress> {
 impl<A: LpmAddress> LpmCoprocessor<A> {
     /// An empty instance that may use at most `tbl8_groups` groups.
     pub fn new(tbl8_groups: u32) -> LpmCoprocessor<A> {
-        LpmCoprocessor { table: Lpm::new(tbl8_groups), input: [0; 9], output: [0; 2], lookups: 0, hits: 0 }
+        LpmCoprocessor { table: Lpm::new(tbl8_groups), pkt_offset: None, input: [0; 9], output: [0; 2], lookups: 0, hits: 0 }
     }
 
     /// The route table.
@@ -183,11 +185,24 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
                         ctx.packet.len()
                     ))
                 })?;
+                self.pkt_offset = Some(off);
                 self.lookup(addr);
             }
             _ => return Err(CoproError::NoOperation(op)),
         }
         Ok(())
+    }
+
+    /// Prefetches the first-level entry of each packet's address at the
+    /// offset `lookup_pkt` last used.
+    fn prefetch(&self, packets: &[netvm_vm::Packet]) {
+        if let Some(off) = self.pkt_offset {
+            for p in packets {
+                if let Some(a) = p.data.get(off..).and_then(A::from_be_slice) {
+                    self.table.prefetch(a);
+                }
+            }
+        }
     }
 
     fn dump(&self) -> String {

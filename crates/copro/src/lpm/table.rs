@@ -581,6 +581,12 @@ impl<A: LpmAddress> Lpm<A> {
         }
     }
 
+    /// Prefetches the first-level entry `addr` will read (a hint; no effect on results).
+    #[inline]
+    pub fn prefetch(&self, addr: A) {
+        prefetch(self.root.as_ptr().wrapping_add(addr.root_index()));
+    }
+
     /// The next hop of the longest rule matching `addr`.
     #[inline]
     pub fn lookup(&self, addr: A) -> Option<u32> {

@@ -150,6 +150,25 @@ fn fold(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
+/// `a == b` for keys of the same length, at most 16 bytes, without a
+/// `memcmp` call: two overlapping word compares cover every byte.
+#[inline(always)]
+fn keys_equal(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let w = |k: &[u8], i: usize| u64::from_le_bytes(k[i..i + 8].try_into().unwrap_or_default());
+        w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8)
+    } else if n >= 4 && n < 8 {
+        let w = |k: &[u8], i: usize| u32::from_le_bytes(k[i..i + 4].try_into().unwrap_or_default());
+        w(a, 0) == w(b, 0) && w(a, n - 4) == w(b, n - 4)
+    } else {
+        a == b
+    }
+}
+
 /// The key as two words covering every byte (overlapping when shorter than 16).
 #[inline(always)]
 fn key_words(k: &[u8]) -> (u64, u64) {
@@ -310,6 +329,16 @@ impl ExactTable {
         self.aged_out
     }
 
+    /// Prefetches both candidate buckets of `key` (a hint; no effect on results).
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        if key.len() == self.key_size {
+            let p = self.probe(key);
+            prefetch(&self.tags[p.b1]);
+            prefetch(&self.tags[p.b2]);
+        }
+    }
+
     #[inline(always)]
     fn probe(&self, key: &[u8]) -> Probe {
         let (a, b) = key_words(key);
@@ -372,7 +401,7 @@ impl ExactTable {
     fn scan(&self, key: &[u8], b: usize, mut m: u32) -> Option<usize> {
         while m != 0 {
             let s = b * SLOTS + m.trailing_zeros() as usize;
-            if self.key_at(s) == key {
+            if keys_equal(self.key_at(s), key) {
                 return Some(s);
             }
             m &= m - 1;

@@ -93,6 +93,9 @@ pub struct Table {
     aging_ns: u64,
     input: [u32; 9],
     output: [u32; 5],
+    /// Packet offsets the `*_pkt` operations last read keys at (lookups,
+    /// inserts): the batch prefetch looks there.
+    pkt_offsets: [Option<usize>; 2],
     /// Latest time seen (packets and ticks): `dump` omits entries aged by then.
     now: u64,
     last_sweep: Option<u64>,
@@ -153,6 +156,7 @@ impl Table {
             aging_ns: aging_ns.unwrap_or(u64::MAX),
             input: [0; 9],
             output: [0; 5],
+            pkt_offsets: [None; 2],
             now: 0,
             last_sweep: None,
             sweep_cursor: 0,
@@ -198,6 +202,9 @@ impl Table {
         self.now = self.now.max(now);
         let key = self.key(op >= 3, ctx.packet)?;
         let key = &key[..self.table.key_size()];
+        if op >= 3 && op != 5 {
+            self.pkt_offsets[usize::from(op == 4)] = Some(self.input[8] as usize);
+        }
         self.output = [0; 5];
         match op % 3 {
             0 => {
@@ -279,6 +286,19 @@ impl Coprocessor for Table {
 
     fn clear(&mut self) {
         self.table.clear();
+    }
+
+    /// Prefetches the buckets of each packet's key at the offsets the
+    /// `lookup_pkt` and `insert_pkt` operations last used.
+    fn prefetch(&self, packets: &[netvm_vm::Packet]) {
+        let ks = self.table.key_size();
+        for off in self.pkt_offsets.iter().flatten() {
+            for p in packets {
+                if let Some(k) = off.checked_add(ks).and_then(|end| p.data.get(*off..end)) {
+                    self.table.prefetch(k);
+                }
+            }
+        }
     }
 
     fn tick(&mut self, now: Timestamp) {
