@@ -33,7 +33,10 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
 - `--stats json` reports every instance's statistics under
   `netpes[].copro.NAME` (and `copro.\"NETPE.NAME\"`);
 - the runtime calls every instance's `tick` with the packet time at least once
-  per second of trace time (aging);
+  per second of trace time (aging), and hands it each batch before the batch
+  runs (`prefetch`): `table` and `lpm` prefetch the entries of every packet's
+  key at the offset their `*_pkt` operations last used, so a batch's lookups
+  overlap their memory latency; results never depend on it;
 - from Rust: `Application::load_table`, `dump_table`, `clear_table`,
   `copro_stats`, `copro_mut`.
 
