@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Installs the peers the filter benchmark (scripts/bench-filters.sh) compares
-# netvm with, from Debian 12 (bookworm) packages. Idempotent: packages already
+# Installs the peers the filter benchmark (scripts/bench-filters.sh) and the
+# coprocessor benchmark (benches/peers/copropeers.c) compare netvm with, from
+# Debian 12 (bookworm) packages. Idempotent: packages already
 # present are not reinstalled, and `apt-get update` runs at most once per call.
 #
 #   required: gcc make pkg-config libpcap-dev tcpdump
-#   optional: libdpdk-dev (DPDK's rte_bpf, for the DPDK BPF JIT peer)
+#   optional: libdpdk-dev (DPDK's rte_bpf, for the DPDK BPF JIT peer; rte_lpm and
+#             rte_hash, for the coprocessor peers)
+#             libhyperscan-dev (Hyperscan, for the string-matching peer; amd64 only)
 #
 # The normal build and tests of netvm need none of these (tcpdump is used by the
 # filter tests when present). A missing optional package does not fail the
@@ -17,7 +20,7 @@
 set -u
 
 REQUIRED=(gcc make pkg-config libpcap-dev tcpdump)
-OPTIONAL=(libdpdk-dev)
+OPTIONAL=(libdpdk-dev libhyperscan-dev)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -57,9 +60,9 @@ done
 # What is there now.
 for p in "${REQUIRED[@]}" "${OPTIONAL[@]}"; do
     if installed "$p"; then
-        printf 'install-peers: %-12s %s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p")" >&2
+        printf 'install-peers: %-16s %s\n' "$p" "$(dpkg-query -W -f='${Version}' "$p")" >&2
     else
-        printf 'install-peers: %-12s missing\n' "$p" >&2
+        printf 'install-peers: %-16s missing\n' "$p" >&2
     fi
 done
 exit $status

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The coprocessors' figures (issue 5), each against its peer in the same run:
+#
+#   lpm       Lpm4 (DIR-24-8) vs DPDK rte_lpm: 500k BGP-like IPv4 routes, 10M
+#             addresses that hit; one at a time and in batches of 32 (netvm
+#             lookup_bulk vs rte_lpm_lookup_bulk)
+#   hashN     the table coprocessor's ExactTable vs DPDK rte_hash, N = 1M and
+#             16M 8-byte keys, 10M lookups that hit; one at a time and bulk (32)
+#   strmatch  1,500 literals over 100 MB of 64-1500 byte payloads: Hyperscan
+#             called from C (hs_scan) vs netvm's strmatch (its Hyperscan and
+#             aho-corasick backends, directly and from a NetIL program on the JIT)
+#   router    examples/ipv4-router on 64-byte frames from memory (`netvm run
+#             --repeat`), vs the same work written in C over rte_lpm
+#   bridge    examples/l2-bridge on 64-byte frames from memory, vs a C learning
+#             bridge over rte_hash
+#
+#   scripts/bench-copro.sh [--rounds N] [--reps N] [--only BENCH[,BENCH...]]
+#
+# Defaults: --rounds 3, --reps 5. Rounds interleave netvm and the peer per
+# benchmark; the summary is the median over rounds of the per-round ratios.
+# Inputs: `coprobench gen` into $WORK (default /tmp/netvm-copro-bench), made
+# once. Peers: scripts/install-peers.sh (libdpdk-dev, libhyperscan-dev,
+# optional); benches/peers/copropeers.c. DPDK gets 2 MiB hugepages when the
+# script runs as root (restored afterwards), else runs without.
+# Writes benches/results/copro-DATE.jsonl ({"meta": …}, then every record
+# with its round) and prints the summary on stdout.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/scripts/bench-meta.sh"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --rounds) ROUNDS=$2; shift 2 ;;
+        --reps) REPS=$2; shift 2 ;;
+        --only) ONLY=$2; shift 2 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        *) echo "bench-copro: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+say() { echo "bench-copro: $*" >&2; }
+wants() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+WORK=${WORK:-${TMPDIR:-/tmp}/netvm-copro-bench}
+PIN_CPU=${PIN_CPU:-1}
+REL=$CARGO_TARGET_DIR/release
+DATE=$(date -u +%Y-%m-%d)
+OUT=$ROOT/benches/results/copro-$DATE.jsonl
+mkdir -p "$WORK" "$ROOT/benches/results"
+
+bash "$ROOT/scripts/install-peers.sh" >&2 || say "some peers could not be installed; they will be reported unavailable"
+say "building (release) in $CARGO_TARGET_DIR"
+(cd "$ROOT" && cargo build --release -p netvm-bench --bin coprobench -p netvm-cli --bin netvm 2>&1 | tail -n 2) >&2
+make -s -C "$ROOT/benches/peers" OUT="$WORK/peers" "$WORK/peers/copropeers" >&2
+[ -f "$WORK/router64.bin" ] || "$REL/coprobench" gen "$WORK" >&2
+bench_pin "$PIN_CPU"
+
+# Hugepages for DPDK (restored on exit).
+HP=/proc/sys/vm/nr_hugepages
+HP_OLD=""
+if [ "$(id -u)" = 0 ] && [ -w "$HP" ]; then
+    HP_OLD=$(cat "$HP")
+    echo 3072 > "$HP" || true
+    trap 'echo "$HP_OLD" > "$HP"' EXIT
+    say "hugepages: $(cat "$HP") (were $HP_OLD)"
+fi
+
+{
+    printf '{"meta": {'
+    bench_meta "$ROOT" | awk -F= '{ gsub(/"/, "\\\""); printf "%s\"%s\": \"%s\"", (NR > 1 ? ", " : ""), $1, substr($0, length($1) + 2) }'
+    printf ', "rounds": %s, "reps": %s}}\n' "$ROUNDS" "$REPS"
+} > "$OUT"
+
+# record ROUND: tags every JSON line of stdin with the round.
+record() { sed "s/^{/{\"round\":$1,/" | tee -a "$OUT" >&2; }
+
+# netvm_app NAME ARGS...: `netvm run --repeat` REPS times; one JSON line with the median ns/packet.
+netvm_app() {
+    local name=$1; shift
+    local ns=()
+    for _ in $(seq "$REPS"); do
+        ns+=("$("${PIN[@]}" "$REL/netvm" run "$@" --stats json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ns_per_packet"])')")
+    done
+    printf '%s\n' "${ns[@]}" | python3 -c "
+import sys, statistics, json
+v = [float(x) for x in sys.stdin if x.strip()]
+print(json.dumps({'engine': 'netvm-jit', 'bench': '$name', 'mode': 'app', 'ns_median': round(statistics.median(v), 3), 'ns_min': round(min(v), 3), 'reps': len(v)}))"
+}
+
+BR=(-r "1=$WORK/bridge64-1.pcap" -r "2=$WORK/bridge64-2.pcap" -r "3=$WORK/bridge64-3.pcap" -r "4=$WORK/bridge64-4.pcap")
+for round in $(seq "$ROUNDS"); do
+    say "round $round of $ROUNDS"
+    if wants lpm; then
+        "${PIN[@]}" "$REL/coprobench" lpm "$WORK" --reps "$REPS" | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" lpm "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+    for n in 1000000 16000000; do
+        if wants "hash$n"; then
+            "${PIN[@]}" "$REL/coprobench" hash "$WORK" "$n" --reps "$REPS" | record "$round"
+            "${PIN[@]}" "$WORK/peers/copropeers" hash "$WORK" "$n" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+        fi
+    done
+    if wants strmatch; then
+        "${PIN[@]}" "$REL/coprobench" strmatch "$WORK" --reps "$REPS" | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" hs "$WORK" --reps "$REPS" | record "$round"
+    fi
+    if wants router; then
+        netvm_app router64 "$ROOT/examples/ipv4-router/app.toml" --load "routes=$WORK/routes.txt" -r "$WORK/router64.pcap" --repeat 50 | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" router "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+    if wants bridge; then
+        netvm_app bridge64 "$ROOT/examples/l2-bridge/app.toml" "${BR[@]}" --repeat 50 | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+done
+
+python3 "$ROOT/scripts/copro-summary.py" "$OUT"
+say "records in $OUT"
