@@ -254,7 +254,7 @@ fn lpm(dir: &Path, reps: usize) {
     let build = t.elapsed().as_secs_f64();
     println!(
         "{}",
-        serde_json::json!({"engine": "netvm-lpm", "bench": "lpm", "mode": "build_s", "seconds": round3(build), "routes": routes.len(), "tbl8_groups_used": lpm.tbl8_groups_used()})
+        serde_json::json!({"engine": "netvm-lpm", "bench": "lpm", "mode": "build_s", "seconds": round3(build), "routes": routes.len(), "tbl8_groups_used": lpm.tbl8_groups_used(), "anon_huge_kb": anon_huge_kb()})
     );
     let n = addrs.len() as u64;
     let (ns, check) = timed(reps, n, || addrs.iter().map(|a| lpm.lookup(*a).map_or(0, |h| u64::from(h) + 1)).sum());
@@ -269,6 +269,12 @@ fn lpm(dir: &Path, reps: usize) {
         s
     });
     emit("netvm-lpm", "lpm", "bulk", &ns, n, check);
+}
+
+/// Transparent huge pages backing this process (Linux), in KiB.
+fn anon_huge_kb() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    s.lines().find_map(|l| l.strip_prefix("AnonHugePages:")).and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok()).unwrap_or(0)
 }
 
 fn hash(dir: &Path, n: usize, reps: usize) {
