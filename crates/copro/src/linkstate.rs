@@ -154,7 +154,7 @@ mod tests {
     fn query_load_dump() {
         let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default() };
         let mut l = create(&CoproConfig::new()).unwrap();
-        let mut q = |l: &mut Box<dyn Coprocessor>, p: u32| {
+        let q = |l: &mut Box<dyn Coprocessor>, p: u32| {
             l.write(0, p).unwrap();
             l.invoke(0, &ctx).unwrap();
             l.read(0).unwrap()

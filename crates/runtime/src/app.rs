@@ -49,6 +49,9 @@ pub struct Application {
     next_tick: Option<Timestamp>,
 }
 
+/// One coprocessor instance's statistics: (NetPE, instance name, named values).
+pub type CoproStats = (String, String, Vec<(String, u64)>);
+
 /// How often (in packet time) the runtime calls [`Coprocessor::tick`] while traffic runs.
 pub const TICK_INTERVAL_NS: u64 = 1_000_000_000;
 
@@ -511,7 +514,7 @@ impl Application {
     }
 
     /// Every coprocessor instance's named statistics: `(NetPE, instance, stats)` in manifest and declaration order.
-    pub fn copro_stats(&self) -> Vec<(String, String, Vec<(String, u64)>)> {
+    pub fn copro_stats(&self) -> Vec<CoproStats> {
         let mut out = Vec::new();
         for ((c, names), st) in self.counters.iter().zip(&self.copro_names).zip(&self.states) {
             for (name, cp) in names.iter().zip(&st.copros) {

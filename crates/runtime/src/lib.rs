@@ -17,7 +17,7 @@ pub mod manifest;
 pub mod program;
 mod stats;
 
-pub use app::{AppPlan, Application, TICK_INTERVAL_NS};
+pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};
 pub use manifest::Manifest;
 pub use netvm_jit::link::LinkMode;
 pub use netvm_vm::graph::{AppGraph, Dest, Verdict};

@@ -161,7 +161,7 @@ fn keys_equal(a: &[u8], b: &[u8]) -> bool {
     if (8..=16).contains(&n) {
         let w = |k: &[u8], i: usize| u64::from_le_bytes(k[i..i + 8].try_into().unwrap_or_default());
         w(a, 0) == w(b, 0) && w(a, n - 8) == w(b, n - 8)
-    } else if n >= 4 && n < 8 {
+    } else if (4..8).contains(&n) {
         let w = |k: &[u8], i: usize| u32::from_le_bytes(k[i..i + 4].try_into().unwrap_or_default());
         w(a, 0) == w(b, 0) && w(a, n - 4) == w(b, n - 4)
     } else {
@@ -336,6 +336,31 @@ impl ExactTable {
             let p = self.probe(key);
             prefetch(&self.tags[p.b1]);
             prefetch(&self.tags[p.b2]);
+        }
+    }
+
+    /// Prefetches what lookups of `keys` will read, as the bulk lookup does:
+    /// both buckets' tags of a group of keys, then the entries whose tags
+    /// match (a hint; no effect on results). Keys of the wrong size are skipped.
+    pub fn prefetch_keys(&self, keys: &[&[u8]]) {
+        let mut probes = [Probe::default(); BATCH];
+        for chunk in keys.chunks(BATCH) {
+            let mut n = 0;
+            for k in chunk.iter().filter(|k| k.len() == self.key_size) {
+                let p = self.probe(k);
+                prefetch(&self.tags[p.b1]);
+                prefetch(&self.tags[p.b2]);
+                probes[n] = p;
+                n += 1;
+            }
+            for p in &probes[..n] {
+                for b in [p.b1, p.b2] {
+                    let m = match_tags(&self.tags[b], p.tag);
+                    if m != 0 {
+                        prefetch(&self.entries[(b * SLOTS + m.trailing_zeros() as usize) * self.stride]);
+                    }
+                }
+            }
         }
     }
 

@@ -292,11 +292,17 @@ impl Coprocessor for Table {
     /// `lookup_pkt` and `insert_pkt` operations last used.
     fn prefetch(&self, packets: &[netvm_vm::Packet]) {
         let ks = self.table.key_size();
+        let mut keys: [&[u8]; 64] = [&[]; 64];
         for off in self.pkt_offsets.iter().flatten() {
-            for p in packets {
-                if let Some(k) = off.checked_add(ks).and_then(|end| p.data.get(*off..end)) {
-                    self.table.prefetch(k);
+            for chunk in packets.chunks(keys.len()) {
+                let mut n = 0;
+                for p in chunk {
+                    if let Some(k) = off.checked_add(ks).and_then(|end| p.data.get(*off..end)) {
+                        keys[n] = k;
+                        n += 1;
+                    }
                 }
+                self.table.prefetch_keys(&keys[..n]);
             }
         }
     }
