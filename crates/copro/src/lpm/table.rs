@@ -239,6 +239,10 @@ impl fmt::Display for LpmError {
 
 impl std::error::Error for LpmError {}
 
+/// Most groups whose storage is reserved (and marked for huge pages) at the
+/// first group: 2^18 groups, 256 MiB of address space.
+const MAX_RESERVED_GROUPS: u32 = 1 << 18;
+
 /// The tbl8 groups: storage grown on first use, a free list, a budget.
 #[derive(Clone)]
 struct Groups {
@@ -267,6 +271,12 @@ impl Groups {
         let g = match self.free.pop() {
             Some(g) => g,
             None => {
+                if self.tbl8.capacity() == 0 {
+                    // Room for the budget (up to 256 MiB of address space,
+                    // touched only as groups are used), in huge pages.
+                    self.tbl8.reserve_exact(self.budget.min(MAX_RESERVED_GROUPS) as usize * GROUP);
+                    advise_huge(self.tbl8.as_ptr().cast(), self.tbl8.capacity() * std::mem::size_of::<u32>());
+                }
                 let g = (self.tbl8.len() / GROUP) as u32;
                 self.tbl8.resize(self.tbl8.len() + GROUP, 0);
                 g
@@ -336,7 +346,7 @@ impl Groups {
 /// documentation. [`Lpm4`] and [`Lpm6`] are the two instances.
 #[derive(Clone)]
 pub struct Lpm<A: LpmAddress> {
-    root: Box<[u32]>,
+    root: HugeTable,
     groups: Groups,
     rules: BTreeMap<(A, u8), u32>,
     per_len: Vec<u32>,
@@ -360,7 +370,7 @@ impl<A: LpmAddress> Lpm<A> {
     /// [`MAX_TBL8_GROUPS`]).
     pub fn new(tbl8_groups: u32) -> Lpm<A> {
         Lpm {
-            root: zeroed_table(1 << A::ROOT_BITS),
+            root: HugeTable::zeroed(1 << A::ROOT_BITS),
             groups: Groups { tbl8: Vec::new(), free: Vec::new(), used: 0, budget: tbl8_groups.min(MAX_TBL8_GROUPS) },
             rules: BTreeMap::new(),
             per_len: vec![0; usize::from(A::BITS) + 1],
@@ -401,7 +411,7 @@ impl<A: LpmAddress> Lpm<A> {
     /// Removes every rule.
     pub fn clear(&mut self) {
         // A fresh zeroed allocation rather than a fill: untouched pages stay free.
-        self.root = zeroed_table(1 << A::ROOT_BITS);
+        self.root = HugeTable::zeroed(1 << A::ROOT_BITS);
         self.groups = Groups { tbl8: Vec::new(), free: Vec::new(), used: 0, budget: self.groups.budget };
         self.rules.clear();
         self.per_len.fill(0);
@@ -698,29 +708,80 @@ impl<A: LpmAddress> fmt::Debug for Lpm<A> {
     }
 }
 
-/// A zeroed table of `n` entries. A large one comes straight from the
-/// kernel (calloc), so that pages never written cost nothing; on Linux it is
-/// marked for transparent huge pages, which spares a TLB miss per lookup in
-/// the 64 MiB IPv4 table (the kernel still allocates on first touch).
-fn zeroed_table(n: usize) -> Box<[u32]> {
-    let t = vec![0u32; n].into_boxed_slice();
+/// Bytes of a (transparent) huge page.
+const HUGE: usize = 2 << 20;
+
+/// A zeroed table of `u32` entries. A large one comes straight from the
+/// kernel (calloc), so that pages never written cost nothing, and starts on
+/// a 2 MiB boundary (2 MiB of address space are allocated beyond it and
+/// never touched), so that on Linux transparent huge pages can back all of
+/// it: a lookup in the 64 MiB IPv4 table then takes no TLB miss (DPDK puts
+/// its tables on hugepages for the same reason).
+struct HugeTable {
+    buf: Box<[u32]>,
+    off: usize,
+    len: usize,
+}
+
+impl HugeTable {
+    fn zeroed(len: usize) -> HugeTable {
+        let bytes = len * std::mem::size_of::<u32>();
+        if bytes < HUGE {
+            return HugeTable { buf: vec![0u32; len].into_boxed_slice(), off: 0, len };
+        }
+        let slack = HUGE / std::mem::size_of::<u32>();
+        let buf = vec![0u32; len + slack].into_boxed_slice();
+        let addr = buf.as_ptr() as usize;
+        let off = (addr.next_multiple_of(HUGE) - addr) / std::mem::size_of::<u32>();
+        let t = HugeTable { buf, off, len };
+        advise_huge(t.as_ptr().cast(), bytes);
+        t
+    }
+}
+
+impl std::ops::Deref for HugeTable {
+    type Target = [u32];
+    #[inline(always)]
+    fn deref(&self) -> &[u32] {
+        &self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl std::ops::DerefMut for HugeTable {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u32] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl Clone for HugeTable {
+    fn clone(&self) -> HugeTable {
+        let mut t = HugeTable::zeroed(self.len);
+        t.copy_from_slice(self);
+        t
+    }
+}
+
+/// Marks the whole 2 MiB pages inside `[p, p + bytes)` for transparent huge
+/// pages (Linux; elsewhere nothing). The kernel still allocates on first touch.
+fn advise_huge(p: *const u8, bytes: usize) {
     #[cfg(target_os = "linux")]
     {
-        const HUGE: usize = 2 << 20;
-        let bytes = std::mem::size_of_val(&*t);
-        let start = t.as_ptr() as usize;
+        let start = p as usize;
         let first = start.next_multiple_of(HUGE);
         let end = (start + bytes) / HUGE * HUGE;
         if end > first {
-            // SAFETY: the range lies inside the allocation `t` owns;
-            // MADV_HUGEPAGE only changes how the kernel backs the pages, never
-            // their contents, and a failure (THP disabled) is harmless.
+            // SAFETY: the range lies inside an allocation the caller owns
+            // (initialised or spare capacity); MADV_HUGEPAGE only changes how
+            // the kernel backs the pages, never their contents, and a failure
+            // (THP disabled) is harmless.
             unsafe {
                 libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
             }
         }
     }
-    t
+    #[cfg(not(target_os = "linux"))]
+    let _ = (p, bytes);
 }
 
 /// Hints the CPU to bring `p`'s cache line in; never faults, whatever `p`.
