@@ -611,46 +611,28 @@ impl<A: LpmAddress> Lpm<A> {
 
     /// [`Lpm::lookup`] of each address of `addrs` into the same position of
     /// `out` (as far as the shorter of the two goes). Works in batches of
-    /// 32, prefetching the next batch's first-level entries while resolving
-    /// one, and each further level's entries of a batch before reading them.
+    /// 32, prefetching the next batch's first-level entries while it
+    /// resolves one (the loads of one batch are independent, so they overlap
+    /// by themselves).
     pub fn lookup_bulk(&self, addrs: &[A], out: &mut [Option<u32>]) {
         const BATCH: usize = 32;
         let n = addrs.len().min(out.len());
         let (addrs, out) = (&addrs[..n], &mut out[..n]);
-        let prefetch_root = |a: &[A]| {
-            for &x in a {
-                prefetch(self.root.as_ptr().wrapping_add(x.root_index()));
-            }
-        };
-        prefetch_root(&addrs[..n.min(BATCH)]);
-        let mut ent = [0u32; BATCH];
+        let root: &[u32] = &self.root;
         for (k, (a, o)) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)).enumerate() {
+            // The next batch's first-level entries are on their way while this one resolves.
             if let Some(next) = addrs.get((k + 1) * BATCH..) {
-                prefetch_root(&next[..next.len().min(BATCH)]);
-            }
-            let ent = &mut ent[..a.len()];
-            let mut ext = false;
-            for (e, &x) in ent.iter_mut().zip(a) {
-                *e = self.root[x.root_index()];
-                ext |= is_ext(*e);
-            }
-            let mut level = 1;
-            while ext {
-                for (&e, &x) in ent.iter().zip(a) {
-                    if is_ext(e) {
-                        prefetch(self.groups.tbl8.as_ptr().wrapping_add((e & VALUE) as usize * GROUP + x.level_index(level)));
-                    }
+                for &x in &next[..next.len().min(BATCH)] {
+                    prefetch(root.as_ptr().wrapping_add(x.root_index()));
                 }
-                ext = false;
-                for (e, &x) in ent.iter_mut().zip(a) {
-                    if is_ext(*e) {
-                        *e = self.groups.tbl8[(*e & VALUE) as usize * GROUP + x.level_index(level)];
-                        ext |= is_ext(*e);
-                    }
-                }
-                level += 1;
             }
-            for (o, &e) in o.iter_mut().zip(ent.iter()) {
+            for (o, &x) in o.iter_mut().zip(a) {
+                let mut e = root[x.root_index()];
+                let mut level = 1;
+                while is_ext(e) {
+                    e = self.groups.tbl8[((e & VALUE) as usize) * GROUP + x.level_index(level)];
+                    level += 1;
+                }
                 *o = self.resolve(e);
             }
         }
