@@ -22,8 +22,9 @@
 # once. Peers: scripts/install-peers.sh (libdpdk-dev, libhyperscan-dev,
 # optional); benches/peers/copropeers.c. DPDK gets 2 MiB hugepages when the
 # script runs as root (restored afterwards), else runs without.
-# Writes benches/results/copro-DATE.jsonl ({"meta": …}, then every record
-# with its round) and prints the summary on stdout.
+# Writes benches/results/copro-DATE.jsonl (copro-BENCHES-DATE.jsonl for an
+# --only run: {"meta": …}, then every record with its round) and prints the
+# summary on stdout.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +47,9 @@ WORK=${WORK:-${TMPDIR:-/tmp}/netvm-copro-bench}
 PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
-OUT=$ROOT/benches/results/copro-$DATE.jsonl
+# A partial run (--only) gets its own file, so that it never replaces a full one.
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
 bash "$ROOT/scripts/install-peers.sh" >&2 || say "some peers could not be installed; they will be reported unavailable"
