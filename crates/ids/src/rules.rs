@@ -24,6 +24,9 @@
 use std::collections::HashMap;
 use std::fmt;
 
+// The content syntax is the string-matching coprocessor's pattern syntax.
+use netvm_copro::strmatch::parse_content_body;
+
 /// What a rule does when it matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -368,7 +371,7 @@ pub fn parse_rule(text: &str, vars: &HashMap<String, String>) -> Result<Rule, St
                     Some(rest) => (true, rest.trim_start()),
                     None => (false, v),
                 };
-                let bytes = parse_content(&unquote_raw(v)?)?;
+                let bytes = parse_content_body(&unquote_raw(v)?)?;
                 if bytes.is_empty() {
                     return Err("empty content".into());
                 }
@@ -519,54 +522,6 @@ fn unquote(v: &str) -> Result<String, String> {
 fn unquote_raw(v: &str) -> Result<String, String> {
     let v = v.trim();
     v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).map(str::to_string).ok_or(format!("expected a quoted string, found `{v}`"))
-}
-
-/// A Snort content string (between the quotes): text with `\"`, `\;`,
-/// `\\`, `\:` escapes and `|41 42|` hex sections.
-pub fn parse_content(s: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    let mut bytes = s.bytes();
-    let mut hex = false;
-    let mut nibble: Option<u8> = None;
-    while let Some(b) = bytes.next() {
-        if hex {
-            match b {
-                b'|' => {
-                    if nibble.is_some() {
-                        return Err("odd number of hex digits in a |…| section".into());
-                    }
-                    hex = false;
-                }
-                b' ' | b'\t' => {
-                    if nibble.is_some() {
-                        return Err("a space inside a hex byte in a |…| section".into());
-                    }
-                }
-                _ => {
-                    let d = (b as char).to_digit(16).ok_or(format!("`{}` in a |…| hex section", b as char))? as u8;
-                    match nibble.take() {
-                        Some(h) => out.push(h << 4 | d),
-                        None => nibble = Some(d),
-                    }
-                }
-            }
-            continue;
-        }
-        match b {
-            b'|' => hex = true,
-            b'\\' => match bytes.next() {
-                Some(e @ (b'"' | b';' | b'\\' | b':' | b'|')) => out.push(e),
-                Some(e) => return Err(format!("unknown escape `\\{}` in a content", e as char)),
-                None => return Err("a content ends with `\\`".into()),
-            },
-            b'"' => return Err("an unescaped `\"` inside a content".into()),
-            _ => out.push(b),
-        }
-    }
-    if hex {
-        return Err("a |…| hex section is not closed".into());
-    }
-    Ok(out)
 }
 
 /// `/pattern/flags`.
@@ -744,6 +699,8 @@ mod tests {
 
     #[test]
     fn content_strings() {
+        // The parser is strmatch's (tested there); here: that rules use it.
+        let parse_content = parse_content_body;
         assert_eq!(parse_content("a|00 ff|b\\;\\\"").unwrap(), b"a\x00\xffb;\"");
         assert_eq!(parse_content("|4142|").unwrap(), b"AB");
         for bad in ["|4", "|4|", "|zz|", "a\\q", "a\"b", "|4 1|"] {

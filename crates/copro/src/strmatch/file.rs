@@ -10,7 +10,7 @@ use super::{Pattern, MAX_PATTERNS, MAX_PATTERN_LEN};
 ///
 /// Between the quotes, bytes stand for themselves except: `|hex bytes|`
 /// sections (pairs of hex digits, spaces allowed between pairs), and the
-/// escapes `\"`, `\\`, `\|` and `\;`. The result may be empty (callers that
+/// escapes `\"`, `\\`, `\|`, `\;` and `\:`. The result may be empty (callers that
 /// need a pattern reject that).
 pub fn parse_content(text: &str) -> Result<Vec<u8>, String> {
     let inner = text
@@ -30,8 +30,8 @@ pub fn parse_content_body(body: &str) -> Result<Vec<u8>, String> {
         match b[i] {
             b'\\' => {
                 let Some(&c) = b.get(i + 1) else { return Err("content ends with a lone `\\`".to_string()) };
-                if !matches!(c, b'"' | b'\\' | b'|' | b';') {
-                    return Err(format!("unknown escape `\\{}` in content (known: \\\" \\\\ \\| \\;)", char_at(body, i + 1)));
+                if !matches!(c, b'"' | b'\\' | b'|' | b';' | b':') {
+                    return Err(format!("unknown escape `\\{}` in content (known: \\\" \\\\ \\| \\; \\:)", char_at(body, i + 1)));
                 }
                 out.push(c);
                 i += 2;

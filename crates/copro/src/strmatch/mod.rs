@@ -62,7 +62,7 @@
 //! One pattern per line, `ID GROUP CONTENT [nocase]`; blank lines and lines
 //! starting with `#` are skipped. CONTENT is a Snort-style quoted string:
 //! `"GET |20 2f|"`, with `|hex|` sections (hex digit pairs, spaces allowed
-//! between pairs) and the escapes `\"`, `\\`, `\|`, `\;`. Empty patterns,
+//! between pairs) and the escapes `\"`, `\\`, `\|`, `\;`, `\:` (Snort's). Empty patterns,
 //! patterns over the length limit and duplicate ids are errors naming the
 //! 1-based line. The control plane's `load` adds a file's patterns (all or
 //! none) and recompiles; `dump` writes every pattern in this format; `clear`
