@@ -25,15 +25,16 @@ use std::time::Instant;
 use netvm_bench::measure::{median, round3};
 use netvm_copro::strmatch::{Backend, Pattern, PatternSet};
 use netvm_copro::{ExactTable, Lpm4};
+use netvm_fuzzgen::workloads::ipv4_frame;
+use netvm_fuzzgen::SplitMix;
 use netvm_vm::{Packet, Timestamp};
 
-/// SplitMix64.
-struct Rng(u64);
+/// The generator of the inputs: SplitMix64 (`netvm_fuzzgen::SplitMix`), with `below`.
+struct Rng(SplitMix);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix(self.0)
+        self.0.next_u64()
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
@@ -113,7 +114,7 @@ fn gen(dir: &Path, args: &[String]) {
     let lookups = arg(args, "--lookups", 10_000_000usize);
     let payload_mb = arg(args, "--payload-mb", 100usize);
     let hash_sizes: Vec<usize> = arg(args, "--hash", "1000000,16000000".to_string()).split(',').filter_map(|s| s.parse().ok()).collect();
-    let mut r = Rng(0x5eed);
+    let mut r = Rng(SplitMix(0x5eed));
 
     let rt = routes(&mut r, prefixes);
     let mut text = String::with_capacity(prefixes * 20);
@@ -174,7 +175,7 @@ fn gen(dir: &Path, args: &[String]) {
     std::fs::write(dir.join("payloads.bin"), &pay).unwrap();
 
     // 64-byte frames for the router: destinations hit the routes; TTL 64, checksums right.
-    let frames: Vec<Vec<u8>> = hits.iter().take(100_000).map(|&dst| netvm_fuzzgen_frame(0x0a00_0001, dst)).collect();
+    let frames: Vec<Vec<u8>> = hits.iter().take(100_000).map(|&dst| ipv4_frame(0x0a00_0001, dst, 64, 64)).collect();
     write_frames(dir, "router64", frames.iter().map(|f| (0u16, f.as_slice())));
     // The bridge: 64-byte frames between 4,096 hosts on 4 ports; each host sends from its own port.
     let hosts = 4096u64;
@@ -194,23 +195,6 @@ fn gen(dir: &Path, args: &[String]) {
         .collect();
     write_frames(dir, "bridge64", bridge.iter().map(|(p, f)| (*p, f.as_slice())));
     eprintln!("coprobench: inputs written to {}", dir.display());
-}
-
-/// An Ethernet + IPv4 + UDP frame of 64 bytes (60 + FCS-less), checksum right.
-fn netvm_fuzzgen_frame(src: u32, dst: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 64];
-    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]);
-    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
-    f[12..14].copy_from_slice(&[0x08, 0x00]);
-    f[14] = 0x45;
-    f[16..18].copy_from_slice(&50u16.to_be_bytes());
-    f[22] = 64;
-    f[23] = 17;
-    f[26..30].copy_from_slice(&src.to_be_bytes());
-    f[30..34].copy_from_slice(&dst.to_be_bytes());
-    let c = netvm_vm::region::internet_checksum(&f[14..34]) as u16;
-    f[24..26].copy_from_slice(&c.to_be_bytes());
-    f
 }
 
 /// `NAME.bin` (records `u16 port` (bridge only), `u16 len`, bytes) and pcaps (one per port for the bridge).
