@@ -13,6 +13,11 @@
 #             --repeat`), vs the same work written in C over rte_lpm
 #   bridge    examples/l2-bridge on 64-byte frames from memory, vs a C learning
 #             bridge over rte_hash
+#   ids       `netvm ids` with 1,500 rules (one content each) over 100,000
+#             TCP segments of 64-1460 payload bytes, with the Hyperscan
+#             prefilter and with aho-corasick (NETVM_HYPERSCAN=off); no peer
+#             (neither Snort nor Suricata is packaged here): compare with
+#             the strmatch figures, which scan payloads of the same sizes
 #
 #   scripts/bench-copro.sh [--rounds N] [--reps N] [--only BENCH[,BENCH...]]
 #
@@ -29,7 +34,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,ids"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -48,7 +53,7 @@ PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
-if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,ids" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
@@ -57,6 +62,7 @@ say "building (release) in $CARGO_TARGET_DIR"
 (cd "$ROOT" && cargo build --release -p netvm-bench --bin coprobench -p netvm-cli --bin netvm 2>&1 | tail -n 2) >&2
 make -s -C "$ROOT/benches/peers" OUT="$WORK/peers" "$WORK/peers/copropeers" >&2
 [ -f "$WORK/router64.bin" ] || "$REL/coprobench" gen "$WORK" >&2
+[ -f "$WORK/ids.pcap" ] || "$REL/coprobench" gen-ids "$WORK" >&2
 bench_pin "$PIN_CPU"
 
 # Hugepages for DPDK (restored on exit).
@@ -91,6 +97,19 @@ v = [float(x) for x in sys.stdin if x.strip()]
 print(json.dumps({'engine': 'netvm-jit', 'bench': '$name', 'mode': 'app', 'ns_median': round(statistics.median(v), 3), 'ns_min': round(min(v), 3), 'reps': len(v)}))"
 }
 
+# netvm_ids ENGINE: `netvm ids --stats` REPS times; one JSON line with the
+# median ns/packet and Gbit/s (the time inside the data path, as `netvm run`).
+netvm_ids() {
+    local engine=$1
+    for _ in $(seq "$REPS"); do
+        "${PIN[@]}" "$REL/netvm" ids --rules "$WORK/ids.rules" -r "$WORK/ids.pcap" --alerts /dev/null --stats 2>/dev/null
+    done | python3 -c "
+import sys, statistics, json
+v = [json.loads(l) for l in sys.stdin if l.strip()]
+ns = [x['ns_per_packet'] for x in v]
+print(json.dumps({'engine': '$engine', 'bench': 'ids', 'mode': 'app', 'ns_median': round(statistics.median(ns), 3), 'ns_min': round(min(ns), 3), 'gbit_s_median': round(statistics.median(x['gbit_per_s'] for x in v), 3), 'avg_bytes': round(v[0]['bytes'] / v[0]['packets'], 1), 'rules': v[0]['rules'], 'skipped': v[0]['skipped'], 'alerts': v[0]['alerts'], 'reps': len(v)}))"
+}
+
 BR=(-r "1=$WORK/bridge64-1.pcap" -r "2=$WORK/bridge64-2.pcap" -r "3=$WORK/bridge64-3.pcap" -r "4=$WORK/bridge64-4.pcap")
 for round in $(seq "$ROUNDS"); do
     say "round $round of $ROUNDS"
@@ -115,6 +134,10 @@ for round in $(seq "$ROUNDS"); do
     if wants bridge; then
         netvm_app bridge64 "$ROOT/examples/l2-bridge/app.toml" "${BR[@]}" --repeat 50 | record "$round"
         "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+    if wants ids; then
+        netvm_ids netvm-jit/hyperscan | record "$round"
+        NETVM_HYPERSCAN=off netvm_ids netvm-jit/aho-corasick | record "$round"
     fi
 done
 

@@ -146,7 +146,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
     let mut batch: Vec<Packet> = Vec::with_capacity(BATCH);
     let mut verdicts = Vec::with_capacity(BATCH);
     let mut emitted: Vec<Packet> = Vec::new();
-    let (mut packets, mut alert_lines, mut elapsed) = (0u64, 0u64, Duration::ZERO);
+    let (mut packets, mut bytes, mut alert_lines, mut elapsed) = (0u64, 0u64, 0u64, Duration::ZERO);
     let mut reader = reader;
     loop {
         batch.clear();
@@ -165,6 +165,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             break;
         }
         packets += batch.len() as u64;
+        bytes += batch.iter().map(|p| p.data.len() as u64).sum::<u64>();
         let start = Instant::now();
         running.process_batch(&mut batch, &mut verdicts, &mut |_, p| emitted.push(p.clone()));
         elapsed += start.elapsed();
@@ -219,6 +220,8 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             "faults": faults,
             "engine": running.engine(),
             "ns_per_packet": if packets == 0 { 0.0 } else { (elapsed.as_nanos() as f64 / packets as f64 * 100.0).round() / 100.0 },
+            "bytes": bytes,
+            "gbit_per_s": if elapsed.is_zero() { 0.0 } else { (bytes as f64 * 8.0 / elapsed.as_nanos() as f64 * 1000.0).round() / 1000.0 },
         });
         println!("{j}");
     }

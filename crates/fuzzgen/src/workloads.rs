@@ -193,6 +193,25 @@ pub fn ipv4_frame(src: u32, dst: u32, ttl: u8, size: usize) -> Vec<u8> {
     f
 }
 
+/// An Ethernet + IPv4 + TCP frame (20-byte TCP header, ACK|PSH) carrying
+/// `payload`, with a correct IPv4 header checksum.
+pub fn tcp_frame(src: u32, dst: u32, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = ipv4_frame(src, dst, 64, 14 + 20 + 20 + payload.len());
+    f[23] = 6;
+    f[24..26].fill(0);
+    let c = internet_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let tcp = &mut f[34..54];
+    tcp.fill(0);
+    tcp[0..2].copy_from_slice(&sport.to_be_bytes());
+    tcp[2..4].copy_from_slice(&dport.to_be_bytes());
+    tcp[12] = 5 << 4;
+    tcp[13] = 0x18;
+    tcp[14..16].copy_from_slice(&0xffffu16.to_be_bytes());
+    f[54..].copy_from_slice(payload);
+    f
+}
+
 /// Frames for an IPv4 router: most are well-formed IPv4 to addresses in,
 /// next to, or outside the routes; the rest are broken in every way the
 /// router checks (ethertype, runt, truncated header, version, IHL, total

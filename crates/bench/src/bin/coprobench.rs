@@ -8,6 +8,7 @@
 //! coprobench hash DIR N [--reps R]        ExactTable, 8-byte keys: one at a time, bulk (32)
 //! coprobench strmatch DIR [--reps R]      PatternSet (Hyperscan, aho-corasick), and the
 //!                                         `strmatch` coprocessor called from a NetIL program on the JIT
+//! coprobench gen-ids DIR                  write only the IDS inputs (also part of `gen`)
 //! ```
 //!
 //! Every measurement prints one JSON line: engine, bench, mode, ns_median,
@@ -17,7 +18,9 @@
 //! addresses); `hash_N_keys.bin`, `hash_N_lookups.bin` (8-byte keys);
 //! `patterns.bin` (`u8 flags, u16 len, bytes`); `payloads.bin` (`u16 len,
 //! bytes`); `router64.bin` / `router64.pcap` and `bridge64.bin` /
-//! `bridge64-P.pcap`, 64-byte frames for the application benchmarks.
+//! `bridge64-P.pcap`, 64-byte frames for the application benchmarks;
+//! `ids.rules` and `ids.pcap`, 1,500 Snort rules and 100,000 TCP segments
+//! for `netvm ids`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -25,7 +28,7 @@ use std::time::Instant;
 use netvm_bench::measure::{median, round3};
 use netvm_copro::strmatch::{Backend, Pattern, PatternSet};
 use netvm_copro::{ExactTable, Lpm4};
-use netvm_fuzzgen::workloads::ipv4_frame;
+use netvm_fuzzgen::workloads::{ipv4_frame, tcp_frame};
 use netvm_fuzzgen::SplitMix;
 use netvm_vm::{Packet, Timestamp};
 
@@ -38,6 +41,22 @@ impl Rng {
     }
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
+    }
+    /// `len` printable ASCII bytes.
+    fn printable(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| b' ' + self.below(95) as u8).collect()
+    }
+    /// A printable payload of 64 to 63 + `span` bytes; one in eight carries
+    /// one of `pats` at a random place.
+    fn payload(&mut self, span: u64, pats: &[Vec<u8>]) -> Vec<u8> {
+        let len = 64 + self.below(span) as usize;
+        let mut p = self.printable(len);
+        if self.below(8) == 0 {
+            let pat = &pats[self.below(pats.len() as u64) as usize];
+            let at = self.below((len - pat.len()) as u64) as usize;
+            p[at..at + pat.len()].copy_from_slice(pat);
+        }
+        p
     }
 }
 
@@ -152,7 +171,7 @@ fn gen(dir: &Path, args: &[String]) {
     let mut plist: Vec<Vec<u8>> = Vec::new();
     for _ in 0..1500 {
         let len = 4 + r.below(29) as usize;
-        let p: Vec<u8> = (0..len).map(|_| b' ' + r.below(95) as u8).collect();
+        let p = r.printable(len);
         pats.push(u8::from(r.below(10) == 0));
         pats.extend_from_slice(&(len as u16).to_le_bytes());
         pats.extend_from_slice(&p);
@@ -162,14 +181,8 @@ fn gen(dir: &Path, args: &[String]) {
     // Payloads of 64 to 1500 printable bytes; one in eight carries a pattern.
     let mut pay = Vec::with_capacity(payload_mb << 20);
     while pay.len() < payload_mb << 20 {
-        let len = 64 + r.below(1437) as usize;
-        let mut p: Vec<u8> = (0..len).map(|_| b' ' + r.below(95) as u8).collect();
-        if r.below(8) == 0 {
-            let pat = &plist[r.below(plist.len() as u64) as usize];
-            let at = r.below((len - pat.len()) as u64) as usize;
-            p[at..at + pat.len()].copy_from_slice(pat);
-        }
-        pay.extend_from_slice(&(len as u16).to_le_bytes());
+        let p = r.payload(1437, &plist);
+        pay.extend_from_slice(&(p.len() as u16).to_le_bytes());
         pay.extend_from_slice(&p);
     }
     std::fs::write(dir.join("payloads.bin"), &pay).unwrap();
@@ -194,7 +207,43 @@ fn gen(dir: &Path, args: &[String]) {
         })
         .collect();
     write_frames(dir, "bridge64", bridge.iter().map(|(p, f)| (*p, f.as_slice())));
+    gen_ids(dir);
     eprintln!("coprobench: inputs written to {}", dir.display());
+}
+
+/// The IDS inputs, from their own seed so that they can be made apart from
+/// the others (`gen-ids`): a ruleset shaped like a real one, 1,500 TCP
+/// rules each with its own content (4 to 32 printable bytes, 10 % nocase;
+/// half of them for any port, the others for port 80 or for 80, 443 and
+/// 8080; 5 % drop), and 100,000 TCP segments with 64 to 1,460 printable
+/// payload bytes to ports 80, 443, 8080, 25 and 53, one in eight carrying
+/// a rule's content.
+fn gen_ids(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = Rng(SplitMix(0x1d5));
+    let mut rules = String::from("# coprobench gen-ids: 1,500 TCP rules, one content each\n");
+    let mut contents = Vec::new();
+    for k in 0..1500u32 {
+        let len = 4 + r.below(29) as usize;
+        let p = r.printable(len);
+        let nocase = if r.below(10) == 0 { " nocase;" } else { "" };
+        let ports = ["any", "any", "80", "[80,443,8080]"][r.below(4) as usize];
+        let action = if r.below(20) == 0 { "drop" } else { "alert" };
+        let content = netvm_copro::strmatch::format_content(&p);
+        rules += &format!("{action} tcp any any -> any {ports} (msg:\"content {k}\"; content:{content};{nocase} sid:{};)\n", 2_000_000 + k);
+        contents.push(p);
+    }
+    std::fs::write(dir.join("ids.rules"), rules).unwrap();
+    let mut w = netvm_io::PcapWriter::create(&dir.join("ids.pcap")).unwrap();
+    for i in 0..100_000u64 {
+        let p = r.payload(1397, &contents);
+        let dport = [80u16, 443, 8080, 25, 53][r.below(5) as usize];
+        let src = 0x0a00_0000 | r.below(1 << 16) as u32;
+        let mut pkt = Packet::from_bytes(tcp_frame(src, 0xc0a8_0001, 1024 + r.below(60000) as u16, dport, &p));
+        pkt.ts = Timestamp::from_nanos(1_704_067_200_000_000_000 + i * 10_000);
+        w.write(&pkt).unwrap();
+    }
+    w.finish().unwrap();
 }
 
 /// `NAME.bin` (records `u16 port` (bridge only), `u16 len`, bytes) and pcaps (one per port for the bridge).
@@ -412,10 +461,11 @@ fn gbit(engine: &str, mode: &str, ns: &[f64], bytes: u64, n: u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = args.get(1).map(PathBuf::from).unwrap_or_else(|| die("usage: coprobench gen|lpm|hash|strmatch DIR [...]".into()));
+    let dir = args.get(1).map(PathBuf::from).unwrap_or_else(|| die("usage: coprobench gen|gen-ids|lpm|hash|strmatch DIR [...]".into()));
     let reps = arg(&args, "--reps", 7usize);
     match args[0].as_str() {
         "gen" => gen(&dir, &args),
+        "gen-ids" => gen_ids(&dir),
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
         "strmatch" => strmatch(&dir, reps),
