@@ -14,5 +14,6 @@ cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
 # The string-matching coprocessor and the IDS again, with Hyperscan kept
 # unloaded: the aho-corasick backend alone must give the same answers.
-NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --locked -p netvm-copro strmatch
-NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --locked -p netvm-cli --test ids
+# (--workspace keeps the features, and so the builds, of the run above.)
+NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --workspace --locked --lib strmatch
+NETVM_HYPERSCAN=off NETVM_REQUIRE_HYPERSCAN=0 cargo test --workspace --locked --test ids
