@@ -13,6 +13,10 @@
 #             --repeat`), vs the same work written in C over rte_lpm
 #   bridge    examples/l2-bridge on 64-byte frames from memory, vs a C learning
 #             bridge over rte_hash
+#   crossing  the coprocessor interface's per-call cost from the JIT: the
+#             apps of benches/apps/copro (ten copro.in, ten copro.out, five
+#             invokes of a counters instance per packet, and none) on the
+#             router's frames; no peer
 #   ids       `netvm ids` with 1,500 rules (one content each) over 100,000
 #             TCP segments of 64-1460 payload bytes, with the Hyperscan
 #             prefilter and with aho-corasick (NETVM_HYPERSCAN=off); no peer
@@ -34,7 +38,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,ids"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -53,7 +57,7 @@ PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
-if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,ids" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
@@ -134,6 +138,11 @@ for round in $(seq "$ROUNDS"); do
     if wants bridge; then
         netvm_app bridge64 "$ROOT/examples/l2-bridge/app.toml" "${BR[@]}" --repeat 50 | record "$round"
         "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+    if wants crossing; then
+        for app in base in10 out10 invoke5; do
+            netvm_app "copro-$app" "$ROOT/benches/apps/copro/$app.toml" -r "$WORK/router64.pcap" --repeat 50 | record "$round"
+        done
     fi
     if wants ids; then
         netvm_ids netvm-jit/hyperscan | record "$round"
