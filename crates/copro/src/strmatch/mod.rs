@@ -166,6 +166,26 @@ struct AcGroup {
     verify: bool,
 }
 
+impl AcGroup {
+    /// Hands every match in `hay` (pattern index, end), in ascending end
+    /// order, to `push` until it returns false. Matches of case-sensitive
+    /// patterns found by a case-insensitive automaton are checked first.
+    #[inline]
+    fn each(&self, meta: &[Meta], patterns: &[Pattern], hay: &[u8], mut push: impl FnMut(usize, usize) -> bool) {
+        for m in self.ac.find_overlapping_iter(hay) {
+            let idx = self.index[m.pattern().as_usize()] as usize;
+            let end = m.end();
+            let meta = meta[idx];
+            if self.verify && !meta.nocase && hay[end - meta.len as usize..end] != patterns[idx].bytes[..] {
+                continue;
+            }
+            if !push(idx, end) {
+                break;
+            }
+        }
+    }
+}
+
 enum Engine {
     Aho(Vec<AcGroup>),
     Hyper { dbs: Vec<hyperscan::Database>, scratch: Option<hyperscan::Scratch> },
@@ -368,14 +388,6 @@ impl PatternSet {
         self.scan_errors
     }
 
-    /// Whether AC match `idx` ending at `end` really matches (case check for
-    /// case-sensitive patterns in a case-insensitive automaton).
-    #[inline]
-    fn verified(meta: &[Meta], patterns: &[Pattern], hay: &[u8], idx: usize, end: usize) -> bool {
-        let m = meta[idx];
-        m.nocase || hay[end - m.len as usize..end] == patterns[idx].bytes[..]
-    }
-
     /// Every match of `group` in `haystack` into `out` (cleared first), in the
     /// order and up to the limit of the module doc. Returns true when matches
     /// past [`MAX_MATCHES`] were dropped.
@@ -384,18 +396,7 @@ impl PatternSet {
         let Ok(g) = self.groups.binary_search(&group) else { return false };
         let mut c = Collector { out, meta: &self.meta, truncated: false };
         match &mut self.engine {
-            Engine::Aho(acs) => {
-                let grp = &acs[g];
-                for m in grp.ac.find_overlapping_iter(haystack) {
-                    let idx = grp.index[m.pattern().as_usize()] as usize;
-                    if grp.verify && !Self::verified(&self.meta, &self.patterns, haystack, idx, m.end()) {
-                        continue;
-                    }
-                    if !c.push(idx, m.end()) {
-                        break;
-                    }
-                }
-            }
+            Engine::Aho(acs) => acs[g].each(&self.meta, &self.patterns, haystack, |idx, end| c.push(idx, end)),
             Engine::Hyper { dbs, scratch } => {
                 let Some(scratch) = scratch else { return false };
                 // SAFETY: `hs_collect` reads ctx as the `Collector` passed here,
@@ -416,18 +417,7 @@ impl PatternSet {
         let g = self.groups.binary_search(&group).ok()?;
         let mut f = First { meta: &self.meta, best: None };
         match &mut self.engine {
-            Engine::Aho(acs) => {
-                let grp = &acs[g];
-                for m in grp.ac.find_overlapping_iter(haystack) {
-                    let idx = grp.index[m.pattern().as_usize()] as usize;
-                    if grp.verify && !Self::verified(&self.meta, &self.patterns, haystack, idx, m.end()) {
-                        continue;
-                    }
-                    if !f.push(idx, m.end()) {
-                        break;
-                    }
-                }
-            }
+            Engine::Aho(acs) => acs[g].each(&self.meta, &self.patterns, haystack, |idx, end| f.push(idx, end)),
             Engine::Hyper { dbs, scratch } => {
                 let scratch = scratch.as_mut()?;
                 // SAFETY: `hs_first` reads ctx as the `First` passed here, which
