@@ -12,7 +12,7 @@
 
 use netil::{Mem, Opcode, Operands, SegmentKind};
 use netvm_verify::{SegmentInfo, Verified};
-use netvm_vm::{mem, region, ExchangeBuffer, FaultKind, InvokeContext, Limits, Outcome, PeCode, PeState};
+use netvm_vm::{mem, region, FaultKind, InvokeContext, Limits, Outcome, PeCode, PeState, XbView};
 
 /// Comparison conditions of `jcmp.*` and `cmp.*`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -385,7 +385,7 @@ impl InterpCode {
         &self,
         code: &Prepared,
         state: &mut PeState,
-        xb: &mut ExchangeBuffer,
+        xb: &mut XbView<'_>,
         in_port: u16,
         initial: Option<u32>,
         limits: &Limits,
@@ -411,14 +411,13 @@ impl PeCode for InterpCode {
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
         match &self.init {
             Some(code) => {
-                let mut empty = ExchangeBuffer::default();
-                self.run(code, state, &mut empty, 0, None, limits)
+                self.run(code, state, &mut XbView::empty(), 0, None, limits)
             }
             None => Outcome::Exit,
         }
     }
 
-    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+    fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         self.run(&self.push, state, xb, in_port, Some(u32::from(in_port)), limits)
     }
 }
@@ -453,17 +452,17 @@ macro_rules! binop {
     }};
 }
 
-fn memory<'a>(m: Mem, xb: &'a ExchangeBuffer, data: &'a [u8], info_size: usize) -> &'a [u8] {
+fn memory<'a>(m: Mem, xb: &'a XbView<'_>, data: &'a [u8], info_size: usize) -> &'a [u8] {
     match m {
-        Mem::Packet => &xb.packet.data,
+        Mem::Packet => xb.packet,
         Mem::Info => &xb.info[..info_size.min(xb.info.len())],
         Mem::Data => data,
     }
 }
 
-fn memory_mut<'a>(m: Mem, xb: &'a mut ExchangeBuffer, data: &'a mut [u8], info_size: usize) -> &'a mut [u8] {
+fn memory_mut<'a>(m: Mem, xb: &'a mut XbView<'_>, data: &'a mut [u8], info_size: usize) -> &'a mut [u8] {
     match m {
-        Mem::Packet => &mut xb.packet.data,
+        Mem::Packet => xb.packet,
         Mem::Info => {
             let n = info_size.min(xb.info.len());
             &mut xb.info[..n]
@@ -474,7 +473,7 @@ fn memory_mut<'a>(m: Mem, xb: &'a mut ExchangeBuffer, data: &'a mut [u8], info_s
 
 /// `mcopy`: memmove of `len` bytes, both ranges checked first.
 #[allow(clippy::too_many_arguments)]
-fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut ExchangeBuffer, data: &mut [u8], info_size: usize) -> bool {
+fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbView<'_>, data: &mut [u8], info_size: usize) -> bool {
     let (Some(sr), Some(dr)) = (
         mem::range(src_off, len, memory(src, xb, data, info_size).len()),
         mem::range(dst_off, len, memory(dst, xb, data, info_size).len()),
@@ -499,7 +498,7 @@ fn execute(
     stack: &mut [u32; STACK_SLOTS],
     locals: &mut [u32; LOCAL_SLOTS],
     state: &mut PeState,
-    xb: &mut ExchangeBuffer,
+    xb: &mut XbView<'_>,
     in_port: u16,
     initial: Option<u32>,
     limits: &Limits,
@@ -632,7 +631,7 @@ fn execute(
             Op::Exit => return Outcome::Exit,
             Op::Load(m, w) => {
                 let v = match m {
-                    Mem::Packet => mem::load_be(&xb.packet.data, tos, u32::from(w)),
+                    Mem::Packet => mem::load_be(xb.packet, tos, u32::from(w)),
                     Mem::Info => mem::load_be(memory(Mem::Info, xb, &state.data, info_size), tos, u32::from(w)),
                     Mem::Data => mem::load_be(&state.data, tos, u32::from(w)),
                 };
@@ -649,8 +648,8 @@ fn execute(
                     fault!(Bounds);
                 }
             }
-            Op::Pktlen => push!(tos, stack, sp, xb.packet.data.len() as u32),
-            Op::Wirelen => push!(tos, stack, sp, xb.packet.wire_len),
+            Op::Pktlen => push!(tos, stack, sp, xb.packet.len() as u32),
+            Op::Wirelen => push!(tos, stack, sp, xb.wire_len),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
             Op::Mcopy(s, d) => {
@@ -679,8 +678,8 @@ fn execute(
                 tos = region::csum_update(tos, old, new);
             }
             Op::Inport => push!(tos, stack, sp, u32::from(in_port)),
-            Op::TstampS => push!(tos, stack, sp, xb.packet.ts.sec as u32),
-            Op::TstampNs => push!(tos, stack, sp, xb.packet.ts.nsec),
+            Op::TstampS => push!(tos, stack, sp, xb.ts.sec as u32),
+            Op::TstampNs => push!(tos, stack, sp, xb.ts.nsec),
             Op::CoproIn(c, r) => {
                 let v = pop!(tos, stack, sp);
                 match state.copros.get_mut(c as usize).map(|cp| cp.write(r, v)) {
@@ -707,17 +706,32 @@ fn execute(
                     take_edge!(e)
                 }
             }
-            Op::UploadConst(w, off) => match mem::load_be(&xb.packet.data, off, u32::from(w)) {
+            Op::UploadConst(w, off) => match mem::load_be(xb.packet, off, u32::from(w)) {
                 Some(v) => push!(tos, stack, sp, v),
                 None => fault!(Bounds),
             },
             Op::CoproInvoke(c, o) => {
-                let ctx = InvokeContext { packet: &xb.packet.data, info: memory(Mem::Info, xb, &[], info_size), now: xb.packet.ts };
+                let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], info_size), now: xb.ts, seq: xb.seq };
                 match state.copros.get_mut(c as usize).map(|cp| cp.invoke(o, &ctx)) {
                     Some(Ok(())) => {}
                     _ => fault!(Copro),
                 }
             }
         }
+    }
+}
+
+/// The reference interpreter as an [`Engine`](netvm_vm::Engine): every
+/// NetPE interpreted, the graph walked by the runtime (`dispatch`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InterpEngine;
+
+impl netvm_vm::Engine for InterpEngine {
+    fn name(&self) -> &'static str {
+        "interp"
+    }
+
+    fn prepare(&self, verified: &Verified) -> Result<std::sync::Arc<dyn PeCode>, netvm_vm::EngineError> {
+        Ok(std::sync::Arc::new(InterpCode::new(verified)))
     }
 }

@@ -18,7 +18,7 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleResult};
 pub use netvm_rt::helpers::{
     netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3, HELPER_FAULT,
 };
-use netvm_vm::{Coprocessor, ExchangeBuffer, FaultKind, Outcome, PeState};
+use netvm_vm::{Coprocessor, FaultKind, Outcome, PeState, XbView};
 
 /// The execution context of one invocation of a single compiled handler
 /// (`#[repr(C)]`: compiled code reads its fields at fixed offsets).
@@ -51,6 +51,8 @@ pub struct JitCtx {
     pub in_port: u32,
     /// Timestamp nanoseconds.
     pub ts_nsec: u32,
+    /// The packet's sequence number in the run.
+    pub seq: u64,
 }
 
 /// Byte offsets of the fields compiled code reads.
@@ -82,15 +84,17 @@ pub mod offsets {
     pub const IN_PORT: i32 = offset_of!(JitCtx, in_port) as i32;
     /// `ts_nsec`
     pub const TS_NSEC: i32 = offset_of!(JitCtx, ts_nsec) as i32;
+    /// `seq`
+    pub const SEQ: i32 = offset_of!(JitCtx, seq) as i32;
 }
 
 impl JitCtx {
     /// The context of one call on `state` and `xb`.
-    pub fn new(state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, info_size: usize, budget: u64) -> JitCtx {
+    pub fn new(state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, info_size: usize, budget: u64) -> JitCtx {
         let info_len = info_size.min(xb.info.len());
         JitCtx {
-            pkt: xb.packet.data.as_mut_ptr(),
-            pkt_len: xb.packet.data.len() as u64,
+            pkt: xb.packet.as_mut_ptr(),
+            pkt_len: xb.packet.len() as u64,
             info: xb.info.as_mut_ptr(),
             info_len: info_len as u64,
             data: state.data.as_mut_ptr(),
@@ -98,10 +102,11 @@ impl JitCtx {
             budget,
             copros: state.copros.as_mut_ptr(),
             ncopros: state.copros.len() as u64,
-            ts_sec: xb.packet.ts.sec,
-            wire_len: xb.packet.wire_len,
+            ts_sec: xb.ts.sec,
+            wire_len: xb.wire_len,
             in_port: u32::from(in_port),
-            ts_nsec: xb.packet.ts.nsec,
+            ts_nsec: xb.ts.nsec,
+            seq: xb.seq,
         }
     }
 }
@@ -179,7 +184,7 @@ pub fn declare_helpers<M: Module>(module: &mut M) -> ModuleResult<Helpers> {
         ("netvm_rt_csum", sig(&[ptr, i64t], i32t)),
         ("netvm_rt_copro_in", sig(&[ptr, i64t, i32t, i32t, i32t], i32t)),
         ("netvm_rt_copro_out", sig(&[ptr, i64t, i32t, i32t], i64t)),
-        ("netvm_rt_copro_invoke", sig(&[ptr, i64t, i32t, i32t, ptr, i64t, ptr, i64t, i64t, i32t], i32t)),
+        ("netvm_rt_copro_invoke", sig(&[ptr, i64t, i32t, i32t, ptr, i64t, ptr, i64t, i64t, i32t, i64t], i32t)),
     ];
     let mut ids = Vec::with_capacity(sigs.len());
     for (name, s) in &sigs {

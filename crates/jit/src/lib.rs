@@ -40,7 +40,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module as _};
 use netil::SegmentKind;
 use netvm_verify::Verified;
-use netvm_vm::{ExchangeBuffer, Limits, Outcome, PeCode, PeState};
+use netvm_vm::{Limits, Outcome, PeCode, PeState, XbView};
 
 pub use context::JitCtx;
 
@@ -311,7 +311,7 @@ impl JitCode {
         &self.code_size
     }
 
-    fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+    fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, limits.budget);
         // SAFETY: `ctx` points into `state` and `xb`, which are exclusively
         // borrowed for the whole call, so the raw pointers in it stay valid
@@ -340,22 +340,81 @@ fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr
     let budget = ld(types::I64, o::BUDGET);
     let push = kind == SegmentKind::Push;
     let in_port = push.then(|| ld(types::I32, o::IN_PORT));
-    let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC });
+    let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC, seq: o::SEQ });
     translate::SegmentEnv { mems, copros, meta, in_port, budget, exits: translate::ExitMode::Return }
 }
 
 impl PeCode for JitCode {
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
         match self.init {
-            Some(f) => {
-                let mut empty = ExchangeBuffer::default();
-                self.call(f, state, &mut empty, 0, limits)
-            }
+            Some(f) => self.call(f, state, &mut XbView::empty(), 0, limits),
             None => Outcome::Exit,
         }
     }
 
-    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome {
+    fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         self.call(self.push, state, xb, in_port, limits)
+    }
+}
+
+/// The Cranelift JIT as an [`Engine`](netvm_vm::Engine). With a
+/// [`LinkMode`](link::LinkMode), it compiles whole applications (the
+/// default: [`LinkMode::Direct`](link::LinkMode::Direct)); without one,
+/// each NetPE alone, and the runtime walks the graph (`dispatch`).
+#[derive(Clone, Copy, Debug)]
+pub struct JitEngine {
+    /// How NetPEs are bound; `None` for the runtime's graph walk.
+    pub link: Option<link::LinkMode>,
+    /// Code-generation options.
+    pub opts: JitOptions,
+}
+
+impl Default for JitEngine {
+    fn default() -> Self {
+        JitEngine { link: Some(link::LinkMode::Direct), opts: JitOptions::default() }
+    }
+}
+
+impl JitEngine {
+    /// The JIT binding NetPEs as `link` says (`None`: the runtime dispatches).
+    pub fn with_link(link: Option<link::LinkMode>) -> JitEngine {
+        JitEngine { link, ..JitEngine::default() }
+    }
+}
+
+impl From<JitError> for netvm_vm::EngineError {
+    fn from(e: JitError) -> Self {
+        match e {
+            JitError::Isa(isa) => netvm_vm::EngineError::Unsupported(format!("no Cranelift backend for {isa}")),
+            JitError::Codegen(m) => netvm_vm::EngineError::Codegen(m),
+        }
+    }
+}
+
+impl netvm_vm::Engine for JitEngine {
+    fn name(&self) -> &'static str {
+        "jit"
+    }
+
+    fn prepare(&self, verified: &Verified) -> Result<Arc<dyn PeCode>, netvm_vm::EngineError> {
+        Ok(Arc::new(JitCode::compile_with(verified, self.opts)?))
+    }
+
+    fn link(
+        &self,
+        graph: &netvm_vm::graph::AppGraph,
+        modules: &[Verified],
+        limits: &Limits,
+    ) -> Option<Result<Box<dyn netvm_vm::graph::LinkedCode>, netvm_vm::EngineError>> {
+        let mode = self.link?;
+        Some(
+            link::LinkedApp::compile(graph, modules, limits, mode, self.opts)
+                .map(|a| Box::new(a) as Box<dyn netvm_vm::graph::LinkedCode>)
+                .map_err(Into::into),
+        )
+    }
+
+    fn link_name(&self) -> &'static str {
+        self.link.map_or("dispatch", link::LinkMode::name)
     }
 }

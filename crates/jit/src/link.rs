@@ -39,8 +39,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variab
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, DataDescription, DataId, FuncId, Linkage, Module};
 use netvm_verify::Verified;
-use netvm_vm::graph::{AppGraph, Dest, FlowCounts, LinkedCode, NodeFlow, Verdict};
-use netvm_vm::{FaultKind, Limits, Outcome, Packet, PeState};
+use netvm_vm::buffer::{Batch, PacketPool};
+use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FlowCounts, LinkedCode, NodeFlow, Verdict};
+use netvm_vm::{FaultKind, Limits, Outcome, PeState};
 
 pub use netvm_rt::fanout::{netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_pop, netvm_rt_fanout_save};
 pub use netvm_rt::{AppCtx, Emitted, FanoutState, NodeMem, XbDesc};
@@ -82,6 +83,7 @@ mod off {
     pub const XB_TS_SEC: i32 = offset_of!(XbDesc, ts_sec) as i32;
     pub const XB_TS_NSEC: i32 = offset_of!(XbDesc, ts_nsec) as i32;
     pub const XB_IN_PORT: i32 = offset_of!(XbDesc, in_port) as i32;
+    pub const XB_SEQ: i32 = offset_of!(XbDesc, seq) as i32;
     pub const XB_SIZE: i64 = std::mem::size_of::<XbDesc>() as i64;
     pub const NODE_DATA: i32 = offset_of!(NodeMem, data) as i32;
     pub const NODE_DATA_LEN: i32 = offset_of!(NodeMem, data_len) as i32;
@@ -524,7 +526,7 @@ impl<M: Module> Build<'_, '_, M> {
         SegmentEnv {
             mems: [pkt, MemView { base: info, len: info_len }, data],
             copros,
-            meta: Some(MetaView { base: meta, wirelen: off::XB_WIRELEN, ts_sec: off::XB_TS_SEC, ts_nsec: off::XB_TS_NSEC }),
+            meta: Some(MetaView { base: meta, wirelen: off::XB_WIRELEN, ts_sec: off::XB_TS_SEC, ts_nsec: off::XB_TS_NSEC, seq: off::XB_SEQ }),
             in_port: Some(in_port),
             budget,
             exits: ExitMode::Jump,
@@ -1291,31 +1293,43 @@ fn hook_symbols() -> Vec<(&'static str, *const u8)> {
     ]
 }
 
-/// An application compiled by the JIT: [`LinkedCode`] for the runtime.
-pub struct LinkedApp {
+/// The compiled code of an application, shared by every worker's [`LinkedApp`].
+struct LinkedProgram {
     run: RunFn,
     init: Option<InitFn>,
     graph: AppGraph,
     layout: AppLayout,
     budget: u64,
-    counters: Vec<u64>,
-    info: Vec<u8>,
-    node_mem: Vec<NodeMem>,
-    descs: Vec<XbDesc>,
-    raw: Vec<u32>,
-    fanout: Box<FanoutState>,
     text: LinkedText,
     _memory: Arc<CodeMemory>,
 }
 
-// SAFETY: the raw pointers in `node_mem` and `descs` are scratch, rebuilt
-// from the borrows passed to every call before compiled code sees them;
-// nothing in a `LinkedApp` refers to another thread's data between calls.
+// SAFETY: the program is immutable machine code and its description; the
+// function pointers stay valid as long as `_memory` keeps the code mapped,
+// and the code is reentrant for distinct contexts (include/netvm.h).
+unsafe impl Send for LinkedProgram {}
+// SAFETY: as above: nothing in it is mutated after compilation.
+unsafe impl Sync for LinkedProgram {}
+
+/// An application compiled by the JIT: [`LinkedCode`] for the runtime. One
+/// per worker, each with its own counters, info memory and fan-out state
+/// over the same code ([`LinkedCode::fork`]).
+pub struct LinkedApp {
+    prog: Arc<LinkedProgram>,
+    counters: Vec<u64>,
+    info: Vec<u8>,
+    node_mem: Vec<NodeMem>,
+    fanout: Box<FanoutState>,
+}
+
+// SAFETY: the raw pointers in `node_mem` are scratch, rebuilt from the
+// borrows passed to every call before compiled code sees them; nothing in
+// a `LinkedApp` refers to another thread's data between calls.
 unsafe impl Send for LinkedApp {}
 
 impl std::fmt::Debug for LinkedApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinkedApp").field("layout", &self.layout).field("code_size", &self.text.code_size).finish()
+        f.debug_struct("LinkedApp").field("layout", &self.prog.layout).field("code_size", &self.prog.text.code_size).finish()
     }
 }
 
@@ -1349,32 +1363,37 @@ impl LinkedApp {
                 syms.init.map(|f| std::mem::transmute::<*const u8, InitFn>(module.get_finalized_function(f))),
             )
         };
-        let layout = syms.layout;
-        Ok(LinkedApp {
+        let prog = LinkedProgram {
             run,
             init,
             graph: graph.clone(),
             budget: limits.budget,
-            counters: vec![0; layout.counters],
-            info: vec![0; layout.info_size.max(1)],
-            node_mem: Vec::new(),
-            descs: Vec::new(),
-            raw: Vec::new(),
-            fanout: Box::default(),
-            layout,
+            layout: syms.layout,
             text,
             _memory: Arc::new(CodeMemory { module: Some(module) }),
-        })
+        };
+        Ok(LinkedApp::context(Arc::new(prog)))
+    }
+
+    /// A fresh context (zeroed counters) over compiled code.
+    fn context(prog: Arc<LinkedProgram>) -> LinkedApp {
+        LinkedApp {
+            counters: vec![0; prog.layout.counters],
+            info: vec![0; prog.layout.info_size.max(1)],
+            node_mem: Vec::new(),
+            fanout: Box::default(),
+            prog,
+        }
     }
 
     /// The generated code (`keep_text`) and its sizes.
     pub fn text(&self) -> &LinkedText {
-        &self.text
+        &self.prog.text
     }
 
     /// The counter and memory layout.
     pub fn layout(&self) -> &AppLayout {
-        &self.layout
+        &self.prog.layout
     }
 
     /// The raw counters ([`AppLayout`]).
@@ -1384,9 +1403,10 @@ impl LinkedApp {
 
     /// Points the node table at `states`' memories.
     fn bind(&mut self, states: &mut [PeState]) {
-        assert_eq!(states.len(), self.layout.node_base.len(), "one state per NetPE");
+        let layout = &self.prog.layout;
+        assert_eq!(states.len(), layout.node_base.len(), "one state per NetPE");
         self.node_mem.clear();
-        for (st, size) in states.iter_mut().zip(&self.layout.data_sizes) {
+        for (st, size) in states.iter_mut().zip(&layout.data_sizes) {
             // Compiled code relies on data memory being exactly `.datasize` bytes.
             assert_eq!(st.data.len(), *size, "data memory of the size its module declares");
             self.node_mem.push(NodeMem {
@@ -1400,7 +1420,7 @@ impl LinkedApp {
 
     fn ctx(&mut self) -> AppCtx {
         AppCtx {
-            budget: self.budget,
+            budget: self.prog.budget,
             info: self.info.as_mut_ptr(),
             nodes: self.node_mem.as_ptr(),
             counters: self.counters.as_mut_ptr(),
@@ -1408,20 +1428,6 @@ impl LinkedApp {
             fanned: 0,
             reserved: 0,
         }
-    }
-
-    /// Runs the compiled batch function on prepared descriptors (the
-    /// packets' bytes are written in place); fills `raw` with the verdicts.
-    /// For measurements that keep their own descriptors, see [`LinkedApp::run_descs`].
-    fn call(&mut self, n: usize) {
-        let mut ctx = self.ctx();
-        self.raw.resize(n, 0);
-        // SAFETY: `ctx` points to live memories: info (`info_size` bytes),
-        // the node table built by `bind` from exclusively borrowed states,
-        // the counters, and the fan-out state; `descs[..n]` describe live,
-        // exclusively borrowed packet buffers; `raw` has room for `n`
-        // verdicts. Compiled code checks every other access.
-        unsafe { (self.run)(&mut ctx, self.descs.as_mut_ptr(), n as u32, self.raw.as_mut_ptr()) };
     }
 
     /// Runs `descs` (prepared by the caller, whose packets `states` belong to
@@ -1436,8 +1442,12 @@ impl LinkedApp {
         assert!(verdicts.len() >= descs.len());
         self.bind(states);
         let mut ctx = self.ctx();
-        // SAFETY: as in `call`, with the caller's guarantee for `descs`.
-        unsafe { (self.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
+        // SAFETY: `ctx` points to live memories: info (`info_size` bytes),
+        // the node table built by `bind` from exclusively borrowed states,
+        // the counters, and the fan-out state; the caller guarantees the
+        // descriptors; `verdicts` has room for every packet. Compiled code
+        // checks every other access.
+        unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
         self.fanout.clear();
     }
 }
@@ -1451,25 +1461,12 @@ pub fn decode_verdict(raw: u32) -> Verdict {
     }
 }
 
-/// A descriptor of `p`, pointing at its bytes.
-pub fn describe(p: &mut Packet) -> XbDesc {
-    XbDesc {
-        data: p.data.as_mut_ptr(),
-        caplen: p.data.len() as u32,
-        wirelen: p.wire_len,
-        ts_sec: p.ts.sec,
-        ts_nsec: p.ts.nsec,
-        in_port: p.in_port,
-        reserved: 0,
-    }
-}
-
 impl LinkedCode for LinkedApp {
     fn init(&mut self, states: &mut [PeState]) -> Result<(), (usize, Outcome)> {
-        let Some(init) = self.init else { return Ok(()) };
+        let Some(init) = self.prog.init else { return Ok(()) };
         self.bind(states);
         let mut ctx = self.ctx();
-        // SAFETY: as in `call`; `.init` touches data memory and coprocessors only.
+        // SAFETY: as in `run_descs`; `.init` touches data memory and coprocessors only.
         let r = unsafe { init(&mut ctx) };
         if r == 0 {
             return Ok(());
@@ -1478,46 +1475,39 @@ impl LinkedCode for LinkedApp {
         Err((n, Outcome::Fault(FaultKind::ALL[k.min(FaultKind::ALL.len() - 1)])))
     }
 
-    fn run(&mut self, states: &mut [PeState], batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
+    fn run(&mut self, states: &mut [PeState], batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
+        let n = batch.len();
+        out.clear();
+        out.verdicts.resize(n, 0);
+        if n == 0 {
+            return;
+        }
         self.bind(states);
-        self.descs.clear();
-        self.descs.extend(batch.iter_mut().map(describe));
-        self.call(batch.len());
-        verdicts.clear();
-        verdicts.extend(self.raw.iter().map(|r| decode_verdict(*r)));
+        self.fanout.set_pool(pool);
+        let mut ctx = self.ctx();
+        // SAFETY: `ctx` as in `run_descs`; the batch's descriptors point into
+        // memory it holds, which its exclusive borrow keeps from anyone else
+        // for the call (the runtime gives programs that write packet memory
+        // descriptors that never overlap); `out.verdicts` has room for `n`.
+        // Compiled code writes verdicts for the packets in the real
+        // encoding, which `Verdict::decode` reads.
+        unsafe { (self.prog.run)(&mut ctx, batch.descs.as_mut_ptr(), n as u32, out.verdicts.as_mut_ptr()) };
         let fo = &mut self.fanout;
-        if fo.fanned().is_empty() {
-            for (v, p) in verdicts.iter().zip(batch.iter()) {
-                if let Verdict::Output(port) = v {
-                    emit(*port, p);
-                }
+        if !fo.fanned().is_empty() {
+            for &i in fo.fanned() {
+                let outputs = fo.emitted().iter().filter(|e| e.0 == i).count() as u32;
+                out.verdicts[i as usize] = Verdict::Fanout { outputs }.encode();
             }
-        } else {
-            let mut e = fo.emitted().iter().peekable();
-            let mut f = fo.fanned().iter().peekable();
-            for (i, (v, p)) in verdicts.iter_mut().zip(batch.iter()).enumerate() {
-                if f.peek() == Some(&&(i as u32)) {
-                    f.next();
-                    let mut outputs = 0;
-                    while let Some((_, port, what)) = e.next_if(|x| x.0 == i as u32) {
-                        outputs += 1;
-                        match what {
-                            Emitted::Original => emit(*port, p),
-                            Emitted::Copy(bytes) => {
-                                emit(*port, &Packet { data: bytes.clone(), wire_len: p.wire_len, ts: p.ts, in_port: p.in_port })
-                            }
-                        }
-                    }
-                    *v = Verdict::Fanout { outputs };
-                } else if let Verdict::Output(port) = v {
-                    emit(*port, p);
-                }
-            }
+            fo.take_exits(&mut out.fanout);
         }
         fo.clear();
     }
 
     fn flow(&self) -> FlowCounts {
-        self.layout.flow(&self.graph, &self.counters)
+        self.prog.layout.flow(&self.prog.graph, &self.counters)
+    }
+
+    fn fork(&self) -> Box<dyn LinkedCode> {
+        Box::new(LinkedApp::context(Arc::clone(&self.prog)))
     }
 }

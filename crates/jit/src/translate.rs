@@ -79,6 +79,8 @@ pub struct MetaView {
     pub ts_sec: i32,
     /// Offset of the timestamp's nanoseconds (`u32`).
     pub ts_nsec: i32,
+    /// Offset of the packet's sequence number (`u64`, passed to coprocessor operations).
+    pub seq: i32,
 }
 
 /// What the exits of a segment do.
@@ -803,15 +805,16 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let (cp, n) = tx.env.copros;
             let pkt = tx.env.mems[Mem::Packet as usize];
             let info = tx.env.mems[Mem::Info as usize];
-            let (sec, nsec) = match tx.env.meta {
+            let (sec, nsec, seq) = match tx.env.meta {
                 Some(mv) => {
                     let s = tx.b.ins().load(I64, ctx_flags(), mv.base, mv.ts_sec);
                     let ns = tx.b.ins().load(I32, ctx_flags(), mv.base, mv.ts_nsec);
-                    (s, ns)
+                    let q = tx.b.ins().load(I64, ctx_flags(), mv.base, mv.seq);
+                    (s, ns, q)
                 }
-                None => (tx.b.ins().iconst(I64, 0), tx.iconst(0)),
+                None => (tx.b.ins().iconst(I64, 0), tx.iconst(0), tx.b.ins().iconst(I64, 0)),
             };
-            let st = tx.cx.call(tx.b, h.copro_invoke, &[cp, n, c, o, pkt.base, pkt.len, info.base, info.len, sec, nsec]);
+            let st = tx.cx.call(tx.b, h.copro_invoke, &[cp, n, c, o, pkt.base, pkt.len, info.base, info.len, sec, nsec, seq]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
         }

@@ -5,27 +5,11 @@ use std::ffi::c_void;
 
 /// Version of the C ABI, in `netvm_layout.abi_version`; changes whenever a
 /// structure, a signature or an encoding of include/netvm.h does.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
-/// One packet of a batch, as compiled applications read it (`struct netvm_xb`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct XbDesc {
-    /// Packet bytes (written in place by `ustore`).
-    pub data: *mut u8,
-    /// Captured length.
-    pub caplen: u32,
-    /// Length on the wire.
-    pub wirelen: u32,
-    /// Timestamp, seconds.
-    pub ts_sec: u64,
-    /// Timestamp, nanoseconds.
-    pub ts_nsec: u32,
-    /// Application input port.
-    pub in_port: u16,
-    /// Zero.
-    pub reserved: u16,
-}
+/// One packet of a batch, as compiled applications read it (`struct netvm_xb`):
+/// defined with the machine model, where the runtime builds it.
+pub use netvm_vm::XbDesc;
 
 /// The memories of one NetPE (`struct netvm_node`).
 #[repr(C)]
@@ -111,8 +95,9 @@ mod tests {
     /// The sizes and offsets include/netvm.h gives (its host asserts the same sizes).
     #[test]
     fn layout_matches_netvm_h() {
-        assert_eq!(size_of::<XbDesc>(), 32);
+        assert_eq!(size_of::<XbDesc>(), 40);
         assert_eq!((offset_of!(XbDesc, caplen), offset_of!(XbDesc, ts_sec), offset_of!(XbDesc, in_port)), (8, 16, 28));
+        assert_eq!(offset_of!(XbDesc, seq), 32);
         assert_eq!(size_of::<NodeMem>(), 32);
         assert_eq!(size_of::<AppCtx>(), 48);
         assert_eq!((offset_of!(AppCtx, counters), offset_of!(AppCtx, rt), offset_of!(AppCtx, fanned)), (24, 32, 40));

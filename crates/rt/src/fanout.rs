@@ -5,44 +5,63 @@
 //! host creates one with [`netvm_rt_fanout_new`] and reads what left with
 //! [`netvm_rt_fanout_emitted`].
 
-/// A pending copy: the destination route and the buffer it runs on.
+use netvm_vm::buffer::{PacketBuf, PacketPool, PacketPoolConfig};
+use netvm_vm::graph::FanoutExit;
+
+/// A pending copy: the destination route, the buffer it runs on, and where
+/// its info memory's snapshot is in the state's arena.
 #[derive(Debug)]
 struct Pending {
     route: i32,
     data: *mut u8,
     len: u64,
     orig: bool,
-    info: Vec<u8>,
+    info_at: usize,
 }
 
 /// What left the application while a packet was duplicated.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Emitted {
     /// The original buffer (in its batch slot).
     Original,
-    /// A copy's bytes.
-    Copy(Vec<u8>),
+    /// A copy: its slot among the batch's copies.
+    Copy(usize),
 }
 
 /// The host side of fan-out for one batch (the `rt` of [`crate::AppCtx`]).
+///
+/// Copies come from a [`PacketPool`] (the runtime's, or a small private one
+/// for a C host) and live until the end of the batch, or, for those that
+/// leave the application, until the host has taken them
+/// ([`FanoutState::take_exits`]). Info-memory snapshots go to an arena that
+/// keeps its capacity, so a run allocates nothing per packet once warm.
 #[derive(Debug, Default)]
 pub struct FanoutState {
     /// Whether the buffer the code works on is the packet's original.
     cur_orig: bool,
     pending: Vec<Pending>,
-    /// Copies, alive until the end of the batch.
-    arena: Vec<Vec<u8>>,
+    /// Copies made in this batch.
+    copies: Vec<Option<PacketBuf>>,
+    /// Info-memory snapshots of the pending copies.
+    infos: Vec<u8>,
     /// Per packet index that was duplicated: what left, in order.
     emitted: Vec<(u32, u16, Emitted)>,
     /// Packet indices that were duplicated, in order.
     fanned: Vec<u32>,
+    pool: Option<PacketPool>,
 }
 
 impl FanoutState {
+    /// Takes copies from `pool` from now on.
+    pub fn set_pool(&mut self, pool: &PacketPool) {
+        self.pool = Some(pool.clone());
+    }
+
     /// Forgets the batch: pending copies, copies, what left. Call after each batch.
     pub fn clear(&mut self) {
         self.pending.clear();
-        self.arena.clear();
+        self.copies.clear();
+        self.infos.clear();
         self.emitted.clear();
         self.fanned.clear();
         self.cur_orig = true;
@@ -59,6 +78,23 @@ impl FanoutState {
         &self.emitted
     }
 
+    /// The bytes of a copy that left.
+    pub fn copy_bytes(&self, slot: usize) -> Option<&[u8]> {
+        self.copies.get(slot).and_then(Option::as_ref).map(PacketBuf::bytes)
+    }
+
+    /// Moves what left from duplicated packets into `out`, in order (copies
+    /// change hands: they return to the pool when `out` lets them go).
+    pub fn take_exits(&mut self, out: &mut Vec<FanoutExit>) {
+        for &(idx, port, e) in &self.emitted {
+            let copy = match e {
+                Emitted::Original => None,
+                Emitted::Copy(slot) => self.copies.get_mut(slot).and_then(Option::take),
+            };
+            out.push(FanoutExit { idx, port, copy });
+        }
+    }
+
     /// Notes that packet `idx` is being duplicated; its first hook call
     /// starts on the original buffer.
     fn at(&mut self, idx: u64) {
@@ -71,9 +107,19 @@ impl FanoutState {
     fn copy_of(&mut self, data: *const u8, len: u64) -> *mut u8 {
         // SAFETY (of the caller's pointer): compiled code passes the current
         // buffer, a live allocation of `len` bytes.
-        let bytes = if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() };
-        self.arena.push(bytes);
-        self.arena.last_mut().expect("just pushed").as_mut_ptr()
+        let bytes = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data, len as usize) } };
+        let pool = self.pool.get_or_insert_with(|| {
+            PacketPool::new(PacketPoolConfig { buffers: 256, jumbo_buffers: 2, ..PacketPoolConfig::default() })
+        });
+        let mut buf = pool.copy_of(bytes);
+        let p = buf.as_mut_ptr();
+        self.copies.push(Some(buf));
+        p
+    }
+
+    /// The slot of the copy whose bytes start at `data`.
+    fn copy_slot(&self, data: *const u8) -> Option<usize> {
+        self.copies.iter().rposition(|c| c.as_ref().is_some_and(|b| b.bytes().as_ptr() == data))
     }
 }
 
@@ -98,9 +144,13 @@ pub unsafe extern "C" fn netvm_rt_fanout_save(
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
     st.at(idx);
-    let info = if info_len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(info, info_len as usize) }.to_vec() };
+    let info_at = st.infos.len();
+    if info_len > 0 {
+        // SAFETY: `(info, info_len)` is the live info memory.
+        st.infos.extend_from_slice(unsafe { std::slice::from_raw_parts(info, info_len as usize) });
+    }
     let (data, orig) = if keep != 0 { (data, st.cur_orig) } else { (st.copy_of(data, len), false) };
-    st.pending.push(Pending { route: route as i32, data, len, orig, info });
+    st.pending.push(Pending { route: route as i32, data, len, orig, info_at });
 }
 
 /// Hook: a fresh copy of the current buffer, which the code continues on.
@@ -130,9 +180,11 @@ pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, inf
     }
     let Some(p) = st.pending.pop() else { return -1 };
     if info_len > 0 {
+        let snap = &st.infos[p.info_at..p.info_at + info_len as usize];
         // SAFETY: `info` is the info memory of `info_len` bytes; the snapshot has that size.
-        unsafe { std::ptr::copy_nonoverlapping(p.info.as_ptr(), info, info_len as usize) };
+        unsafe { std::ptr::copy_nonoverlapping(snap.as_ptr(), info, info_len as usize) };
     }
+    st.infos.truncate(p.info_at);
     // SAFETY: `out` has room for a pointer and a length.
     unsafe {
         *out = p.data as u64;
@@ -151,10 +203,15 @@ pub unsafe extern "C" fn netvm_rt_emit(rt: *mut FanoutState, idx: u64, port: u32
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
     st.at(idx);
+    let _ = len;
     let e = if st.cur_orig {
         Emitted::Original
     } else {
-        Emitted::Copy(if len == 0 { Vec::new() } else { unsafe { std::slice::from_raw_parts(data, len as usize) }.to_vec() })
+        match st.copy_slot(data) {
+            Some(slot) => Emitted::Copy(slot),
+            // Not a copy of this batch: cannot happen with compiled code; keep the original's.
+            None => Emitted::Original,
+        }
     };
     st.emitted.push((idx as u32, port as u16, e));
 }
@@ -219,7 +276,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_emitted(
     let Some((i, p, e)) = usize::try_from(k).ok().and_then(|k| st.emitted.get(k)) else { return -1 };
     let (d, l) = match e {
         Emitted::Original => (std::ptr::null(), 0),
-        Emitted::Copy(b) => (b.as_ptr(), b.len() as u64),
+        Emitted::Copy(slot) => st.copy_bytes(*slot).map_or((std::ptr::null(), 0), |b| (b.as_ptr(), b.len() as u64)),
     };
     // SAFETY: the caller's contract: the out pointers are writable.
     unsafe {

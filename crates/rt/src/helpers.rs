@@ -96,7 +96,8 @@ pub unsafe extern "C" fn netvm_rt_copro_out(copros: *mut Box<dyn Coprocessor>, n
     }
 }
 
-/// `copro.invoke` with the current packet and info memory: returns 0, or 1 for a coprocessor fault.
+/// `copro.invoke` with the current packet, its info memory, time and
+/// sequence number: returns 0, or 1 for a coprocessor fault.
 ///
 /// # Safety
 /// `(copros, n)` must describe the NetPE's live coprocessor vector;
@@ -114,11 +115,12 @@ pub unsafe extern "C" fn netvm_rt_copro_invoke(
     info_len: u64,
     ts_sec: u64,
     ts_nsec: u32,
+    seq: u64,
 ) -> u32 {
     // SAFETY: the caller's contract: the memories are live and do not
     // overlap the coprocessor instances.
     let (packet, info) = unsafe { (bytes(pkt, pkt_len), bytes(info, info_len)) };
-    let ctx = InvokeContext { packet, info, now: Timestamp { sec: ts_sec, nsec: ts_nsec } };
+    let ctx = InvokeContext { packet, info, now: Timestamp { sec: ts_sec, nsec: ts_nsec }, seq };
     // SAFETY: the caller's contract.
     match unsafe { copro_at(copros, n, copro) } {
         Some(c) => u32::from(c.invoke(op as u8, &ctx).is_err()),

@@ -35,6 +35,39 @@ pub struct InvokeContext<'a> {
     pub info: &'a [u8],
     /// Timestamp of the current packet (zero in `.init`).
     pub now: Timestamp,
+    /// Sequence number of the current packet in the run (its position in
+    /// arrival order over every input; zero in `.init`). Unlike anything a
+    /// NetPE's data memory can count, it is the same whichever worker runs
+    /// the packet: an `eventlog` records it to say which packet an event
+    /// belongs to.
+    pub seq: u64,
+}
+
+/// An event a coprocessor recorded for the host application (an IDS
+/// alert): see [`Coprocessor::drain_events`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoproEvent {
+    /// Four words the program wrote.
+    pub words: [u32; 4],
+    /// The time of the packet being processed.
+    pub ts: Timestamp,
+    /// The sequence number of the packet being processed.
+    pub seq: u64,
+}
+
+/// How the state of an instance is divided among the workers of a run
+/// with several workers (`--workers N`); see [`Coprocessor::fork`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerShare {
+    /// One state that every worker reaches (read-mostly tables such as
+    /// `lpm`, `strmatch`, `regex`; a `table` shared under a lock): statistics
+    /// and dumps are read from one handle.
+    Shared,
+    /// One state per worker (`counters`, `meter`, `eventlog`, a sharded
+    /// `table`): statistics are summed by name over the workers, and at the
+    /// end of a run every worker's state is folded into the first one's
+    /// ([`Coprocessor::absorb`]) before it is dumped.
+    PerWorker,
 }
 
 /// A virtual coprocessor instance.
@@ -70,7 +103,7 @@ pub trait Coprocessor: Send {
     /// the packet offset its `*_pkt` operations last read a key from can
     /// prefetch the entries of every packet's key there. Results never
     /// depend on it.
-    fn prefetch(&self, packets: &[crate::Packet]) {
+    fn prefetch(&self, packets: &crate::buffer::Packets<'_>) {
         let _ = packets;
     }
     /// Periodic maintenance, called by the runtime between batches with the
@@ -89,6 +122,33 @@ pub trait Coprocessor: Send {
     /// alerts this way). `None` for kinds that do not offer it.
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         None
+    }
+    /// Moves the events recorded since the last call to `out` (oldest
+    /// first). The runtime's driver drains every instance after each batch
+    /// when the host asked for events, and delivers them in packet order
+    /// whichever worker recorded them. Kinds that record none keep the default.
+    fn drain_events(&mut self, out: &mut Vec<CoproEvent>) {
+        let _ = out;
+    }
+    /// A handle on this instance for another worker of the same run, made
+    /// after `.init` and the control plane's loads: it shares the state
+    /// ([`WorkerShare::Shared`]) or starts its own from this one's
+    /// configuration ([`WorkerShare::PerWorker`]; counters at zero, tables as
+    /// the kind documents). Kinds that cannot serve several workers keep the
+    /// default, an error the runtime reports before any packet runs.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Err(format!("coprocessor kind `{}` does not support several workers", self.kind()))
+    }
+    /// How [`Coprocessor::fork`] divides the state.
+    fn share(&self) -> WorkerShare {
+        WorkerShare::PerWorker
+    }
+    /// At the end of a run with several workers: folds `other`, a
+    /// [`WorkerShare::PerWorker`] fork of this instance, into this one
+    /// (counters add up, events append, sharded tables merge), so that a
+    /// dump after the run covers every worker.
+    fn absorb(&mut self, other: &mut dyn Coprocessor) {
+        let _ = other;
     }
 }
 

@@ -8,7 +8,8 @@
 //! runtime's own graph walk and compiled applications produce, so that the
 //! two can be compared exactly.
 
-use crate::{FaultKind, Outcome, Packet, PeState};
+use crate::buffer::{Batch, PacketBuf, PacketPool};
+use crate::{FaultKind, Outcome, PeState};
 
 /// Where an exchange buffer goes when it leaves a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -76,6 +77,80 @@ pub enum Verdict {
     },
 }
 
+impl Verdict {
+    /// The verdict's code in a [`BatchOutput`]: `0..=0xffff` the output
+    /// port, [`VERDICT_DROP`], [`VERDICT_FAULT`] `|` the index of the fault
+    /// kind in [`FaultKind::ALL`], or [`VERDICT_FANOUT`] `|` the copies that
+    /// left (at most `2^31 - 1` counted). The first three are the codes
+    /// `netvm_run` writes (include/netvm.h).
+    pub fn encode(self) -> u32 {
+        match self {
+            Verdict::Output(p) => u32::from(p),
+            Verdict::Drop => VERDICT_DROP,
+            Verdict::Fault(k) => VERDICT_FAULT | FaultKind::ALL.iter().position(|x| *x == k).expect("listed kind") as u32,
+            Verdict::Fanout { outputs } => VERDICT_FANOUT | outputs.min(VERDICT_FANOUT - 1),
+        }
+    }
+
+    /// Decodes [`Verdict::encode`]; an unknown code is a drop.
+    pub fn decode(raw: u32) -> Verdict {
+        if raw & VERDICT_FANOUT != 0 {
+            return Verdict::Fanout { outputs: raw & !VERDICT_FANOUT };
+        }
+        match raw {
+            0..=0xffff => Verdict::Output(raw as u16),
+            _ if raw & !0xff == VERDICT_FAULT => match FaultKind::ALL.get((raw & 0xff) as usize) {
+                Some(k) => Verdict::Fault(*k),
+                None => Verdict::Drop,
+            },
+            _ => Verdict::Drop,
+        }
+    }
+}
+
+/// Verdict code: dropped.
+pub const VERDICT_DROP: u32 = 0x1_0000;
+/// Verdict code base: a fault (`| kind index`).
+pub const VERDICT_FAULT: u32 = 0x3_0000;
+/// Verdict code flag: duplicated at a fan-out (`| copies that left`).
+pub const VERDICT_FANOUT: u32 = 0x8000_0000;
+
+/// What one batch produced: a verdict per packet and what left from
+/// duplicated packets. In exit order, packet by packet: a packet whose
+/// verdict is an output port left once on it in its own buffer; a
+/// duplicated packet's exits are its entries in `fanout`, in order.
+#[derive(Debug, Default)]
+pub struct BatchOutput {
+    /// One code per packet ([`Verdict::encode`]).
+    pub verdicts: Vec<u32>,
+    /// Exits of duplicated packets, in the order they left.
+    pub fanout: Vec<FanoutExit>,
+}
+
+impl BatchOutput {
+    /// Forgets the last batch (releasing its copies), keeping the capacity.
+    pub fn clear(&mut self) {
+        self.verdicts.clear();
+        self.fanout.clear();
+    }
+
+    /// The verdict of packet `i`.
+    pub fn verdict(&self, i: usize) -> Verdict {
+        Verdict::decode(self.verdicts[i])
+    }
+}
+
+/// One exit of a duplicated packet.
+#[derive(Debug)]
+pub struct FanoutExit {
+    /// The packet's index in its batch.
+    pub idx: u32,
+    /// The application output port it left on.
+    pub port: u16,
+    /// The copy that left, or `None` for the packet's own buffer.
+    pub copy: Option<PacketBuf>,
+}
+
 /// Counters of one NetPE.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NodeFlow {
@@ -91,6 +166,28 @@ pub struct NodeFlow {
     pub faults: [u64; FaultKind::ALL.len()],
 }
 
+impl NodeFlow {
+    /// Adds `other`'s counts to these (another worker's).
+    pub fn add(&mut self, other: &NodeFlow) {
+        add_vec(&mut self.packets_in, &other.packets_in);
+        add_vec(&mut self.packets_out, &other.packets_out);
+        self.dropped += other.dropped;
+        self.unconnected += other.unconnected;
+        for (a, b) in self.faults.iter_mut().zip(other.faults) {
+            *a += b;
+        }
+    }
+}
+
+fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
 /// Counters of a whole application.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowCounts {
@@ -102,6 +199,20 @@ pub struct FlowCounts {
     pub no_source: u64,
 }
 
+impl FlowCounts {
+    /// Adds `other`'s counts to these (another worker's).
+    pub fn add(&mut self, other: &FlowCounts) {
+        if self.nodes.len() < other.nodes.len() {
+            self.nodes.resize(other.nodes.len(), NodeFlow::default());
+        }
+        for (a, b) in self.nodes.iter_mut().zip(&other.nodes) {
+            a.add(b);
+        }
+        add_vec(&mut self.sinks, &other.sinks);
+        self.no_source += other.no_source;
+    }
+}
+
 /// A whole application compiled into native code: the engine side of
 /// direct linking. `states` are the NetPEs' states in application order,
 /// each created by [`PeState::new`] from its module with its coprocessors.
@@ -109,11 +220,13 @@ pub trait LinkedCode: Send {
     /// Runs every `.init` handler, in topological order; on a failure,
     /// returns the NetPE and its outcome.
     fn init(&mut self, states: &mut [PeState]) -> Result<(), (usize, Outcome)>;
-    /// Processes a batch in order: `verdicts` receives one entry per
-    /// packet; `emit` is called for every exchange buffer that leaves the
-    /// application, with its output port, in the order they leave. Each
-    /// packet slot holds the (possibly modified) packet afterwards.
-    fn run(&mut self, states: &mut [PeState], batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet));
-    /// The counters accumulated since the code was built.
+    /// Processes a batch in order, writing packets in place: `out` receives
+    /// a verdict per packet and the exits of duplicated packets, whose
+    /// copies come from `pool`.
+    fn run(&mut self, states: &mut [PeState], batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput);
+    /// The counters accumulated since the code was built (or forked).
     fn flow(&self) -> FlowCounts;
+    /// A context for another worker over the same compiled code, with its
+    /// own counters (at zero) and scratch memory.
+    fn fork(&self) -> Box<dyn LinkedCode>;
 }

@@ -2,22 +2,35 @@
 //! executes against, so that all of them share one definition of the state
 //! a NetIL program can observe.
 //!
-//! - [`Packet`]: a frame as it arrives from a port (captured bytes, wire
-//!   length, timestamp, input port);
-//! - [`ExchangeBuffer`]: packet + info memory, the unit that flows between NetPEs;
+//! - [`Packet`]: a frame owned as a value (captured bytes, wire length,
+//!   timestamp, input port), for tests, generators and small programs;
+//! - [`XbDesc`]: one packet of a batch as compiled code and the runtime see
+//!   it, a descriptor of bytes that lie in a runtime buffer ([`buffer`]);
+//! - [`XbView`]: packet + info memory as one handler runs on them (the
+//!   exchange buffer, borrowed); [`ExchangeBuffer`] owns both;
 //! - [`PeState`]: one NetPE instance's persistent data memory, coprocessor
 //!   instances and the engine's scratch (operand stack and locals);
 //! - [`Outcome`] and [`FaultKind`]: how a handler ends;
 //! - [`Limits`]: the execution budget;
 //! - [`Coprocessor`]: the interface of virtual coprocessors;
 //! - [`graph`]: an application's wiring, verdicts and counters, and the
-//!   interface of whole compiled applications.
+//!   interface of whole compiled applications;
+//! - [`Engine`]: how verified modules become executable code (the
+//!   interpreter and the JIT implement it in their own crates);
+//! - [`buffer`]: the memory packets lie in (blocks, a pool of packet
+//!   buffers) and batches of descriptors over it;
+//! - [`port`]: sources and sinks, the interface of capture files and
+//!   interfaces.
 
+pub mod buffer;
 mod copro;
+mod engine;
 pub mod graph;
+pub mod port;
 pub mod region;
 
-pub use copro::{CoproConfig, CoproError, CoproFactory, CoproRegistry, Coprocessor, InvokeContext};
+pub use copro::{CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, InvokeContext, WorkerShare};
+pub use engine::{Engine, EngineError};
 
 use std::fmt;
 
@@ -47,7 +60,8 @@ impl Timestamp {
 pub struct Packet {
     /// The captured bytes (packet memory). May be shorter than the frame on the wire.
     pub data: Vec<u8>,
-    /// Length of the frame on the wire; at least `data.len()` for well-formed captures.
+    /// Length of the frame on the wire, as the capture records it; at least
+    /// `data.len()` for well-formed captures.
     pub wire_len: u32,
     /// Arrival time.
     pub ts: Timestamp,
@@ -64,7 +78,114 @@ impl Packet {
     }
 }
 
-/// Packet plus info memory: what travels from NetPE to NetPE.
+/// One packet of a batch (`struct netvm_xb` of include/netvm.h): where its
+/// bytes lie and its metadata. Compiled code reads descriptors at fixed
+/// offsets and writes packet bytes in place; it never changes a descriptor.
+/// The runtime builds them over its buffers ([`buffer`]), so a packet is
+/// never copied to be processed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct XbDesc {
+    /// Packet bytes (`caplen` of them; written in place by `ustore`).
+    pub data: *mut u8,
+    /// Captured length.
+    pub caplen: u32,
+    /// Length on the wire, as the capture records it (normally at least
+    /// `caplen`; a damaged capture may claim less, passed through as libpcap does).
+    pub wirelen: u32,
+    /// Timestamp, seconds.
+    pub ts_sec: u64,
+    /// Timestamp, nanoseconds.
+    pub ts_nsec: u32,
+    /// Application input port.
+    pub in_port: u16,
+    /// Zero.
+    pub reserved: u16,
+    /// The packet's sequence number in the run: its position in arrival
+    /// order over every input (0 for the first). Coprocessors see it
+    /// ([`InvokeContext::seq`]); the reorder stage of several workers and
+    /// the IDS's alerts number packets by it.
+    pub seq: u64,
+}
+
+// SAFETY: a descriptor is plain data; the memory it points to is owned by
+// the batch that holds it, and the runtime hands each packet to one thread
+// at a time (see `buffer::Batch`).
+unsafe impl Send for XbDesc {}
+
+impl XbDesc {
+    /// A descriptor of `p`, pointing at its bytes, with sequence number `seq`.
+    pub fn of(p: &mut Packet, seq: u64) -> XbDesc {
+        XbDesc {
+            data: p.data.as_mut_ptr(),
+            caplen: p.data.len() as u32,
+            wirelen: p.wire_len,
+            ts_sec: p.ts.sec,
+            ts_nsec: p.ts.nsec,
+            in_port: p.in_port,
+            reserved: 0,
+            seq,
+        }
+    }
+
+    /// The timestamp.
+    pub fn ts(&self) -> Timestamp {
+        Timestamp { sec: self.ts_sec, nsec: self.ts_nsec }
+    }
+
+    /// The packet bytes.
+    ///
+    /// # Safety
+    /// `data` must point to `caplen` readable bytes (or `caplen` be 0) that
+    /// nothing writes during the borrow.
+    pub unsafe fn bytes<'a>(&self) -> &'a [u8] {
+        if self.caplen == 0 {
+            return &[];
+        }
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.data, self.caplen as usize) }
+    }
+
+    /// The packet bytes, writable.
+    ///
+    /// # Safety
+    /// `data` must point to `caplen` writable bytes (or `caplen` be 0) that
+    /// nothing else accesses during the borrow.
+    pub unsafe fn bytes_mut<'a>(&self) -> &'a mut [u8] {
+        if self.caplen == 0 {
+            return &mut [];
+        }
+        // SAFETY: the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.data, self.caplen as usize) }
+    }
+}
+
+/// The exchange buffer as one handler runs on it: packet memory and info
+/// memory (borrowed from wherever the runtime keeps them) and the packet's
+/// metadata. What travels from NetPE to NetPE.
+#[derive(Debug)]
+pub struct XbView<'a> {
+    /// Packet memory: the captured bytes, writable in place.
+    pub packet: &'a mut [u8],
+    /// Length on the wire ([`XbDesc::wirelen`]).
+    pub wire_len: u32,
+    /// Arrival time.
+    pub ts: Timestamp,
+    /// Sequence number in the run ([`XbDesc::seq`]).
+    pub seq: u64,
+    /// Info memory: per-packet metadata, zeroed when the packet enters the application.
+    pub info: &'a mut [u8],
+}
+
+impl XbView<'_> {
+    /// A view with no packet and no info memory (what `.init` runs on).
+    pub fn empty() -> XbView<'static> {
+        XbView { packet: &mut [], wire_len: 0, ts: Timestamp::default(), seq: 0, info: &mut [] }
+    }
+}
+
+/// Packet plus info memory, owned: an exchange buffer as a value (tests,
+/// generators). Handlers run on its [`XbView`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ExchangeBuffer {
     /// The packet (packet memory is `packet.data`).
@@ -77,6 +198,17 @@ impl ExchangeBuffer {
     /// Wraps a packet with `info_size` bytes of zeroed info memory.
     pub fn new(packet: Packet, info_size: usize) -> ExchangeBuffer {
         ExchangeBuffer { packet, info: vec![0; info_size] }
+    }
+
+    /// The view handlers run on (sequence number 0).
+    pub fn view(&mut self) -> XbView<'_> {
+        XbView {
+            wire_len: self.packet.wire_len,
+            ts: self.packet.ts,
+            seq: 0,
+            packet: &mut self.packet.data,
+            info: &mut self.info,
+        }
     }
 }
 
@@ -183,6 +315,17 @@ impl PeState {
     pub fn new(module: &netil::Module) -> PeState {
         PeState { data: vec![0; module.data_size as usize], copros: Vec::new(), scratch: Vec::new() }
     }
+
+    /// The state another worker starts from: a copy of the data memory as
+    /// it is now (after `.init`), and a [`Coprocessor::fork`] of every
+    /// coprocessor; an error names the coprocessor that cannot be forked.
+    pub fn fork(&mut self) -> Result<PeState, (usize, String)> {
+        let mut copros = Vec::with_capacity(self.copros.len());
+        for (i, c) in self.copros.iter_mut().enumerate() {
+            copros.push(c.fork().map_err(|e| (i, e))?);
+        }
+        Ok(PeState { data: self.data.clone(), copros, scratch: Vec::new() })
+    }
 }
 
 impl fmt::Debug for PeState {
@@ -200,7 +343,7 @@ pub trait PeCode: Send + Sync {
     /// Runs `.init` (if the module has one). Returns [`Outcome::Exit`] or a fault.
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome;
     /// Runs `.push` on `xb`, which arrived on input port `in_port`.
-    fn push(&self, state: &mut PeState, xb: &mut ExchangeBuffer, in_port: u16, limits: &Limits) -> Outcome;
+    fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome;
 }
 
 /// Memory helpers with the NetIL bounds semantics: an access is valid when

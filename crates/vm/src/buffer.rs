@@ -1,0 +1,595 @@
+//! Packet memory: where a packet's bytes lie from the moment a port
+//! receives them until the packet leaves the application or is dropped.
+//!
+//! Two kinds of memory, both allocated when a run starts, bounded by
+//! configuration, and recycled rather than freed:
+//!
+//! - [`BlockPool`]: large blocks that a source fills with many packets at
+//!   once, as the kernel fills a TPACKET_V3 ring block: a `read()` of a
+//!   capture file lands in a block, and every packet in it is processed
+//!   where it lies. A block returns to its pool when the last batch that
+//!   holds one of its packets is recycled ([`BlockRef`] counts them).
+//! - [`PacketPool`]: fixed-size packet buffers with headroom (a standard
+//!   class and a jumbo class up to [`MAX_PACKET`] bytes), one packet each,
+//!   like DPDK's mbufs or AF_XDP's UMEM frames: fan-out copies and private
+//!   copies of packets that a program writes while they are replayed.
+//!
+//! A [`Batch`] is an array of descriptors ([`XbDesc`]) over that memory plus
+//! the references that keep it alive: what engines run on, what moves
+//! between threads, and what sinks write from.
+//!
+//! Free lists are LIFO, so the buffers used next are the ones used last:
+//! they are still in the cache, and memory the run never needs at once is
+//! never touched (resident memory follows what is in flight, not the size
+//! of the pool's reservation).
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::XbDesc;
+
+/// The largest packet a buffer can hold (256 KiB, libpcap's `MAXIMUM_SNAPLEN`).
+pub const MAX_PACKET: usize = 256 * 1024;
+
+/// Alignment of every block and buffer (a cache line).
+const ALIGN: usize = 64;
+
+/// Memory reserved with `alloc` and returned on drop: the one allocation
+/// behind a pool.
+struct Region {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Region {
+    fn new(bytes: usize) -> Region {
+        let layout = Layout::from_size_align(bytes.max(ALIGN), ALIGN).expect("pool size fits a layout");
+        // SAFETY: the layout has a non-zero size. The memory is left
+        // uninitialized: nothing reads a byte of a block or buffer before a
+        // source or a copy wrote it.
+        let ptr = unsafe { alloc::alloc(layout) };
+        let ptr = NonNull::new(ptr).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        Region { ptr, layout }
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `Region::new` with this layout.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+// SAFETY: a region is plain memory; who may access which part of it at a
+// time is the business of the pools and batches built on it.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+/// A free list of slot indices with a wait for the next free slot.
+struct FreeList {
+    free: Mutex<Vec<u32>>,
+    available: Condvar,
+}
+
+impl FreeList {
+    fn new(n: u32) -> FreeList {
+        // Reversed, so that slot 0 is taken first.
+        FreeList { free: Mutex::new((0..n).rev().collect()), available: Condvar::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<u32>> {
+        // A panic while holding this lock cannot leave the list inconsistent
+        // (push and pop only), so a poisoned lock is still usable.
+        self.free.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pop(&self) -> Option<u32> {
+        self.lock().pop()
+    }
+
+    fn pop_wait(&self, timeout: Option<Duration>) -> Option<u32> {
+        let mut free = self.lock();
+        loop {
+            if let Some(i) = free.pop() {
+                return Some(i);
+            }
+            match timeout {
+                None => free = self.available.wait(free).unwrap_or_else(|e| e.into_inner()),
+                Some(t) => {
+                    let (g, r) = self.available.wait_timeout(free, t).unwrap_or_else(|e| e.into_inner());
+                    free = g;
+                    if r.timed_out() {
+                        return free.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    fn push(&self, i: u32) {
+        self.lock().push(i);
+        self.available.notify_one();
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Blocks
+
+struct BlockShared {
+    region: Region,
+    block_size: usize,
+    count: u32,
+    refs: Box<[AtomicU32]>,
+    free: FreeList,
+    high_water: AtomicU32,
+}
+
+/// A pool of equal blocks, each holding many packets (see the module docs).
+#[derive(Clone)]
+pub struct BlockPool {
+    shared: Arc<BlockShared>,
+}
+
+impl std::fmt::Debug for BlockPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockPool").field("block_size", &self.shared.block_size).field("count", &self.shared.count).finish()
+    }
+}
+
+impl BlockPool {
+    /// Reserves `count` blocks of `block_size` bytes (at least one block;
+    /// sizes rounded up to a cache line).
+    pub fn new(block_size: usize, count: usize) -> BlockPool {
+        let block_size = block_size.max(ALIGN).next_multiple_of(ALIGN);
+        let count = count.clamp(1, u32::MAX as usize) as u32;
+        let region = Region::new(block_size.checked_mul(count as usize).expect("block pool size overflows"));
+        let refs = (0..count).map(|_| AtomicU32::new(0)).collect();
+        BlockPool {
+            shared: Arc::new(BlockShared {
+                region,
+                block_size,
+                count,
+                refs,
+                free: FreeList::new(count),
+                high_water: AtomicU32::new(0),
+            }),
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_size(&self) -> usize {
+        self.shared.block_size
+    }
+
+    /// Blocks in the pool.
+    pub fn count(&self) -> usize {
+        self.shared.count as usize
+    }
+
+    /// Blocks not in use now.
+    pub fn available(&self) -> usize {
+        self.shared.free.len()
+    }
+
+    /// The most blocks that were in use at once.
+    pub fn high_water(&self) -> usize {
+        self.shared.high_water.load(Ordering::Relaxed) as usize
+    }
+
+    /// A free block, if there is one.
+    pub fn try_take(&self) -> Option<BlockRef> {
+        self.shared.free.pop().map(|i| self.taken(i))
+    }
+
+    /// A free block, waiting at most `timeout` (forever with `None`) for one
+    /// to be released.
+    pub fn take_wait(&self, timeout: Option<Duration>) -> Option<BlockRef> {
+        self.shared.free.pop_wait(timeout).map(|i| self.taken(i))
+    }
+
+    fn taken(&self, index: u32) -> BlockRef {
+        let s = &self.shared;
+        s.refs[index as usize].store(1, Ordering::Relaxed);
+        let in_use = s.count - s.free.len() as u32;
+        s.high_water.fetch_max(in_use, Ordering::Relaxed);
+        BlockRef { shared: Arc::clone(s), index }
+    }
+}
+
+/// A counted reference to one block of a [`BlockPool`]: the block returns
+/// to the pool when the last reference is dropped.
+pub struct BlockRef {
+    shared: Arc<BlockShared>,
+    index: u32,
+}
+
+impl BlockRef {
+    /// The first byte of the block.
+    pub fn as_ptr(&self) -> *mut u8 {
+        // SAFETY: `index < count`, so the offset stays inside the region.
+        unsafe { self.shared.region.ptr.as_ptr().add(self.index as usize * self.shared.block_size) }
+    }
+
+    /// Bytes in the block.
+    pub fn capacity(&self) -> usize {
+        self.shared.block_size
+    }
+
+    /// Whether `other` refers to the same block.
+    pub fn same_block(&self, other: &BlockRef) -> bool {
+        self.index == other.index && Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The bytes `[from, from + len)` of the block, to fill.
+    ///
+    /// # Safety
+    /// No descriptor or other borrow may refer to those bytes while the
+    /// returned slice lives (sources write only past what they handed out).
+    pub unsafe fn spare_mut<'a>(&self, from: usize, len: usize) -> &'a mut [u8] {
+        assert!(from.checked_add(len).is_some_and(|end| end <= self.capacity()), "range inside the block");
+        // SAFETY: inside the block (checked); exclusivity is the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.as_ptr().add(from), len) }
+    }
+
+    /// The bytes `[from, from + len)` of the block.
+    ///
+    /// # Safety
+    /// Those bytes must have been written, and nothing may write them while
+    /// the returned slice lives.
+    pub unsafe fn bytes<'a>(&self, from: usize, len: usize) -> &'a [u8] {
+        assert!(from.checked_add(len).is_some_and(|end| end <= self.capacity()), "range inside the block");
+        // SAFETY: inside the block (checked); the rest is the caller's contract.
+        unsafe { std::slice::from_raw_parts(self.as_ptr().add(from), len) }
+    }
+}
+
+impl Clone for BlockRef {
+    fn clone(&self) -> BlockRef {
+        self.shared.refs[self.index as usize].fetch_add(1, Ordering::Relaxed);
+        BlockRef { shared: Arc::clone(&self.shared), index: self.index }
+    }
+}
+
+impl Drop for BlockRef {
+    fn drop(&mut self) {
+        if self.shared.refs[self.index as usize].fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.free.push(self.index);
+        }
+    }
+}
+
+impl std::fmt::Debug for BlockRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BlockRef({})", self.index)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Packet buffers
+
+/// Sizes and counts of a [`PacketPool`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketPoolConfig {
+    /// Bytes reserved in front of a standard buffer's data (for headers a
+    /// program may prepend).
+    pub headroom: usize,
+    /// Data bytes of a standard buffer.
+    pub data_room: usize,
+    /// Standard buffers.
+    pub buffers: usize,
+    /// Jumbo buffers (data room [`MAX_PACKET`], no headroom).
+    pub jumbo_buffers: usize,
+}
+
+impl Default for PacketPoolConfig {
+    /// 4,096 buffers of 128 + 2,048 bytes and 16 jumbo buffers: 12.5 MiB reserved.
+    fn default() -> Self {
+        PacketPoolConfig { headroom: 128, data_room: 2048, buffers: 4096, jumbo_buffers: 16 }
+    }
+}
+
+struct BufClass {
+    region: Region,
+    /// Bytes per buffer (headroom included).
+    stride: usize,
+    headroom: usize,
+    free: FreeList,
+}
+
+struct PoolShared {
+    classes: [BufClass; 2],
+    /// Copies that found their class exhausted and went to the heap.
+    overflow: AtomicU64,
+}
+
+/// A pool of fixed-size packet buffers (see the module docs).
+#[derive(Clone)]
+pub struct PacketPool {
+    shared: Arc<PoolShared>,
+}
+
+impl std::fmt::Debug for PacketPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketPool").field("overflow", &self.overflow()).finish()
+    }
+}
+
+impl Default for PacketPool {
+    fn default() -> Self {
+        PacketPool::new(PacketPoolConfig::default())
+    }
+}
+
+impl PacketPool {
+    /// Reserves the buffers `cfg` describes.
+    pub fn new(cfg: PacketPoolConfig) -> PacketPool {
+        let class = |headroom: usize, room: usize, n: usize| {
+            let stride = (headroom + room).max(1).next_multiple_of(ALIGN);
+            let n = n.min(u32::MAX as usize);
+            BufClass { region: Region::new(stride.checked_mul(n).expect("pool size overflows")), stride, headroom, free: FreeList::new(n as u32) }
+        };
+        let standard = class(cfg.headroom, cfg.data_room.min(MAX_PACKET), cfg.buffers);
+        let jumbo = class(0, MAX_PACKET, cfg.jumbo_buffers);
+        PacketPool { shared: Arc::new(PoolShared { classes: [standard, jumbo], overflow: AtomicU64::new(0) }) }
+    }
+
+    /// A buffer holding a copy of `bytes` (at most [`MAX_PACKET`] of them):
+    /// from the smallest class it fits, or from the heap when that class is
+    /// exhausted (counted by [`PacketPool::overflow`]).
+    pub fn copy_of(&self, bytes: &[u8]) -> PacketBuf {
+        let len = bytes.len().min(MAX_PACKET);
+        let s = &self.shared;
+        let c = usize::from(len > s.classes[0].stride - s.classes[0].headroom);
+        let inner = match s.classes[c].free.pop() {
+            Some(index) => BufInner::Pooled { shared: Arc::clone(s), class: c as u8, index },
+            None => {
+                s.overflow.fetch_add(1, Ordering::Relaxed);
+                BufInner::Heap(vec![0; len.max(1)].into_boxed_slice())
+            }
+        };
+        let mut buf = PacketBuf { inner, len: len as u32 };
+        buf.bytes_mut().copy_from_slice(&bytes[..len]);
+        buf
+    }
+
+    /// Copies that went to the heap because their class was exhausted (the
+    /// pool is too small for the run's fan-out).
+    pub fn overflow(&self) -> u64 {
+        self.shared.overflow.load(Ordering::Relaxed)
+    }
+
+    /// Standard buffers not in use.
+    pub fn available(&self) -> usize {
+        self.shared.classes[0].free.len()
+    }
+}
+
+enum BufInner {
+    Pooled { shared: Arc<PoolShared>, class: u8, index: u32 },
+    Heap(Box<[u8]>),
+}
+
+/// One packet buffer of a [`PacketPool`], returned to it on drop.
+pub struct PacketBuf {
+    inner: BufInner,
+    len: u32,
+}
+
+impl PacketBuf {
+    /// The first data byte.
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.data_ptr()
+    }
+
+    fn data_ptr(&self) -> *mut u8 {
+        match &self.inner {
+            BufInner::Pooled { shared, class, index } => {
+                let c = &shared.classes[*class as usize];
+                // SAFETY: `index` is a slot of this class, so the offset stays inside its region.
+                unsafe { c.region.ptr.as_ptr().add(*index as usize * c.stride + c.headroom) }
+            }
+            BufInner::Heap(b) => b.as_ptr().cast_mut(),
+        }
+    }
+
+    /// Data bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the buffer holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The data.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the buffer's `len` data bytes were written by `copy_of`;
+        // the shared borrow of `self` excludes writers through this handle,
+        // and no one else has this slot while the handle lives.
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), self.len()) }
+    }
+
+    /// The data, writable.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, with the exclusive borrow of `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), self.len()) }
+    }
+
+    /// Whether the buffer came from the heap (its pool class was exhausted).
+    pub fn is_overflow(&self) -> bool {
+        matches!(self.inner, BufInner::Heap(_))
+    }
+}
+
+impl Drop for PacketBuf {
+    fn drop(&mut self) {
+        if let BufInner::Pooled { shared, class, index } = &self.inner {
+            shared.classes[*class as usize].free.push(*index);
+        }
+    }
+}
+
+impl std::fmt::Debug for PacketBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketBuf").field("len", &self.len).field("overflow", &self.is_overflow()).finish()
+    }
+}
+
+// SAFETY: a buffer is owned by its handle (the slot is off the free list
+// until the handle drops), so it may move between threads.
+unsafe impl Send for PacketBuf {}
+// SAFETY: shared access only reads the data.
+unsafe impl Sync for PacketBuf {}
+
+// ---------------------------------------------------------------------------
+// Batches
+
+/// What keeps the memory of a batch's packets alive.
+#[derive(Debug)]
+enum Hold {
+    Block(BlockRef),
+    /// Held only to be released with the batch.
+    Buf(#[allow(dead_code)] PacketBuf),
+}
+
+/// A batch: descriptors of packets (what engines run on) and the references
+/// that keep their memory alive until the batch is cleared or dropped.
+///
+/// Invariants the runtime keeps: every descriptor points into memory the
+/// batch holds (or, for [`Batch::push_external`], memory its caller keeps
+/// alive and unshared); a batch is processed by one thread at a time; and
+/// two descriptors of a batch handed to a program that writes packet memory
+/// never overlap.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The packets, in order.
+    pub descs: Vec<XbDesc>,
+    holds: Vec<Hold>,
+}
+
+impl Batch {
+    /// An empty batch with room for `n` packets.
+    pub fn with_capacity(n: usize) -> Batch {
+        Batch { descs: Vec::with_capacity(n), holds: Vec::with_capacity(n.min(64)) }
+    }
+
+    /// Packets in the batch.
+    pub fn len(&self) -> usize {
+        self.descs.len()
+    }
+
+    /// Whether the batch holds no packet.
+    pub fn is_empty(&self) -> bool {
+        self.descs.is_empty()
+    }
+
+    /// Forgets every packet and releases the memory they were in.
+    pub fn clear(&mut self) {
+        self.descs.clear();
+        self.holds.clear();
+    }
+
+    /// Adds a packet whose bytes lie in `block` (the descriptor points there).
+    pub fn push_in_block(&mut self, desc: XbDesc, block: &BlockRef) {
+        self.hold_block(block);
+        self.descs.push(desc);
+    }
+
+    /// Keeps `block` alive as long as the batch (once, however many of its
+    /// packets the batch has).
+    pub fn hold_block(&mut self, block: &BlockRef) {
+        let held = self.holds.iter().rev().take(4).any(|h| matches!(h, Hold::Block(b) if b.same_block(block)));
+        if !held {
+            self.holds.push(Hold::Block(block.clone()));
+        }
+    }
+
+    /// Adds a packet held in its own buffer: `desc.data` and `desc.caplen`
+    /// are set to the buffer's.
+    pub fn push_buf(&mut self, mut desc: XbDesc, mut buf: PacketBuf) {
+        desc.data = buf.as_mut_ptr();
+        desc.caplen = buf.len() as u32;
+        self.holds.push(Hold::Buf(buf));
+        self.descs.push(desc);
+    }
+
+    /// Adds a packet whose memory the caller keeps alive, unshared, for as
+    /// long as the batch refers to it.
+    ///
+    /// # Safety
+    /// `desc.data` must point to `desc.caplen` bytes that stay valid, and
+    /// that nothing else accesses while the batch is processed, until the
+    /// batch is cleared or dropped.
+    pub unsafe fn push_external(&mut self, desc: XbDesc) {
+        self.descs.push(desc);
+    }
+
+    /// Replaces packet `i`'s bytes by a private copy from `pool` (before a
+    /// program that writes packet memory runs on bytes that are shared).
+    pub fn make_private(&mut self, i: usize, pool: &PacketPool) {
+        let d = self.descs[i];
+        // SAFETY: the descriptor points into memory the batch holds, and
+        // nothing writes it while the batch is borrowed exclusively here.
+        let mut buf = pool.copy_of(unsafe { d.bytes() });
+        self.descs[i].data = buf.as_mut_ptr();
+        self.holds.push(Hold::Buf(buf));
+    }
+}
+
+/// Read-only access to the packets of a batch: what a coprocessor's
+/// [`prefetch`](crate::Coprocessor::prefetch) hint looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct Packets<'a> {
+    descs: &'a [XbDesc],
+}
+
+impl<'a> Packets<'a> {
+    /// Packets over `descs`.
+    ///
+    /// # Safety
+    /// Every descriptor must point to `caplen` readable bytes that nothing
+    /// writes during `'a`.
+    pub unsafe fn new(descs: &'a [XbDesc]) -> Packets<'a> {
+        Packets { descs }
+    }
+
+    /// Number of packets.
+    pub fn len(&self) -> usize {
+        self.descs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.descs.is_empty()
+    }
+
+    /// The bytes of packet `i`.
+    pub fn get(&self, i: usize) -> Option<&'a [u8]> {
+        // SAFETY: the constructor's contract.
+        self.descs.get(i).map(|d| unsafe { d.bytes() })
+    }
+
+    /// The bytes of every packet, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        // SAFETY: the constructor's contract.
+        self.descs.iter().map(|d| unsafe { d.bytes() })
+    }
+}
+
+impl Batch {
+    /// The packets, read-only.
+    pub fn packets(&self) -> Packets<'_> {
+        // SAFETY: the batch's invariant: every descriptor points into memory
+        // it holds; the shared borrow excludes writers.
+        unsafe { Packets::new(&self.descs) }
+    }
+}

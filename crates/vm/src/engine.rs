@@ -1,0 +1,46 @@
+//! Execution engines: how a verified module becomes executable code.
+//!
+//! The interpreter (`netvm-interp`) and the JIT (`netvm-jit`) implement
+//! [`Engine`] in their own crates, so that the runtime builds applications
+//! with whichever engines it was compiled with and needs no code generator
+//! to compile. Errors stay typed: a code-generation failure is an
+//! [`EngineError`], never mistaken for a bad manifest.
+
+use std::sync::Arc;
+
+use netvm_verify::Verified;
+
+use crate::graph::{AppGraph, LinkedCode};
+use crate::{Limits, PeCode};
+
+/// Why an engine could not produce code for a verified module or application.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The code generator failed (a bug, or a resource limit such as code size).
+    #[error("code generation failed: {0}")]
+    Codegen(String),
+    /// The engine cannot run this module or application (a feature it lacks).
+    #[error("not supported by this engine: {0}")]
+    Unsupported(String),
+}
+
+/// An execution engine: turns verified modules into [`PeCode`], and
+/// possibly whole applications into [`LinkedCode`].
+pub trait Engine: Send + Sync {
+    /// Short name (`interp`, `jit`).
+    fn name(&self) -> &'static str;
+    /// Prepares a verified module for execution. The code is shared by every
+    /// worker that runs the NetPE.
+    fn prepare(&self, verified: &Verified) -> Result<Arc<dyn PeCode>, EngineError>;
+    /// Compiles a whole application (`modules` in application order), or
+    /// `None` if this engine leaves the graph to the runtime.
+    fn link(&self, graph: &AppGraph, modules: &[Verified], limits: &Limits) -> Option<Result<Box<dyn LinkedCode>, EngineError>> {
+        let _ = (graph, modules, limits);
+        None
+    }
+    /// How [`Engine::link`] binds NetPEs (`direct`, `table`), for statistics;
+    /// `dispatch` when the runtime walks the graph.
+    fn link_name(&self) -> &'static str {
+        "dispatch"
+    }
+}
