@@ -18,8 +18,17 @@
 //! | 2  | reset | counter[in0] = 0 |
 //!
 //! An index at or above `size` is a bad argument: the handler faults with `copro`.
+//!
+//! Several workers: one state per worker (`PerWorker`). A fork has the
+//! configuration (size and names) of the instance and its counters at zero;
+//! the runtime sums the statistics by name over the workers, and at the end
+//! of a run adds every worker's counters into the first worker's (`absorb`),
+//! so that `dump` covers every worker. In the data plane, `read` sees only
+//! the worker's own counts: under flow distribution all the packets of a
+//! flow reach one worker, so a per-flow counter is exact there, while a
+//! counter of all traffic holds that worker's share of it.
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
 
 /// Largest configurable number of counters.
 pub const MAX_COUNTERS: usize = 1 << 20;
@@ -124,6 +133,30 @@ impl Coprocessor for Counters {
         let rest = self.values.iter().enumerate().skip(self.names.len()).filter(|(_, v)| **v != 0).map(|(i, v)| (i.to_string(), *v));
         named.chain(rest).collect()
     }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// Same size and names, counters at zero.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        let mut c = Counters::new(self.values.len());
+        c.names = self.names.clone();
+        Ok(Box::new(c))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::PerWorker
+    }
+
+    /// Adds the other worker's counters (wrapping at 2^64) and zeroes them there.
+    fn absorb(&mut self, other: &mut dyn Coprocessor) {
+        if let Some(o) = crate::downcast::<Counters>(other) {
+            for (a, b) in self.values.iter_mut().zip(&mut o.values) {
+                *a = a.wrapping_add(std::mem::take(b));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -134,7 +167,7 @@ mod tests {
     #[test]
     fn add_read_reset_and_errors() {
         let mut c = create(&CoproConfig::from([("size".to_string(), "4".to_string())])).unwrap();
-        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default() };
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
         c.write(0, 3).unwrap();
         c.write(1, u32::MAX).unwrap();
         c.invoke(0, &ctx).unwrap();
@@ -156,7 +189,7 @@ mod tests {
     #[test]
     fn named_counters_report_by_name() {
         let mut c = create(&CoproConfig::from([("names".to_string(), "bad_version, short".to_string())])).unwrap();
-        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default() };
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
         c.write(0, 1).unwrap();
         c.write(1, 5).unwrap();
         c.invoke(0, &ctx).unwrap();
@@ -167,5 +200,27 @@ mod tests {
         assert_eq!(c.stats()[1].1, 0);
         assert!(create(&CoproConfig::from([("names".to_string(), "a,,b".to_string())])).is_err());
         assert!(create(&CoproConfig::from([("names".to_string(), "a,b".to_string()), ("size".to_string(), "1".to_string())])).is_err());
+    }
+
+    #[test]
+    fn forks_count_apart_and_absorb_adds() {
+        let mut a = create(&CoproConfig::from([("names".to_string(), "x,y".to_string()), ("size".to_string(), "3".to_string())])).unwrap();
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
+        let add = |c: &mut Box<dyn Coprocessor>, i: u32, n: u32| {
+            c.write(0, i).unwrap();
+            c.write(1, n).unwrap();
+            c.invoke(0, &ctx).unwrap();
+        };
+        add(&mut a, 0, 5);
+        let mut b = a.fork().unwrap();
+        assert_eq!(b.share(), WorkerShare::PerWorker);
+        assert_eq!(b.stats(), vec![("x".to_string(), 0), ("y".to_string(), 0)], "a fork starts at zero");
+        add(&mut b, 0, 2);
+        add(&mut b, 2, 7);
+        add(&mut a, 2, 1);
+        assert_eq!(a.dump(), "x=5 y=0 2=1");
+        a.absorb(b.as_mut());
+        assert_eq!(a.dump(), "x=7 y=0 2=8");
+        assert_eq!(b.dump(), "x=0 y=0", "absorbed counts leave the fork");
     }
 }

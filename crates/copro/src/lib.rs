@@ -12,6 +12,45 @@
 //! | `lpm`      | longest-prefix match over IPv4 (DIR-24-8) or IPv6 routes, loaded from route files |
 //! | `table`    | an exact-match table (fixed-size keys and values) with aging, loadable from a file |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
+//!
+//! # Several workers
+//!
+//! A run with several workers (`--workers N`) gives each worker its own
+//! handle on every instance: the first worker's is the one the application
+//! created, ran `.init` on and loaded tables into; the others are made from
+//! it by [`Coprocessor::fork`] before any packet runs. Every handle is
+//! `Send` (each worker thread owns its own); input and output registers,
+//! search scratch space (Hyperscan scratch, regex caches) and the packet
+//! offset the batch prefetch uses always belong to a handle. What
+//! [`Coprocessor::share`] says about the rest:
+//!
+//! | kind       | `WorkerShare` | what a fork gets |
+//! |------------|---------------|------------------|
+//! | `counters` | `PerWorker`   | the same size and names, counters at zero |
+//! | `meter`    | `PerWorker`   | the same meters (configured and loaded rates), buckets full, color counts at zero |
+//! | `eventlog` | `PerWorker`   | an empty log of the same capacity |
+//! | `table`    | `Shared` (`workers = "shared"`, the default) or `PerWorker` (`workers = "sharded"`) | shared: the one table, under a lock; sharded: a copy of the entries so far |
+//! | `lpm`      | `Shared`      | the one route table (read-only while shared) |
+//! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
+//! | `regex`    | `Shared`      | the one set of compiled expressions, with caches of its own |
+//! | `linkstate`| `Shared`      | the one port state (read-only while shared) |
+//!
+//! `Shared` kinds count their operations (lookups, hits, searches) per
+//! handle, each handle on its own cache line, and report the sum over every
+//! handle, finished ones included, from whichever handle the statistics are
+//! read. Their state is behind an `Arc`; `lpm`, `strmatch`, `regex` and
+//! `linkstate` take no lock, so they refuse changes while more than one
+//! handle exists: a data-plane insert or delete faults (`copro`), a
+//! control-plane `load` returns an error and `clear` does nothing. With one
+//! handle (a single worker, or after the run when the forks are gone)
+//! everything works as before. A `shared` `table` takes its lock only while
+//! forks exist; a single worker's table takes none.
+//!
+//! `PerWorker` kinds are folded together at the end of a run:
+//! [`Coprocessor::absorb`] moves a fork's state into the first handle
+//! (counters and statistics add up, events merge in packet order, sharded
+//! tables merge entries) and leaves the fork empty, so statistics summed
+//! over the workers are the same before and after.
 
 mod counters;
 pub mod eventlog;
@@ -19,6 +58,7 @@ pub mod linkstate;
 pub mod lpm;
 pub mod meter;
 pub mod regex;
+mod share;
 pub mod strmatch;
 pub mod table;
 
@@ -29,7 +69,12 @@ pub use regex::RegexCopro;
 pub use strmatch::{PatternSet, StrMatch};
 pub use table::{ExactTable, Table, TableFull};
 
-use netvm_vm::CoproRegistry;
+use netvm_vm::{CoproRegistry, Coprocessor};
+
+/// `c` as a `T`, if it is one (through `as_any_mut`): what `absorb` folds in.
+fn downcast<T: 'static>(c: &mut dyn Coprocessor) -> Option<&mut T> {
+    c.as_any_mut()?.downcast_mut::<T>()
+}
 
 /// A registry holding every built-in coprocessor kind.
 pub fn registry() -> CoproRegistry {

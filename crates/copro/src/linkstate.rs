@@ -19,18 +19,31 @@
 //! (default: all). Table file (`load` replaces the state, `dump` writes
 //! it): the up ports, decimal, single or as ranges `A-B`, separated by
 //! spaces, commas or newlines, `#` comments. Statistics: `up`, the number of ports up (65,536 when all are).
+//!
+//! Several workers: one state that every worker reads (`Shared`); a fork
+//! has its own registers. While several handles exist the state cannot
+//! change: `load` returns an error and `clear` does nothing (mark ports up
+//! before the run starts, as `netvm run` does).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
 
 /// The `linkstate` coprocessor.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct LinkState {
-    /// `None`: every port is up.
-    up: Option<BTreeSet<u16>>,
+    /// `None`: every port is up. Shared by the handles of every worker.
+    up: Arc<Option<BTreeSet<u16>>>,
     port: u32,
     state: u32,
+}
+
+/// An independent copy (not another worker's handle: see `fork`).
+impl Clone for LinkState {
+    fn clone(&self) -> LinkState {
+        LinkState { up: Arc::new((*self.up).clone()), port: self.port, state: self.state }
+    }
 }
 
 impl LinkState {
@@ -41,12 +54,12 @@ impl LinkState {
 
     /// Exactly `ports` up.
     pub fn with_up(ports: impl IntoIterator<Item = u16>) -> LinkState {
-        LinkState { up: Some(ports.into_iter().collect()), ..LinkState::default() }
+        LinkState { up: Arc::new(Some(ports.into_iter().collect())), ..LinkState::default() }
     }
 
     /// Whether `port` is up.
     pub fn is_up(&self, port: u32) -> bool {
-        match (&self.up, u16::try_from(port)) {
+        match (&*self.up, u16::try_from(port)) {
             (None, Ok(_)) => true,
             (Some(set), Ok(p)) => set.contains(&p),
             (_, Err(_)) => false,
@@ -114,7 +127,7 @@ impl Coprocessor for LinkState {
 
     /// The up ports, one port or range per line.
     fn dump(&self) -> String {
-        let Some(set) = &self.up else { return "0-65535\n".into() };
+        let Some(set) = &*self.up else { return "0-65535\n".into() };
         let mut out = String::new();
         let mut ports = set.iter().copied().peekable();
         while let Some(a) = ports.next() {
@@ -131,17 +144,30 @@ impl Coprocessor for LinkState {
     fn load(&mut self, text: &str) -> Result<usize, String> {
         let set = parse_ports(text)?;
         let n = set.len();
-        self.up = Some(set);
+        let up = Arc::get_mut(&mut self.up)
+            .ok_or("the port state cannot change while several workers share it; load it before the run starts")?;
+        *up = Some(set);
         Ok(n)
     }
 
-    /// Every port down.
+    /// Every port down (nothing while several workers share the state).
     fn clear(&mut self) {
-        self.up = Some(BTreeSet::new());
+        if let Some(up) = Arc::get_mut(&mut self.up) {
+            *up = Some(BTreeSet::new());
+        }
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
-        vec![("up".into(), self.up.as_ref().map_or(1 << 16, |s| s.len() as u64))]
+        vec![("up".into(), self.up.as_ref().as_ref().map_or(1 << 16, |s| s.len() as u64))]
+    }
+
+    /// Another handle on the same state.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(LinkState { up: Arc::clone(&self.up), port: 0, state: 0 }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
     }
 }
 
@@ -152,7 +178,7 @@ mod tests {
 
     #[test]
     fn query_load_dump() {
-        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default() };
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
         let mut l = create(&CoproConfig::new()).unwrap();
         let q = |l: &mut Box<dyn Coprocessor>, p: u32| {
             l.write(0, p).unwrap();
@@ -178,5 +204,31 @@ mod tests {
         assert_eq!(l.dump(), "3\n5\n");
         assert!(create(&CoproConfig::from([("up".to_string(), "-1".to_string())])).is_err());
         assert!(create(&CoproConfig::from([("x".to_string(), "1".to_string())])).is_err());
+    }
+
+    #[test]
+    fn forks_share_the_state_which_is_then_fixed() {
+        let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
+        let mut a = create(&CoproConfig::new()).unwrap();
+        a.load("1 3").unwrap();
+        let mut b = a.fork().unwrap();
+        assert_eq!(b.share(), WorkerShare::Shared);
+        let q = move |l: &mut Box<dyn Coprocessor>, p: u32| {
+            l.write(0, p).unwrap();
+            l.invoke(0, &ctx).unwrap();
+            l.read(0).unwrap()
+        };
+        let t = std::thread::spawn(move || {
+            let r = (q(&mut b, 1), q(&mut b, 2), q(&mut b, 3));
+            (b, r)
+        });
+        let (mut b, r) = t.join().unwrap();
+        assert_eq!(r, (1, 0, 1));
+        assert!(a.load("2").unwrap_err().contains("several workers"));
+        a.clear();
+        assert_eq!((q(&mut a, 1), q(&mut b, 2)), (1, 0), "nothing changed");
+        drop(b);
+        assert_eq!(a.load("2").unwrap(), 1, "a sole handle changes it again");
+        assert_eq!(q(&mut a, 2), 1);
     }
 }

@@ -32,8 +32,20 @@
 //! (srtcm) or `INDEX CIR PIR CBS PBS` (trtcm), decimal, `#` comments. A
 //! loaded meter's buckets are refilled to full. Statistics: `green`,
 //! `yellow`, `red` (packets), summed over the meters.
+//!
+//! Several workers: one set of buckets per worker (`PerWorker`). A fork
+//! has the instance's meters (mode, configured and loaded rates and
+//! bursts) with full buckets and its color counts at zero, and meters only
+//! the packets its worker runs. Under flow distribution all the packets of
+//! a flow reach one worker, so a meter per flow (indexed by a flow hash,
+//! say) colors exactly as with one worker; a meter of aggregate traffic is
+//! enforced per worker: with N workers the traffic as a whole may pass at
+//! up to N times the rate (configure `cir` divided by N to police the sum).
+//! The runtime sums the statistics by name over the workers; at the end of
+//! a run `absorb` adds every worker's color counts into the first
+//! worker's.
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
 
 /// Largest number of meters in one instance.
 pub const MAX_METERS: usize = 65536;
@@ -317,6 +329,35 @@ impl Coprocessor for Meters {
     fn stats(&self) -> Vec<(String, u64)> {
         vec![("green".into(), self.counts[0]), ("yellow".into(), self.counts[1]), ("red".into(), self.counts[2])]
     }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// The same meters with full buckets, color counts at zero.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(Meters {
+            mode: self.mode,
+            defaults: self.defaults,
+            buckets: self.buckets.iter().map(|b| Bucket::new(b.params)).collect(),
+            input: [0; 2],
+            color: 0,
+            counts: [0; 3],
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::PerWorker
+    }
+
+    /// Adds the other worker's color counts (and zeroes them there).
+    fn absorb(&mut self, other: &mut dyn Coprocessor) {
+        if let Some(o) = crate::downcast::<Meters>(other) {
+            for (a, b) in self.counts.iter_mut().zip(&mut o.counts) {
+                *a += std::mem::take(b);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -387,7 +428,7 @@ mod tests {
     fn registers_config_and_table_file() {
         let mut m =
             create(&cfg(&[("size", "2"), ("mode", "trtcm"), ("cir", "1000"), ("pir", "1000"), ("cbs", "100"), ("pbs", "100")])).unwrap();
-        let ctx = InvokeContext { packet: &[], info: &[], now: at(0) };
+        let ctx = InvokeContext { packet: &[], info: &[], now: at(0), seq: 0 };
         m.write(0, 1).unwrap();
         m.write(1, 101).unwrap();
         m.invoke(0, &ctx).unwrap();
@@ -414,5 +455,28 @@ mod tests {
         ] {
             assert!(create(&cfg(bad)).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn forks_start_full_with_loaded_rates_and_absorb_adds_counts() {
+        let mut a = create(&cfg(&[("size", "2"), ("cir", "1000"), ("cbs", "1000"), ("ebs", "0")])).unwrap();
+        a.load("1 1000 100 0\n").unwrap();
+        let meter = |m: &mut Box<dyn Coprocessor>, i: u32, bytes: u32| {
+            m.write(0, i).unwrap();
+            m.write(1, bytes).unwrap();
+            m.invoke(0, &InvokeContext { packet: &[], info: &[], now: at(0), seq: 0 }).unwrap();
+            m.read(0).unwrap()
+        };
+        assert_eq!(meter(&mut a, 0, 1000), 0);
+        assert_eq!(meter(&mut a, 0, 1), 2, "meter 0 is empty on worker a");
+        let mut b = a.fork().unwrap();
+        assert_eq!(b.share(), WorkerShare::PerWorker);
+        assert_eq!(b.dump(), a.dump(), "the fork has the loaded rates");
+        assert_eq!(b.stats(), vec![("green".into(), 0), ("yellow".into(), 0), ("red".into(), 0)]);
+        assert_eq!(meter(&mut b, 0, 1000), 0, "the fork's buckets start full");
+        assert_eq!(meter(&mut b, 1, 101), 2, "with the loaded burst");
+        a.absorb(b.as_mut());
+        assert_eq!(a.stats(), vec![("green".into(), 2), ("yellow".into(), 0), ("red".into(), 2)]);
+        assert_eq!(b.stats()[2], ("red".into(), 0));
     }
 }

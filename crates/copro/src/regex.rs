@@ -43,11 +43,20 @@
 //! are errors naming the 1-based line; `load` adds all of a file or nothing.
 //! `dump` writes the file back; `clear` removes every expression; statistics
 //! `regexes`, `searches`, `matches`.
+//!
+//! # Several workers
+//! One set of compiled expressions that every worker searches (`Shared`);
+//! a fork has its own search caches (a lazy DFA's cache per expression) and
+//! registers, so workers never wait on one another. `searches` and `matches`
+//! count the operations of every worker, whichever handle reports them.
+//! While several handles exist the expressions cannot change: `load`
+//! returns an error and `clear` does nothing (load them before the run).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
 use regex_automata::meta::{self, Regex};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input};
@@ -219,24 +228,34 @@ struct Entry {
     id: u32,
     spec: PcreSpec,
     regex: Regex,
-    cache: meta::Cache,
 }
+
+/// The compiled expressions, shared by the handles of every worker.
+#[derive(Default)]
+struct Compiled {
+    entries: Vec<Entry>,
+    by_id: HashMap<u32, usize>,
+    memory: usize,
+}
+
+/// Statistics counters (see [`Tally`](crate::share::Tally)).
+const SEARCHES: usize = 0;
+const MATCHES: usize = 1;
 
 /// The `regex` coprocessor: numbered expressions searched in packet regions.
 #[derive(Default)]
 pub struct RegexCopro {
-    entries: Vec<Entry>,
-    by_id: HashMap<u32, usize>,
-    memory: usize,
+    set: Arc<Compiled>,
+    /// This handle's search cache of each expression, in `set.entries` order.
+    caches: Vec<meta::Cache>,
     input: [u32; 3],
     output: [u32; 3],
-    searches: u64,
-    matches: u64,
+    tally: crate::share::Tally<2>,
 }
 
 impl std::fmt::Debug for RegexCopro {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegexCopro").field("regexes", &self.entries.len()).field("memory", &self.memory).finish()
+        f.debug_struct("RegexCopro").field("regexes", &self.set.entries.len()).field("memory", &self.set.memory).finish()
     }
 }
 
@@ -247,14 +266,18 @@ impl RegexCopro {
     }
 
     /// Compiles and adds expressions (all or none); an error names the
-    /// expression's `line` when it is not 0.
+    /// expression's `line` when it is not 0. Fails while other workers'
+    /// handles share the expressions.
     pub fn add(&mut self, specs: Vec<(u32, PcreSpec, usize)>) -> Result<usize, String> {
         let at = |line: usize, e: String| if line == 0 { e } else { format!("line {line}: {e}") };
-        if self.entries.len() + specs.len() > MAX_REGEXES {
+        let Some(set) = Arc::get_mut(&mut self.set) else {
+            return Err("expressions cannot change while several workers share them; load them before the run starts".to_string());
+        };
+        if set.entries.len() + specs.len() > MAX_REGEXES {
             return Err(format!("more than {MAX_REGEXES} expressions"));
         }
-        let mut ids: HashSet<u32> = self.by_id.keys().copied().collect();
-        let mut memory = self.memory;
+        let mut ids: HashSet<u32> = set.by_id.keys().copied().collect();
+        let mut memory = set.memory;
         let mut new = Vec::with_capacity(specs.len());
         for (id, spec, line) in specs {
             if !ids.insert(id) {
@@ -267,28 +290,30 @@ impl RegexCopro {
             if memory > MEMORY_LIMIT {
                 return Err(at(line, format!("expressions need more than {MEMORY_LIMIT} bytes")));
             }
-            new.push(Entry { id, spec, regex, cache });
+            new.push((Entry { id, spec, regex }, cache));
         }
         let n = new.len();
-        for e in new {
-            self.by_id.insert(e.id, self.entries.len());
-            self.entries.push(e);
+        for (e, cache) in new {
+            set.by_id.insert(e.id, set.entries.len());
+            set.entries.push(e);
+            self.caches.push(cache);
         }
-        self.memory = memory;
+        set.memory = memory;
         Ok(n)
     }
 
     /// Searches `haystack` with expression `id`: leftmost-first, or only a
     /// match starting at 0 when `anchored`. `None` for an unknown id.
     pub fn search(&mut self, id: u32, haystack: &[u8], anchored: bool) -> Option<Option<(usize, usize)>> {
-        let e = self.entries.get_mut(*self.by_id.get(&id)?)?;
+        let i = *self.set.by_id.get(&id)?;
+        let e = &self.set.entries[i];
         let input = Input::new(haystack).anchored(if anchored { Anchored::Yes } else { Anchored::No });
-        Some(e.regex.search_with(&mut e.cache, &input).map(|m| (m.start(), m.end())))
+        Some(e.regex.search_with(&mut self.caches[i], &input).map(|m| (m.start(), m.end())))
     }
 
     /// The expression with this id.
     pub fn spec(&self, id: u32) -> Option<&PcreSpec> {
-        self.by_id.get(&id).map(|&i| &self.entries[i].spec)
+        self.set.by_id.get(&id).map(|&i| &self.set.entries[i].spec)
     }
 }
 
@@ -329,10 +354,10 @@ impl Coprocessor for RegexCopro {
         let lo = (start as usize).min(pkt.len());
         let hi = ((u64::from(start) + u64::from(len)).min(pkt.len() as u64) as usize).max(lo);
         let found = self.search(id, &pkt[lo..hi], anchored).ok_or_else(|| CoproError::BadArgument(format!("no regex with id {id}")))?;
-        self.searches += 1;
+        self.tally.add(SEARCHES, 1);
         self.output = match found {
             Some((s, e)) => {
-                self.matches += 1;
+                self.tally.add(MATCHES, 1);
                 [1, (lo + s) as u32, (lo + e) as u32]
             }
             None => [0; 3],
@@ -342,7 +367,7 @@ impl Coprocessor for RegexCopro {
 
     fn dump(&self) -> String {
         let mut s = String::new();
-        for e in &self.entries {
+        for e in &self.set.entries {
             let _ = writeln!(s, "{} {}", e.id, e.spec);
         }
         s
@@ -353,22 +378,40 @@ impl Coprocessor for RegexCopro {
         self.add(specs)
     }
 
+    /// Removes every expression (nothing while several workers share them).
     fn clear(&mut self) {
-        self.entries.clear();
-        self.by_id.clear();
-        self.memory = 0;
+        if let Some(set) = Arc::get_mut(&mut self.set) {
+            *set = Compiled::default();
+            self.caches.clear();
+        }
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
+        let t = self.tally.totals();
         vec![
-            ("regexes".to_string(), self.entries.len() as u64),
-            ("searches".to_string(), self.searches),
-            ("matches".to_string(), self.matches),
+            ("regexes".to_string(), self.set.entries.len() as u64),
+            ("searches".to_string(), t[SEARCHES]),
+            ("matches".to_string(), t[MATCHES]),
         ]
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
+    }
+
+    /// Another handle on the same expressions, with caches of its own.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(RegexCopro {
+            set: Arc::clone(&self.set),
+            caches: self.set.entries.iter().map(|e| e.regex.create_cache()).collect(),
+            input: [0; 3],
+            output: [0; 3],
+            tally: self.tally.share(),
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
     }
 }
 
@@ -382,7 +425,7 @@ mod tests {
         for (r, v) in ins.into_iter().enumerate() {
             c.write(r as u8, v)?;
         }
-        c.invoke(op, &InvokeContext { packet, info: &[], now: Timestamp::default() })?;
+        c.invoke(op, &InvokeContext { packet, info: &[], now: Timestamp::default(), seq: 0 })?;
         Ok([c.read(0)?, c.read(1)?, c.read(2)?])
     }
 
@@ -447,7 +490,7 @@ mod tests {
         assert_eq!(run(&mut *c, 0, [1, u32::MAX, u32::MAX], pkt).unwrap(), [0; 3]);
         assert!(matches!(run(&mut *c, 0, [9, 0, 1], pkt), Err(CoproError::BadArgument(_))));
         assert!(matches!(
-            c.invoke(2, &InvokeContext { packet: pkt, info: &[], now: Timestamp::default() }),
+            c.invoke(2, &InvokeContext { packet: pkt, info: &[], now: Timestamp::default(), seq: 0 }),
             Err(CoproError::NoOperation(2))
         ));
         assert!(c.write(3, 0).is_err() && c.read(3).is_err());
@@ -476,6 +519,44 @@ mod tests {
         assert!(create(&CoproConfig::from([("patterns".to_string(), "/nonexistent".to_string())])).is_err());
         let long = format!("1 /{}/", "a".repeat(MAX_PATTERN_LEN + 1));
         assert!(e(&mut c, &long).contains("longer than"));
+    }
+
+    #[test]
+    fn forks_search_the_same_expressions_on_other_threads() {
+        let mut a = create(&CoproConfig::new()).unwrap();
+        a.load("1 /GET \\/[a-z]+/\n2 /b+/\n").unwrap();
+        let pkt: &[u8] = b"xxGET /index bbb";
+        let want = run(&mut *a, 0, [1, 0, 100], pkt).unwrap();
+        let forks: Vec<Box<dyn Coprocessor>> = (0..3).map(|_| a.fork().unwrap()).collect();
+        assert_eq!(forks[0].share(), WorkerShare::Shared);
+        let threads: Vec<_> = forks
+            .into_iter()
+            .map(|mut f| {
+                std::thread::spawn(move || {
+                    let mut r = Vec::new();
+                    for _ in 0..100 {
+                        r.push(run(&mut *f, 0, [1, 0, 100], pkt).unwrap());
+                        r.push(run(&mut *f, 0, [2, 0, 100], pkt).unwrap());
+                    }
+                    (f, r)
+                })
+            })
+            .collect();
+        let mut forks = Vec::new();
+        for t in threads {
+            let (f, r) = t.join().unwrap();
+            assert!(r.chunks(2).all(|p| p[0] == want && p[1] == [1, 13, 16]));
+            forks.push(f);
+        }
+        let stats = a.stats();
+        assert_eq!(stats[1], ("searches".to_string(), 601), "every handle's searches");
+        assert_eq!(forks[2].stats(), stats);
+        assert!(a.load("3 /c/").unwrap_err().contains("several workers"));
+        a.clear();
+        assert_eq!(a.stats()[0], ("regexes".to_string(), 2), "clear does nothing while shared");
+        drop(forks);
+        assert_eq!(a.load("3 /c/").unwrap(), 1, "a sole handle changes them again");
+        assert_eq!(run(&mut *a, 0, [3, 0, 100], b"abc").unwrap(), [1, 2, 3]);
     }
 
     proptest! {

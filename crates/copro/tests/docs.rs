@@ -37,6 +37,14 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
   runs (`prefetch`): `table` and `lpm` prefetch the entries of every packet's
   key at the offset their `*_pkt` operations last used, so a batch's lookups
   overlap their memory latency; results never depend on it;
+- with several workers (`netvm run --workers N`) each worker has its own
+  handle on every instance, made with `Coprocessor::fork` after `.init` and
+  the loads: read-mostly tables (`lpm`, `strmatch`, `regex`, `linkstate`,
+  a `shared` `table`) are shared, counting state (`counters`, `meter`,
+  `eventlog`, a `sharded` `table`) is kept per worker and folded into the
+  first worker's at the end of the run (`Coprocessor::absorb`), so that
+  statistics and dumps cover every worker; each kind's \"Several workers\"
+  paragraph says exactly what its forks share;
 - from Rust: `Application::load_table`, `dump_table`, `clear_table`,
   `copro_stats`, `copro_mut`.
 

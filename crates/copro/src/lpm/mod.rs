@@ -54,6 +54,17 @@
 //! text. A later line for the same prefix replaces the earlier one. The file
 //! is checked whole before any route is inserted; an exhausted group budget
 //! stops the load at the line that needed a group.
+//!
+//! Several workers: one route table that every worker reads (`Shared`),
+//! without a lock; a fork has its own registers and its own prefetch offset.
+//! `lookups` and `hits` count every worker's operations, whichever handle
+//! reports them. While several handles exist the routes cannot change: an
+//! insert or delete from the data plane faults (`copro`: routes cannot
+//! change from the data plane while several workers share the table; change
+//! them through the control plane), a control-plane `load` returns an error
+//! and `clear` does nothing; load routes before the run starts. With one
+//! handle (one worker) inserts, deletes, loads and clears work as described
+//! above.
 
 mod routes;
 mod table;
@@ -62,25 +73,38 @@ pub use routes::{parse_routes, Family, Route};
 pub use table::{Lpm, Lpm4, Lpm6, LpmAddress, LpmError, MAX_NEXT_HOP, MAX_TBL8_GROUPS};
 
 use std::fmt::Write;
+use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+
+use crate::share::Tally;
+
+/// Statistics counters.
+const LOOKUPS: usize = 0;
+const HITS: usize = 1;
+
+/// What a data-plane insert or delete says while the table is shared.
+const SHARED_WRITE: &str =
+    "lpm: routes cannot change from the data plane while several workers share the table; change them through the control plane";
+/// What a control-plane load says while the table is shared.
+const SHARED_LOAD: &str = "routes cannot change while several workers share the table; load them before the run starts";
 
 /// The `lpm` coprocessor over addresses `A` (`u32`: IPv4, `u128`: IPv6).
 #[derive(Debug)]
 pub struct LpmCoprocessor<A: LpmAddress> {
-    table: Lpm<A>,
+    /// The routes, shared with the handles of the other workers.
+    table: Arc<Lpm<A>>,
     /// Where `lookup_pkt` last read an address: the batch prefetch looks there.
     pkt_offset: Option<usize>,
     input: [u32; 9],
     output: [u32; 2],
-    lookups: u64,
-    hits: u64,
+    tally: Tally<2>,
 }
 
 impl<A: LpmAddress> LpmCoprocessor<A> {
     /// An empty instance that may use at most `tbl8_groups` groups.
     pub fn new(tbl8_groups: u32) -> LpmCoprocessor<A> {
-        LpmCoprocessor { table: Lpm::new(tbl8_groups), pkt_offset: None, input: [0; 9], output: [0; 2], lookups: 0, hits: 0 }
+        LpmCoprocessor { table: Arc::new(Lpm::new(tbl8_groups)), pkt_offset: None, input: [0; 9], output: [0; 2], tally: Tally::new() }
     }
 
     /// The route table.
@@ -88,9 +112,15 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
         &self.table
     }
 
-    /// The route table, to change.
-    pub fn table_mut(&mut self) -> &mut Lpm<A> {
-        &mut self.table
+    /// The route table, to change; `None` while other workers' handles
+    /// share it (see the module documentation).
+    pub fn table_mut(&mut self) -> Option<&mut Lpm<A>> {
+        Arc::get_mut(&mut self.table)
+    }
+
+    /// The table, to change from the data plane.
+    fn table_to_change(&mut self) -> Result<&mut Lpm<A>, CoproError> {
+        Arc::get_mut(&mut self.table).ok_or_else(|| CoproError::BadArgument(SHARED_WRITE.to_string()))
     }
 
     fn addr(&self) -> A {
@@ -109,10 +139,10 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     }
 
     fn lookup(&mut self, addr: A) {
-        self.lookups += 1;
+        self.tally.add(LOOKUPS, 1);
         self.output = match self.table.lookup(addr) {
             Some(nh) => {
-                self.hits += 1;
+                self.tally.add(HITS, 1);
                 [1, nh]
             }
             None => [0, 0],
@@ -166,7 +196,8 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             0 => self.lookup(self.addr()),
             1 => {
                 let (addr, len) = self.prefix()?;
-                self.output = match self.table.insert(addr, len, self.input[5]) {
+                let next_hop = self.input[5];
+                self.output = match self.table_to_change()?.insert(addr, len, next_hop) {
                     Ok(()) => [1, 0],
                     Err(LpmError::Full { .. }) => [0, 0],
                     Err(e) => return Err(CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip()))),
@@ -174,7 +205,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             }
             2 => {
                 let (addr, len) = self.prefix()?;
-                self.output = [u32::from(self.table.delete(addr, len)), 0];
+                self.output = [u32::from(self.table_to_change()?.delete(addr, len)), 0];
             }
             3 => {
                 let off = self.input[8] as usize;
@@ -195,10 +226,10 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     /// Prefetches the first-level entry of each packet's address at the
     /// offset `lookup_pkt` last used.
-    fn prefetch(&self, packets: &[netvm_vm::Packet]) {
+    fn prefetch(&self, packets: &netvm_vm::buffer::Packets<'_>) {
         if let Some(off) = self.pkt_offset {
-            for p in packets {
-                if let Some(a) = p.data.get(off..).and_then(A::from_be_slice) {
+            for p in packets.iter() {
+                if let Some(a) = p.get(off..).and_then(A::from_be_slice) {
                     self.table.prefetch(a);
                 }
             }
@@ -215,29 +246,49 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
         let routes = routes::parse_numbered(text, A::FAMILY)?;
+        let table = Arc::get_mut(&mut self.table).ok_or(SHARED_LOAD)?;
         for (line, r) in &routes {
             let addr = A::from_ip(r.addr).expect("parsed for this family");
-            self.table.insert(addr, r.len, r.next_hop).map_err(|e| format!("line {line}: {}: {e}; raise `tbl8_groups`", r))?;
+            table.insert(addr, r.len, r.next_hop).map_err(|e| format!("line {line}: {}: {e}; raise `tbl8_groups`", r))?;
         }
         Ok(routes.len())
     }
 
+    /// Removes every route (nothing while several workers share the table).
     fn clear(&mut self) {
-        self.table.clear();
+        if let Some(t) = Arc::get_mut(&mut self.table) {
+            t.clear();
+        }
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
+        let t = self.tally.totals();
         vec![
             ("routes".to_string(), self.table.len() as u64),
             ("tbl8_groups_used".to_string(), u64::from(self.table.tbl8_groups_used())),
             ("tbl8_groups".to_string(), u64::from(self.table.tbl8_groups())),
-            ("lookups".to_string(), self.lookups),
-            ("hits".to_string(), self.hits),
+            ("lookups".to_string(), t[LOOKUPS]),
+            ("hits".to_string(), t[HITS]),
         ]
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
+    }
+
+    /// Another handle on the same routes.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(LpmCoprocessor {
+            table: Arc::clone(&self.table),
+            pkt_offset: self.pkt_offset,
+            input: [0; 9],
+            output: [0; 2],
+            tally: self.tally.share(),
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
     }
 }
 
@@ -251,7 +302,7 @@ mod tests {
     }
 
     fn ctx(packet: &[u8]) -> InvokeContext<'_> {
-        InvokeContext { packet, info: &[], now: Timestamp::default() }
+        InvokeContext { packet, info: &[], now: Timestamp::default(), seq: 0 }
     }
 
     fn call(c: &mut dyn Coprocessor, regs: &[(u8, u32)], op: u8, packet: &[u8]) -> Result<[u32; 2], CoproError> {
@@ -374,4 +425,48 @@ mod tests {
         assert!(err.starts_with("line 3: 11.0.0.0/25 2: tbl8 group budget exhausted"), "{err}");
         assert!(c.load("::/0 1").unwrap_err().contains("line 1"));
     }
+
+    #[test]
+    fn forks_share_the_routes_which_only_a_sole_handle_changes() {
+        let mut a = create(&cfg(&[("tbl8_groups", "4")])).unwrap();
+        a.load("10.0.0.0/8 1\n10.1.0.0/16 2\n").unwrap();
+        let b = a.fork().unwrap();
+        assert_eq!(b.share(), WorkerShare::Shared);
+        let threads: Vec<_> = [b, a.fork().unwrap()]
+            .into_iter()
+            .map(|mut f| {
+                std::thread::spawn(move || {
+                    for i in 0..1000u32 {
+                        assert_eq!(call(f.as_mut(), &[(0, 0x0A01_0000 | i)], 0, &[]), Ok([1, 2]));
+                        assert_eq!(call(f.as_mut(), &[(8, 0)], 3, &[10, 2, 0, 1]), Ok([1, 1]));
+                    }
+                    f
+                })
+            })
+            .collect();
+        let mut forks: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let stats: std::collections::BTreeMap<String, u64> = a.stats().into_iter().collect();
+        assert_eq!((stats["lookups"], stats["hits"]), (4000, 4000), "every handle's lookups");
+        assert_eq!(forks[0].stats(), a.stats());
+        // Changes while shared: faults, errors, no-ops; nothing changes.
+        let e = call(forks[0].as_mut(), &[(0, 0x0B00_0000), (4, 8), (5, 3)], 1, &[]).unwrap_err();
+        assert_eq!(e, CoproError::BadArgument(SHARED_WRITE.to_string()));
+        assert!(
+            matches!(call(a.as_mut(), &[(0, 0x0A00_0000), (4, 8)], 2, &[]), Err(CoproError::BadArgument(m)) if m.contains("several workers"))
+        );
+        assert!(a.load("11.0.0.0/8 3").unwrap_err().contains("several workers"));
+        a.clear();
+        assert!(crate::downcast::<Lpm4Copro>(a.as_mut()).unwrap().table_mut().is_none());
+        assert_eq!(a.dump(), "10.0.0.0/8 1\n10.1.0.0/16 2\n");
+        // A sole handle changes them again.
+        forks.clear();
+        assert_eq!(call(a.as_mut(), &[(0, 0x0B00_0000), (4, 8), (5, 3)], 1, &[]), Ok([1, 0]));
+        assert_eq!(call(a.as_mut(), &[(0, 0x0A00_0000), (4, 8)], 2, &[]), Ok([1, 0]));
+        assert_eq!(a.load("12.0.0.0/8 4").unwrap(), 1);
+        assert_eq!(a.dump(), "10.1.0.0/16 2\n11.0.0.0/8 3\n12.0.0.0/8 4\n");
+        a.clear();
+        assert_eq!(a.dump(), "");
+    }
+
+    type Lpm4Copro = LpmCoprocessor<u32>;
 }

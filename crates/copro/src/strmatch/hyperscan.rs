@@ -1,5 +1,6 @@
 //! A thin runtime-loaded FFI to Hyperscan / Vectorscan (`libhs`): literal
-//! databases in block mode (`hs_compile_lit_multi`), one scratch, `hs_scan`.
+//! databases in block mode (`hs_compile_lit_multi`), scratch space (one per
+//! thread that scans: `hs_alloc_scratch`, `hs_clone_scratch`), `hs_scan`.
 //!
 //! The library is opened once per process with `dlopen` (`libhs.so.5`, then
 //! `libhs.so`) and kept loaded for the life of the process, so the function
@@ -49,6 +50,7 @@ type CompileLitMulti = unsafe extern "C" fn(
 type FreeCompileError = unsafe extern "C" fn(*mut RawCompileError) -> c_int;
 type FreeDatabase = unsafe extern "C" fn(*mut RawDatabase) -> c_int;
 type AllocScratch = unsafe extern "C" fn(*const RawDatabase, *mut *mut RawScratch) -> c_int;
+type CloneScratch = unsafe extern "C" fn(*const RawScratch, *mut *mut RawScratch) -> c_int;
 type FreeScratch = unsafe extern "C" fn(*mut RawScratch) -> c_int;
 type Scan = unsafe extern "C" fn(
     db: *const RawDatabase,
@@ -68,6 +70,7 @@ pub(super) struct Hs {
     free_compile_error: FreeCompileError,
     free_database: FreeDatabase,
     alloc_scratch: AllocScratch,
+    clone_scratch: CloneScratch,
     free_scratch: FreeScratch,
     scan: Scan,
     /// The library's version string.
@@ -120,6 +123,7 @@ fn bind(lib: libloading::Library) -> Result<Hs, String> {
             free_compile_error: sym(&lib, "hs_free_compile_error")?,
             free_database: sym(&lib, "hs_free_database")?,
             alloc_scratch: sym(&lib, "hs_alloc_scratch")?,
+            clone_scratch: sym(&lib, "hs_clone_scratch")?,
             free_scratch: sym(&lib, "hs_free_scratch")?,
             scan: sym(&lib, "hs_scan")?,
             version,
@@ -139,6 +143,9 @@ pub(super) struct Database {
 // from any thread (the Hyperscan docs allow sharing it between threads); the
 // wrapper owns the pointer exclusively and frees it once, on drop.
 unsafe impl Send for Database {}
+// SAFETY: as above: scans only read the database (`hs_scan` takes it as a
+// const pointer), and every thread scans with a scratch of its own.
+unsafe impl Sync for Database {}
 
 impl Database {
     /// Compiles literals; `ids[i]` is reported for `literals[i]`.
@@ -233,6 +240,18 @@ impl Scratch {
             }
         }
         Ok(if s.raw.is_null() { None } else { Some(s) })
+    }
+
+    /// A scratch of the same size, for another thread (`hs_clone_scratch`).
+    pub(super) fn try_clone(&self) -> Result<Scratch, String> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: `self.raw` is a live scratch (never null in a `Scratch`
+        // handed out by `for_databases`); `raw` is an out-pointer.
+        let rc = unsafe { (self.hs.clone_scratch)(self.raw, &mut raw) };
+        if rc != HS_SUCCESS || raw.is_null() {
+            return Err(format!("Hyperscan could not clone scratch (error {rc})"));
+        }
+        Ok(Scratch { hs: self.hs, raw })
     }
 }
 

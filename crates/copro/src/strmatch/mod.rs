@@ -27,7 +27,7 @@
 //! `aho-corasick`. Hyperscan / Vectorscan is opened with `dlopen`
 //! (`libhs.so.5`, then `libhs.so`), never linked (the environment variable
 //! `NETVM_HYPERSCAN=off` keeps it unloaded, for tests and comparisons): one block-mode literal
-//! database per group and one scratch per instance. The aho-corasick backend
+//! database per group and one scratch per handle. The aho-corasick backend
 //! builds one automaton per group (ASCII case-insensitive when the group has
 //! a `nocase` pattern; case-sensitive patterns are then verified byte for
 //! byte). `find` uses `memchr::memmem` in both.
@@ -70,16 +70,31 @@
 //! search and find), `matches` (matches reported), `truncated`,
 //! `backend_hyperscan` (1 when the instance runs on Hyperscan) and
 //! `scan_errors` (Hyperscan scan failures, which fault the handler).
+//!
+//! # Several workers
+//! One compiled pattern set that every worker searches (`Shared`): the
+//! Hyperscan databases or aho-corasick automata are read-only and shared
+//! without a lock. A fork has its own Hyperscan scratch (cloned from the
+//! instance's with `hs_clone_scratch`: Hyperscan needs one per thread), its
+//! own collected matches (`search_all`/`next`) and registers, so every
+//! worker gets exactly the results one worker would. `searches`, `matches`,
+//! `truncated` and `scan_errors` count every worker's operations,
+//! whichever handle reports them. While several handles exist the patterns
+//! cannot change: `load` returns an error and `clear` does nothing (load
+//! them before the run starts).
 
 mod file;
 mod hyperscan;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_uint, c_ulonglong, c_void};
+use std::sync::Arc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use memchr::memmem;
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+
+use crate::share::Tally;
 
 pub use file::{format_content, format_pattern_file, parse_content, parse_content_body, parse_pattern_file};
 
@@ -188,11 +203,11 @@ impl AcGroup {
 
 enum Engine {
     Aho(Vec<AcGroup>),
-    Hyper { dbs: Vec<hyperscan::Database>, scratch: Option<hyperscan::Scratch> },
+    Hyper(Vec<hyperscan::Database>),
 }
 
-/// A compiled set of patterns, searchable by group.
-pub struct PatternSet {
+/// The read-only part of a [`PatternSet`], shared by its forks.
+struct Compiled {
     patterns: Vec<Pattern>,
     meta: Vec<Meta>,
     by_id: HashMap<u32, usize>,
@@ -200,14 +215,22 @@ pub struct PatternSet {
     /// Sorted group ids; `engine`'s per-group vectors are in this order.
     groups: Vec<u32>,
     engine: Engine,
+}
+
+/// A compiled set of patterns, searchable by group. [`PatternSet::fork`]
+/// makes another handle on the same compiled patterns for another thread.
+pub struct PatternSet {
+    c: Arc<Compiled>,
+    /// This handle's Hyperscan scratch (none for aho-corasick or no groups).
+    scratch: Option<hyperscan::Scratch>,
     scan_errors: u64,
 }
 
 impl std::fmt::Debug for PatternSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PatternSet")
-            .field("patterns", &self.patterns.len())
-            .field("groups", &self.groups)
+            .field("patterns", &self.c.patterns.len())
+            .field("groups", &self.c.groups)
             .field("hyperscan", &self.uses_hyperscan())
             .finish()
     }
@@ -320,7 +343,7 @@ impl PatternSet {
             Backend::Auto => hyperscan::library().ok(),
             Backend::Hyperscan => Some(hyperscan::library().map_err(|e| format!("backend hyperscan: {e}"))?),
         };
-        let engine = match hs {
+        let (engine, scratch) = match hs {
             Some(hs) => {
                 let mut dbs = Vec::with_capacity(members.len());
                 for (g, idx) in &members {
@@ -330,7 +353,7 @@ impl PatternSet {
                     dbs.push(hyperscan::Database::compile_literals(hs, &lits, &flags, idx).map_err(|e| format!("group {g}: {e}"))?);
                 }
                 let scratch = hyperscan::Scratch::for_databases(hs, &dbs)?;
-                Engine::Hyper { dbs, scratch }
+                (Engine::Hyper(dbs), scratch)
             }
             None => {
                 let mut acs = Vec::with_capacity(members.len());
@@ -344,43 +367,64 @@ impl PatternSet {
                         .map_err(|e| format!("group {g}: {e}"))?;
                     acs.push(AcGroup { ac, index: idx, verify: any_nocase && !all_nocase });
                 }
-                Engine::Aho(acs)
+                (Engine::Aho(acs), None)
             }
         };
-        Ok(PatternSet { patterns, meta, by_id, finders, groups, engine, scan_errors: 0 })
+        Ok(PatternSet { c: Arc::new(Compiled { patterns, meta, by_id, finders, groups, engine }), scratch, scan_errors: 0 })
     }
 
     /// An empty set (which matches nothing).
     pub fn empty() -> PatternSet {
         PatternSet {
-            patterns: Vec::new(),
-            meta: Vec::new(),
-            by_id: HashMap::new(),
-            finders: Vec::new(),
-            groups: Vec::new(),
-            engine: Engine::Aho(Vec::new()),
+            c: Arc::new(Compiled {
+                patterns: Vec::new(),
+                meta: Vec::new(),
+                by_id: HashMap::new(),
+                finders: Vec::new(),
+                groups: Vec::new(),
+                engine: Engine::Aho(Vec::new()),
+            }),
+            scratch: None,
             scan_errors: 0,
         }
     }
 
+    /// Another handle on the same compiled patterns, for another thread:
+    /// the databases or automata are shared (read-only), the Hyperscan
+    /// scratch is the handle's own (a clone of this one's), and its
+    /// `scan_errors` start at zero. Fails only when Hyperscan cannot
+    /// allocate the scratch.
+    pub fn fork(&self) -> Result<PatternSet, String> {
+        let scratch = match &self.scratch {
+            Some(s) => Some(s.try_clone()?),
+            None => None,
+        };
+        Ok(PatternSet { c: Arc::clone(&self.c), scratch, scan_errors: 0 })
+    }
+
+    /// How many handles (this one and its forks) share the compiled patterns.
+    fn handles(&self) -> usize {
+        Arc::strong_count(&self.c)
+    }
+
     /// Whether searches run on Hyperscan.
     pub fn uses_hyperscan(&self) -> bool {
-        matches!(self.engine, Engine::Hyper { .. })
+        matches!(self.c.engine, Engine::Hyper(_))
     }
 
     /// The patterns, in the order given.
     pub fn patterns(&self) -> &[Pattern] {
-        &self.patterns
+        &self.c.patterns
     }
 
     /// The group ids that have patterns, ascending.
     pub fn groups(&self) -> &[u32] {
-        &self.groups
+        &self.c.groups
     }
 
     /// Whether a pattern has this id.
     pub fn has_pattern(&self, id: u32) -> bool {
-        self.by_id.contains_key(&id)
+        self.c.by_id.contains_key(&id)
     }
 
     /// Hyperscan scans that failed so far (they report no matches).
@@ -393,12 +437,13 @@ impl PatternSet {
     /// past [`MAX_MATCHES`] were dropped.
     pub fn scan(&mut self, group: u32, haystack: &[u8], out: &mut Vec<Match>) -> bool {
         out.clear();
-        let Ok(g) = self.groups.binary_search(&group) else { return false };
-        let mut c = Collector { out, meta: &self.meta, truncated: false };
-        match &mut self.engine {
-            Engine::Aho(acs) => acs[g].each(&self.meta, &self.patterns, haystack, |idx, end| c.push(idx, end)),
-            Engine::Hyper { dbs, scratch } => {
-                let Some(scratch) = scratch else { return false };
+        let cs = &*self.c;
+        let Ok(g) = cs.groups.binary_search(&group) else { return false };
+        let mut c = Collector { out, meta: &cs.meta, truncated: false };
+        match &cs.engine {
+            Engine::Aho(acs) => acs[g].each(&cs.meta, &cs.patterns, haystack, |idx, end| c.push(idx, end)),
+            Engine::Hyper(dbs) => {
+                let Some(scratch) = &mut self.scratch else { return false };
                 // SAFETY: `hs_collect` reads ctx as the `Collector` passed here,
                 // which outlives the scan; the scratch is borrowed exclusively.
                 let r = unsafe { dbs[g].scan(scratch, haystack, hs_collect, (&mut c as *mut Collector<'_>).cast()) };
@@ -414,12 +459,13 @@ impl PatternSet {
     /// The first match of `group` in `haystack`: smallest end, then smallest
     /// id. Stops scanning as soon as it is known.
     pub fn first(&mut self, group: u32, haystack: &[u8]) -> Option<Match> {
-        let g = self.groups.binary_search(&group).ok()?;
-        let mut f = First { meta: &self.meta, best: None };
-        match &mut self.engine {
-            Engine::Aho(acs) => acs[g].each(&self.meta, &self.patterns, haystack, |idx, end| f.push(idx, end)),
-            Engine::Hyper { dbs, scratch } => {
-                let scratch = scratch.as_mut()?;
+        let cs = &*self.c;
+        let g = cs.groups.binary_search(&group).ok()?;
+        let mut f = First { meta: &cs.meta, best: None };
+        match &cs.engine {
+            Engine::Aho(acs) => acs[g].each(&cs.meta, &cs.patterns, haystack, |idx, end| f.push(idx, end)),
+            Engine::Hyper(dbs) => {
+                let scratch = self.scratch.as_mut()?;
                 // SAFETY: `hs_first` reads ctx as the `First` passed here, which
                 // outlives the scan; the scratch is borrowed exclusively.
                 let r = unsafe { dbs[g].scan(scratch, haystack, hs_first, (&mut f as *mut First<'_>).cast()) };
@@ -435,9 +481,9 @@ impl PatternSet {
     /// The leftmost occurrence of pattern `id` in `haystack` (None also for an
     /// unknown id: see [`has_pattern`](Self::has_pattern)).
     pub fn find(&self, id: u32, haystack: &[u8]) -> Option<Match> {
-        let i = *self.by_id.get(&id)?;
-        let p = &self.patterns[i];
-        let start = if p.nocase { find_nocase(&p.bytes, haystack)? } else { self.finders[i].find(haystack)? };
+        let i = *self.c.by_id.get(&id)?;
+        let p = &self.c.patterns[i];
+        let start = if p.nocase { find_nocase(&p.bytes, haystack)? } else { self.c.finders[i].find(haystack)? };
         Some(Match { id, start, end: start + p.bytes.len() })
     }
 }
@@ -462,6 +508,12 @@ fn find_nocase(needle: &[u8], hay: &[u8]) -> Option<usize> {
     None
 }
 
+/// Statistics counters.
+const SEARCHES: usize = 0;
+const MATCHES: usize = 1;
+const TRUNCATED: usize = 2;
+const SCAN_ERRORS: usize = 3;
+
 /// The `strmatch` coprocessor: a [`PatternSet`] behind registers.
 pub struct StrMatch {
     set: PatternSet,
@@ -470,9 +522,7 @@ pub struct StrMatch {
     output: [u32; 4],
     collected: Vec<Match>,
     cursor: usize,
-    searches: u64,
-    matches: u64,
-    truncated: u64,
+    tally: Tally<4>,
 }
 
 impl std::fmt::Debug for StrMatch {
@@ -485,17 +535,7 @@ impl StrMatch {
     /// An instance without patterns. Fails only for `Backend::Hyperscan` without libhs.
     pub fn new(backend: Backend) -> Result<StrMatch, String> {
         let set = PatternSet::new(Vec::new(), backend)?;
-        Ok(StrMatch {
-            set,
-            backend,
-            input: [0; 3],
-            output: [0; 4],
-            collected: Vec::new(),
-            cursor: 0,
-            searches: 0,
-            matches: 0,
-            truncated: 0,
-        })
+        Ok(StrMatch { set, backend, input: [0; 3], output: [0; 4], collected: Vec::new(), cursor: 0, tally: Tally::new() })
     }
 
     /// The compiled patterns.
@@ -503,14 +543,18 @@ impl StrMatch {
         &mut self.set
     }
 
-    /// Adds `patterns` and recompiles; on error nothing changes.
+    /// Adds `patterns` and recompiles; on error nothing changes. Fails
+    /// while other workers' handles share the patterns.
     pub fn add(&mut self, patterns: Vec<Pattern>) -> Result<usize, String> {
+        if self.set.handles() > 1 {
+            return Err("patterns cannot change while several workers share them; load them before the run starts".to_string());
+        }
         let n = patterns.len();
-        let mut ids: HashSet<u32> = self.set.patterns.iter().map(|p| p.id).collect();
+        let mut ids: HashSet<u32> = self.set.c.patterns.iter().map(|p| p.id).collect();
         if let Some(p) = patterns.iter().find(|p| !ids.insert(p.id)) {
             return Err(format!("duplicate pattern id {}", p.id));
         }
-        let mut all = self.set.patterns.clone();
+        let mut all = self.set.c.patterns.clone();
         all.extend(patterns);
         self.set = PatternSet::new(all, self.backend)?;
         self.collected.clear();
@@ -567,21 +611,21 @@ impl Coprocessor for StrMatch {
         match op {
             0 => {
                 let (base, hay) = self.region(ctx.packet);
-                self.searches += 1;
+                self.tally.add(SEARCHES, 1);
                 let m = self.set.first(self.input[0], hay);
-                self.matches += u64::from(m.is_some());
+                self.tally.add(MATCHES, u64::from(m.is_some()));
                 self.set_match(m, base);
             }
             1 => {
                 let (base, hay) = self.region(ctx.packet);
-                self.searches += 1;
+                self.tally.add(SEARCHES, 1);
                 let mut out = std::mem::take(&mut self.collected);
-                self.truncated += u64::from(self.set.scan(self.input[0], hay, &mut out));
+                self.tally.add(TRUNCATED, u64::from(self.set.scan(self.input[0], hay, &mut out)));
                 for m in &mut out {
                     m.start += base;
                     m.end += base;
                 }
-                self.matches += out.len() as u64;
+                self.tally.add(MATCHES, out.len() as u64);
                 self.output = [out.len() as u32, 0, 0, 0];
                 self.collected = out;
                 self.cursor = 0;
@@ -597,21 +641,22 @@ impl Coprocessor for StrMatch {
                     return Err(CoproError::BadArgument(format!("no pattern with id {id}")));
                 }
                 let (base, hay) = self.region(ctx.packet);
-                self.searches += 1;
+                self.tally.add(SEARCHES, 1);
                 let m = self.set.find(id, hay);
-                self.matches += u64::from(m.is_some());
+                self.tally.add(MATCHES, u64::from(m.is_some()));
                 self.set_match(m, base);
             }
             _ => return Err(CoproError::NoOperation(op)),
         }
         if self.set.scan_errors != errors {
+            self.tally.add(SCAN_ERRORS, self.set.scan_errors - errors);
             return Err(CoproError::BadArgument("Hyperscan scan failed".to_string()));
         }
         Ok(())
     }
 
     fn dump(&self) -> String {
-        format_pattern_file(&self.set.patterns)
+        format_pattern_file(&self.set.c.patterns)
     }
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
@@ -619,7 +664,11 @@ impl Coprocessor for StrMatch {
         self.add(patterns)
     }
 
+    /// Removes every pattern (nothing while several workers share them).
     fn clear(&mut self) {
+        if self.set.handles() > 1 {
+            return;
+        }
         // An empty set with the instance's backend never fails: it compiled at creation.
         self.set = PatternSet::new(Vec::new(), self.backend).unwrap_or_else(|_| PatternSet::empty());
         self.collected.clear();
@@ -627,19 +676,37 @@ impl Coprocessor for StrMatch {
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
+        let t = self.tally.totals();
         vec![
-            ("patterns".to_string(), self.set.patterns.len() as u64),
-            ("groups".to_string(), self.set.groups.len() as u64),
-            ("searches".to_string(), self.searches),
-            ("matches".to_string(), self.matches),
-            ("truncated".to_string(), self.truncated),
+            ("patterns".to_string(), self.set.c.patterns.len() as u64),
+            ("groups".to_string(), self.set.c.groups.len() as u64),
+            ("searches".to_string(), t[SEARCHES]),
+            ("matches".to_string(), t[MATCHES]),
+            ("truncated".to_string(), t[TRUNCATED]),
             ("backend_hyperscan".to_string(), u64::from(self.set.uses_hyperscan())),
-            ("scan_errors".to_string(), self.set.scan_errors),
+            ("scan_errors".to_string(), t[SCAN_ERRORS]),
         ]
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
+    }
+
+    /// Another handle on the same compiled patterns, with its own scratch.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(StrMatch {
+            set: self.set.fork().map_err(|e| format!("strmatch: {e}"))?,
+            backend: self.backend,
+            input: [0; 3],
+            output: [0; 4],
+            collected: Vec::new(),
+            cursor: 0,
+            tally: self.tally.share(),
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
     }
 }
 

@@ -147,7 +147,7 @@ fn limits_and_errors() {
 }
 
 fn ctx(packet: &[u8]) -> InvokeContext<'_> {
-    InvokeContext { packet, info: &[], now: Timestamp::default() }
+    InvokeContext { packet, info: &[], now: Timestamp::default(), seq: 0 }
 }
 
 fn cfg(kv: &[(&str, &str)]) -> CoproConfig {
@@ -250,6 +250,95 @@ fn hyperscan_required_when_asked() {
         assert!(hyperscan_version().is_some());
         let set = PatternSet::new(vec![pat(1, 0, b"a", false)], Backend::Auto).unwrap();
         assert!(set.uses_hyperscan());
+    }
+}
+
+/// Every operation on a packet: `search_first` and `search_all` of group 1
+/// with every `next`, `find` of pattern 4, `search_first` of group 2.
+fn probe(c: &mut dyn Coprocessor, p: &[u8]) -> Vec<[u32; 4]> {
+    let mut r = vec![run(c, 0, [1, 0, 100], p).unwrap(), run(c, 1, [1, 0, 100], p).unwrap()];
+    while r.last().unwrap()[0] != 0 {
+        r.push(run(c, 2, [0; 3], p).unwrap());
+    }
+    r.push(run(c, 3, [4, 0, 100], p).unwrap());
+    r.push(run(c, 0, [2, 0, 100], p).unwrap());
+    r
+}
+
+/// Forks on other threads give exactly the instance's results, with a
+/// Hyperscan scratch each; statistics count every handle; the patterns are
+/// fixed while forks exist.
+#[test]
+fn forks_search_alike_on_other_threads() {
+    for b in backends("forks_search_alike_on_other_threads") {
+        let name = if b == Backend::Hyperscan { "hyperscan" } else { "aho-corasick" };
+        let mut a = create(&cfg(&[("backend", name)])).unwrap();
+        a.load("1 1 \"GET\"\n2 1 \"get /\" nocase\n3 1 \"T /\"\n4 2 \"|00 ff|\"\n").unwrap();
+        let pkts: Vec<Vec<u8>> = (0..64u8)
+            .map(|i| {
+                let mut p = vec![i; usize::from(i) % 7];
+                p.extend_from_slice(if i % 3 == 0 { b"xxGET /index GeT /" } else { b"\x00\xffnothing" });
+                p
+            })
+            .collect();
+        let want: Vec<Vec<[u32; 4]>> = pkts.iter().map(|p| probe(a.as_mut(), p)).collect();
+        assert!(want.iter().any(|w| w.len() > 5), "some packets match several patterns");
+        let searches_alone = a.stats()[2].1;
+        let forks: Vec<Box<dyn Coprocessor>> = (0..4).map(|_| a.fork().unwrap()).collect();
+        assert_eq!(forks[0].share(), WorkerShare::Shared);
+        let threads: Vec<_> = forks
+            .into_iter()
+            .map(|mut f| {
+                let (pkts, want) = (pkts.clone(), want.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        for (p, w) in pkts.iter().zip(&want) {
+                            assert_eq!(&probe(f.as_mut(), p), w);
+                        }
+                    }
+                    f
+                })
+            })
+            .collect();
+        let mut forks: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let stats: HashMap<String, u64> = a.stats().into_iter().collect();
+        assert_eq!(stats["searches"], searches_alone * 201, "{b:?}: every handle's searches");
+        assert_eq!(stats["backend_hyperscan"], u64::from(b == Backend::Hyperscan));
+        assert_eq!(forks[3].stats(), a.stats());
+        assert!(a.load("9 1 \"x\"").unwrap_err().contains("several workers"));
+        a.clear();
+        assert_eq!(a.stats()[0], ("patterns".to_string(), 4), "clear does nothing while shared");
+        forks.clear();
+        assert_eq!(a.load("9 1 \"x\"").unwrap(), 1, "a sole handle changes them again");
+        assert_eq!(run(a.as_mut(), 0, [1, 0, 100], b"..x").unwrap(), [1, 9, 2, 3]);
+    }
+}
+
+/// A [`PatternSet`] fork on another thread scans with its own scratch.
+#[test]
+fn pattern_set_forks_scan_in_parallel() {
+    let pats = vec![pat(1, 0, b"abc", false), pat(2, 0, b"BC", true), pat(3, 1, b"zz", false)];
+    for b in backends("pattern_set_forks_scan_in_parallel") {
+        let set = PatternSet::new(pats.clone(), b).unwrap();
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let mut f = set.fork().unwrap();
+                std::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    for i in 0..2000usize {
+                        let hay = format!("{}abc{}zz", "x".repeat((i + t) % 13), "y".repeat(i % 5));
+                        f.scan(0, hay.as_bytes(), &mut out);
+                        let s = (i + t) % 13;
+                        assert_eq!(out, [Match { id: 1, start: s, end: s + 3 }, Match { id: 2, start: s + 1, end: s + 3 }]);
+                        assert_eq!(f.first(1, hay.as_bytes()).map(|m| m.id), Some(3));
+                    }
+                    f.scan_errors()
+                })
+            })
+            .collect();
+        for t in threads {
+            assert_eq!(t.join().unwrap(), 0);
+        }
     }
 }
 

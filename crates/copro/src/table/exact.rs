@@ -742,6 +742,16 @@ impl ExactTable {
         purged
     }
 
+    /// Takes the count of aged-out entries (leaving zero).
+    pub(crate) fn take_aged_out(&mut self) -> u64 {
+        std::mem::take(&mut self.aged_out)
+    }
+
+    /// Adds to the count of aged-out entries.
+    pub(crate) fn add_aged_out(&mut self, n: u64) {
+        self.aged_out += n;
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.tags.fill(Tags::default());

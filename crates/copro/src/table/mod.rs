@@ -11,6 +11,7 @@
 //! | `value_size` | 4       | value bytes, 0..=16 |
 //! | `capacity`   | 65536   | most entries, 1..=2^25; memory is about `capacity × 1.11 × (key_size + value_size + 10)` bytes, allocated at creation |
 //! | `aging`      | 0       | seconds; an entry whose last insert is more than `aging` seconds before now is absent for every operation, and `tick` purges it; 0 = entries never age |
+//! | `workers`    | `shared`| with several workers: `shared` (one table for all, under a lock) or `sharded` (one table per worker); see below |
 //!
 //! Other settings are errors.
 //!
@@ -68,13 +69,56 @@
 //! `capacity`, `lookups`, `hits`, `inserts` (successful, replacements
 //! included), `insert_failures` (table full), `deletes` (of present
 //! entries), `aged_out` (entries removed because they had aged).
+//!
+//! Several workers: the `workers` setting chooses between two semantics.
+//! With one worker both behave as described above, at the same speed.
+//!
+//! * `shared` (the default; `Shared`): one table that every worker reads
+//!   and writes, under a readers-writer lock: lookups take it shared,
+//!   inserts, deletes, aging sweeps (`tick` from any worker), `load` and
+//!   `clear` take it exclusively. An entry one worker inserts is visible to
+//!   every other worker as soon as that insert returns, so to the packets
+//!   the others run from then on (within the batches in flight, not in
+//!   packet order: whether a packet on another worker that arrived just
+//!   before or after the insert sees it depends on timing, and can vary
+//!   from run to run). Under flow distribution the packets of a flow stay
+//!   on one worker, so a flow always sees its own earlier inserts, in
+//!   order. An entry's age counts from its latest insert by any worker.
+//!   `lookups`, `hits`, `inserts`, `insert_failures` and `deletes` count
+//!   every worker's operations, whichever handle reports them. While forks
+//!   exist every operation updates the lock's word, one cache line for all
+//!   workers: with several workers looking up at once that line moves
+//!   between their cores on every lookup, which costs several times the
+//!   lookup itself (`tests/table_workers.rs` measures it); a single
+//!   worker's table takes no lock. Prefer `sharded` for per-flow state.
+//! * `sharded` (`PerWorker`): one table per worker, each of the full
+//!   `capacity`. A fork starts with a copy of the entries stored when it is
+//!   made (what the control plane loaded and `.init` inserted), then learns
+//!   only what its own worker's packets insert and sees only that: under
+//!   flow distribution per-flow state (a table keyed by a flow's addresses
+//!   and ports) behaves exactly as with one worker, but an entry learned
+//!   from one flow is invisible to flows on other workers. No lock, no
+//!   shared cache line. A `load` or `clear` during the run reaches only the
+//!   handle it is given (the first worker's). At the end of a run `absorb`
+//!   merges every worker's table into the first worker's: for a key that
+//!   several hold, the entry with the latest insert wins (a learned entry
+//!   wins over a static one; on a tie the first worker's stays); entries
+//!   aged by then are dropped (counted in `aged_out`); a key deleted by one
+//!   worker but still held by another comes back; entries that no longer
+//!   fit count as `insert_failures`. The runtime sums the statistics over
+//!   the workers (`entries` and `capacity` then add up over the tables).
 
 mod exact;
 mod file;
 
 pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, SLOTS, STATIC};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+
+use crate::share::Tally;
 
 /// Default `key_size`.
 pub const DEFAULT_KEY_SIZE: usize = 4;
@@ -85,10 +129,127 @@ pub const DEFAULT_CAPACITY: usize = 65536;
 /// Longest interval between two complete aging sweeps by `tick`.
 const SWEEP_PERIOD_NS: u64 = 1_000_000_000;
 
+/// Statistics counters.
+const LOOKUPS: usize = 0;
+const HITS: usize = 1;
+const INSERTS: usize = 2;
+const INSERT_FAILURES: usize = 3;
+const DELETES: usize = 4;
+
+/// How a table serves several workers (the `workers` setting).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workers {
+    /// One table for every worker, under a lock (`workers = "shared"`).
+    #[default]
+    Shared,
+    /// One table per worker, merged at the end (`workers = "sharded"`).
+    Sharded,
+}
+
+/// The entries and the aging sweep: what the handles of a shared table share.
+#[derive(Debug)]
+struct Store {
+    table: ExactTable,
+    /// Latest time seen by an operation that changed the table or by `tick`.
+    now: u64,
+    last_sweep: Option<u64>,
+    sweep_cursor: usize,
+}
+
+/// Where a handle's store is.
+#[derive(Debug)]
+enum Place {
+    /// This handle's alone: no lock (one worker, or a sharded table).
+    Own(Store),
+    /// Shared with other handles (forks of a `shared` table).
+    Shared(Arc<RwLock<Store>>),
+}
+
+impl Place {
+    /// A stand-in while the store moves between the two places.
+    fn placeholder() -> Place {
+        let table = ExactTable::with_layout(1, 0, 1, 1, 0).expect("a one-slot table");
+        Place::Own(Store { table, now: 0, last_sweep: None, sweep_cursor: 0 })
+    }
+}
+
+/// The store, read.
+enum ReadGuard<'a> {
+    Own(&'a Store),
+    Locked(RwLockReadGuard<'a, Store>),
+}
+
+impl Deref for ReadGuard<'_> {
+    type Target = Store;
+    #[inline(always)]
+    fn deref(&self) -> &Store {
+        match self {
+            ReadGuard::Own(s) => s,
+            ReadGuard::Locked(g) => g,
+        }
+    }
+}
+
+/// The store, to change.
+enum WriteGuard<'a> {
+    Own(&'a mut Store),
+    Locked(RwLockWriteGuard<'a, Store>),
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = Store;
+    #[inline(always)]
+    fn deref(&self) -> &Store {
+        match self {
+            WriteGuard::Own(s) => s,
+            WriteGuard::Locked(g) => g,
+        }
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Store {
+        match self {
+            WriteGuard::Own(s) => s,
+            WriteGuard::Locked(g) => g,
+        }
+    }
+}
+
+/// The [`ExactTable`] of a [`Table`], read (under the lock while shared).
+pub struct TableRef<'a>(ReadGuard<'a>);
+
+impl Deref for TableRef<'_> {
+    type Target = ExactTable;
+    fn deref(&self) -> &ExactTable {
+        &self.0.table
+    }
+}
+
+/// The [`ExactTable`] of a [`Table`], to change (under the lock while shared).
+pub struct TableMut<'a>(WriteGuard<'a>);
+
+impl Deref for TableMut<'_> {
+    type Target = ExactTable;
+    fn deref(&self) -> &ExactTable {
+        &self.0.table
+    }
+}
+
+impl DerefMut for TableMut<'_> {
+    fn deref_mut(&mut self) -> &mut ExactTable {
+        &mut self.0.table
+    }
+}
+
 /// The `table` coprocessor.
 #[derive(Debug)]
 pub struct Table {
-    table: ExactTable,
+    place: Place,
+    workers: Workers,
+    key_size: usize,
+    value_size: usize,
     /// Aging limit in ns; `u64::MAX` when entries never age.
     aging_ns: u64,
     input: [u32; 9],
@@ -96,15 +257,10 @@ pub struct Table {
     /// Packet offsets the `*_pkt` operations last read keys at (lookups,
     /// inserts): the batch prefetch looks there.
     pkt_offsets: [Option<usize>; 2],
-    /// Latest time seen (packets and ticks): `dump` omits entries aged by then.
+    /// Latest time this handle saw (packets and ticks): `dump` omits
+    /// entries aged by then (or by the store's `now`, if later).
     now: u64,
-    last_sweep: Option<u64>,
-    sweep_cursor: usize,
-    lookups: u64,
-    hits: u64,
-    inserts: u64,
-    insert_failures: u64,
-    deletes: u64,
+    tally: Tally<5>,
 }
 
 fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
@@ -119,8 +275,8 @@ fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::Range
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
-    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "aging")) {
-        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, aging)"));
+    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "aging" | "workers")) {
+        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, aging, workers)"));
     }
     let key_size = setting(cfg, "key_size", DEFAULT_KEY_SIZE, 1..=MAX_KEY)?;
     let value_size = setting(cfg, "value_size", DEFAULT_VALUE_SIZE, 0..=MAX_VALUE)?;
@@ -133,7 +289,13 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
         0 => None,
         s => Some(s.checked_mul(1_000_000_000).ok_or_else(|| format!("table: aging {s} s is too long"))?),
     };
-    Ok(Box::new(Table::new(key_size, value_size, capacity, aging_ns).map_err(|e| format!("table: {e}"))?))
+    let workers = match cfg.get("workers").map(|s| s.trim()) {
+        None | Some("shared") => Workers::Shared,
+        Some("sharded") => Workers::Sharded,
+        Some(w) => return Err(format!("table: workers `{w}` is neither `shared` nor `sharded`")),
+    };
+    let t = Table::new(key_size, value_size, capacity, aging_ns).map_err(|e| format!("table: {e}"))?;
+    Ok(Box::new(t.with_workers(workers)))
 }
 
 /// Bytes `0..n` of `words`, big-endian per word.
@@ -145,42 +307,106 @@ fn unpack(words: &[u32]) -> [u8; 16] {
     b
 }
 
+/// How recent an entry is, for the merge: a static entry is older than any learned one.
+fn recency(ts: u64) -> u64 {
+    if ts == STATIC {
+        0
+    } else {
+        ts + 1
+    }
+}
+
 impl Table {
     /// A table of the given sizes; `aging_ns` is the idle limit (`None`:
-    /// entries never age). Errors as [`ExactTable::new`].
+    /// entries never age). Errors as [`ExactTable::new`]. It serves several
+    /// workers as [`Workers::Shared`] unless [`Table::with_workers`] says otherwise.
     pub fn new(key_size: usize, value_size: usize, capacity: usize, aging_ns: Option<u64>) -> Result<Table, String> {
         let mut table = ExactTable::new(key_size, value_size, capacity)?;
         table.set_aging(aging_ns);
         Ok(Table {
-            table,
+            place: Place::Own(Store { table, now: 0, last_sweep: None, sweep_cursor: 0 }),
+            workers: Workers::Shared,
+            key_size,
+            value_size,
             aging_ns: aging_ns.unwrap_or(u64::MAX),
             input: [0; 9],
             output: [0; 5],
             pkt_offsets: [None; 2],
             now: 0,
-            last_sweep: None,
-            sweep_cursor: 0,
-            lookups: 0,
-            hits: 0,
-            inserts: 0,
-            insert_failures: 0,
-            deletes: 0,
+            tally: Tally::new(),
         })
     }
 
-    /// The underlying table.
-    pub fn table(&self) -> &ExactTable {
-        &self.table
+    /// The same table, serving several workers as `workers` says.
+    pub fn with_workers(mut self, workers: Workers) -> Table {
+        self.workers = workers;
+        self
     }
 
-    /// The underlying table, for direct updates by the host application.
-    pub fn table_mut(&mut self) -> &mut ExactTable {
-        &mut self.table
+    /// How the table serves several workers.
+    pub fn workers(&self) -> Workers {
+        self.workers
+    }
+
+    /// The underlying table (read under the lock while forks share it:
+    /// drop the guard before the next operation).
+    pub fn table(&self) -> TableRef<'_> {
+        TableRef(self.store())
+    }
+
+    /// The underlying table, for direct updates by the host application
+    /// (under the lock while forks share it).
+    pub fn table_mut(&mut self) -> TableMut<'_> {
+        TableMut(self.store_mut())
+    }
+
+    #[inline(always)]
+    fn store(&self) -> ReadGuard<'_> {
+        match &self.place {
+            Place::Own(s) => ReadGuard::Own(s),
+            Place::Shared(l) => ReadGuard::Locked(l.read().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    #[inline(always)]
+    fn store_mut(&mut self) -> WriteGuard<'_> {
+        match &mut self.place {
+            Place::Own(s) => WriteGuard::Own(s),
+            Place::Shared(l) => WriteGuard::Locked(l.write().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    /// Takes the store back from a lock no other handle holds any more
+    /// (the forks of a run are gone), so that a single worker's operations
+    /// take no lock again.
+    fn unshare_if_sole(&mut self) {
+        let Place::Shared(l) = &self.place else { return };
+        if Arc::strong_count(l) != 1 || Arc::weak_count(l) != 0 {
+            return;
+        }
+        let Place::Shared(l) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
+        self.place = match Arc::try_unwrap(l) {
+            Ok(lock) => Place::Own(lock.into_inner().unwrap_or_else(PoisonError::into_inner)),
+            Err(l) => Place::Shared(l),
+        };
+    }
+
+    /// The store behind a lock that forks can share.
+    fn shared_store(&mut self) -> Arc<RwLock<Store>> {
+        if let Place::Own(_) = self.place {
+            let Place::Own(s) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
+            self.place = Place::Shared(Arc::new(RwLock::new(s)));
+        }
+        match &self.place {
+            Place::Shared(l) => Arc::clone(l),
+            Place::Own(_) => unreachable!("made shared above"),
+        }
     }
 
     /// The key: from in0..3, or `key_size` bytes of packet memory at in8.
+    #[inline(always)]
     fn key(&self, from_packet: bool, packet: &[u8]) -> Result<[u8; 16], CoproError> {
-        let ks = self.table.key_size();
+        let ks = self.key_size;
         if !from_packet {
             return Ok(unpack(&self.input[..4]));
         }
@@ -193,7 +419,8 @@ impl Table {
         Ok(k)
     }
 
-    /// Processes `op` at time `now` (ns).
+    /// Processes `op` at the packet's time.
+    #[inline]
     fn op(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         if op > 5 {
             return Err(CoproError::NoOperation(op));
@@ -201,18 +428,24 @@ impl Table {
         let now = ctx.now.as_nanos();
         self.now = self.now.max(now);
         let key = self.key(op >= 3, ctx.packet)?;
-        let key = &key[..self.table.key_size()];
+        let key = &key[..self.key_size];
         if op >= 3 && op != 5 {
             self.pkt_offsets[usize::from(op == 4)] = Some(self.input[8] as usize);
         }
         self.output = [0; 5];
         match op % 3 {
             0 => {
-                self.lookups += 1;
-                if let Some(v) = self.table.lookup_live(key, now) {
-                    let mut b = [0u8; 16];
-                    b[..v.len()].copy_from_slice(v);
-                    self.hits += 1;
+                self.tally.add(LOOKUPS, 1);
+                let mut b = [0u8; 16];
+                let hit = match self.store().table.lookup_live(key, now) {
+                    Some(v) => {
+                        b[..v.len()].copy_from_slice(v);
+                        true
+                    }
+                    None => false,
+                };
+                if hit {
+                    self.tally.add(HITS, 1);
                     self.output[0] = 1;
                     for (o, c) in self.output[1..].iter_mut().zip(b.chunks_exact(4)) {
                         *o = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
@@ -221,22 +454,66 @@ impl Table {
             }
             1 => {
                 let value = unpack(&self.input[4..8]);
-                match self.table.insert(key, &value[..self.table.value_size()], now) {
-                    Ok(()) => {
-                        self.inserts += 1;
-                        self.output[0] = 1;
-                    }
-                    Err(_) => self.insert_failures += 1,
+                let vs = self.value_size;
+                let done = {
+                    let mut s = self.store_mut();
+                    s.now = s.now.max(now);
+                    s.table.insert(key, &value[..vs], now).is_ok()
+                };
+                if done {
+                    self.tally.add(INSERTS, 1);
+                    self.output[0] = 1;
+                } else {
+                    self.tally.add(INSERT_FAILURES, 1);
                 }
             }
             _ => {
-                if self.table.delete_live(key, now) {
-                    self.deletes += 1;
+                let done = {
+                    let mut s = self.store_mut();
+                    s.now = s.now.max(now);
+                    s.table.delete_live(key, now)
+                };
+                if done {
+                    self.tally.add(DELETES, 1);
                     self.output[0] = 1;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Merges the entries of `other`, another worker's table, into this one
+    /// (the module documentation says which entry wins), leaving `other` empty.
+    fn merge(&mut self, other: &mut Table) {
+        let aging = self.aging_ns;
+        let mut failures = 0;
+        {
+            let their_now = other.now;
+            let mut theirs = other.store_mut();
+            let now = self.now.max(their_now).max(theirs.now);
+            let mut mine = self.store_mut();
+            let now = now.max(mine.now);
+            mine.now = now;
+            let mut aged = 0;
+            for e in theirs.table.iter() {
+                if now.saturating_sub(e.timestamp) > aging {
+                    aged += 1;
+                    continue;
+                }
+                if mine.table.get(e.key).is_some_and(|m| recency(m.timestamp) >= recency(e.timestamp)) {
+                    continue;
+                }
+                if mine.table.put(e.key, e.value, e.timestamp, now).is_err() {
+                    failures += 1;
+                }
+            }
+            let moved = theirs.table.take_aged_out() + aged;
+            mine.table.add_aged_out(moved);
+            theirs.table.clear();
+        }
+        self.now = self.now.max(other.now);
+        self.tally.absorb(&other.tally);
+        self.tally.add(INSERT_FAILURES, failures);
     }
 }
 
@@ -259,8 +536,10 @@ impl Coprocessor for Table {
     }
 
     fn dump(&self) -> String {
-        let t = &self.table;
-        let mut live: Vec<Entry<'_>> = t.iter().filter(|e| self.now.saturating_sub(e.timestamp) <= self.aging_ns).collect();
+        let s = self.store();
+        let t = &s.table;
+        let now = self.now.max(s.now);
+        let mut live: Vec<Entry<'_>> = t.iter().filter(|e| now.saturating_sub(e.timestamp) <= self.aging_ns).collect();
         live.sort_unstable_by(|a, b| a.key.cmp(b.key));
         let mut out = String::with_capacity(live.len() * (2 * (t.key_size() + t.value_size()) + 4));
         for e in live {
@@ -270,52 +549,65 @@ impl Coprocessor for Table {
     }
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
-        let (ks, vs) = (self.table.key_size(), self.table.value_size());
+        self.unshare_if_sole();
+        let (ks, vs) = (self.key_size, self.value_size);
+        let handle_now = self.now;
+        let mut s = self.store_mut();
+        let now = handle_now.max(s.now);
         let mut added = 0;
         for (i, line) in text.lines().enumerate() {
             let Some((k, v)) = file::parse_line(line, ks, vs).map_err(|e| format!("line {}: {e}", i + 1))? else {
                 continue;
             };
-            self.table
-                .put(&k[..ks], &v[..vs], STATIC, self.now)
-                .map_err(|_| format!("line {}: table full ({} entries)", i + 1, self.table.len()))?;
+            s.table.put(&k[..ks], &v[..vs], STATIC, now).map_err(|_| format!("line {}: table full ({} entries)", i + 1, s.table.len()))?;
             added += 1;
         }
         Ok(added)
     }
 
     fn clear(&mut self) {
-        self.table.clear();
+        self.unshare_if_sole();
+        self.store_mut().table.clear();
     }
 
     /// Prefetches the buckets of each packet's key at the offsets the
     /// `lookup_pkt` and `insert_pkt` operations last used.
-    fn prefetch(&self, packets: &[netvm_vm::Packet]) {
-        let ks = self.table.key_size();
+    fn prefetch(&self, packets: &netvm_vm::buffer::Packets<'_>) {
+        if self.pkt_offsets == [None, None] {
+            return;
+        }
+        let ks = self.key_size;
+        let s = self.store();
         let mut keys: [&[u8]; 64] = [&[]; 64];
         for off in self.pkt_offsets.iter().flatten() {
-            for chunk in packets.chunks(keys.len()) {
-                let mut n = 0;
-                for p in chunk {
-                    if let Some(k) = off.checked_add(ks).and_then(|end| p.data.get(*off..end)) {
-                        keys[n] = k;
-                        n += 1;
+            let mut n = 0;
+            for p in packets.iter() {
+                if let Some(k) = off.checked_add(ks).and_then(|end| p.get(*off..end)) {
+                    keys[n] = k;
+                    n += 1;
+                    if n == keys.len() {
+                        s.table.prefetch_keys(&keys);
+                        n = 0;
                     }
                 }
-                self.table.prefetch_keys(&keys[..n]);
             }
+            s.table.prefetch_keys(&keys[..n]);
         }
     }
 
     fn tick(&mut self, now: Timestamp) {
         let now = now.as_nanos();
         self.now = self.now.max(now);
+        self.unshare_if_sole();
         if self.aging_ns == u64::MAX {
             return;
         }
-        let n = self.table.buckets();
-        let period = self.aging_ns.clamp(1, SWEEP_PERIOD_NS);
-        let count = match self.last_sweep {
+        let aging = self.aging_ns;
+        let mut s = self.store_mut();
+        s.now = s.now.max(now);
+        let n = s.table.buckets();
+        let period = aging.clamp(1, SWEEP_PERIOD_NS);
+        let count = match s.last_sweep {
             Some(last) if now.saturating_sub(last) < period => {
                 let elapsed = now.saturating_sub(last);
                 (u128::from(elapsed) * n as u128).div_ceil(u128::from(period)) as usize
@@ -325,21 +617,27 @@ impl Coprocessor for Table {
         if count == 0 {
             return;
         }
-        self.last_sweep = Some(now);
-        self.table.age_buckets(now, self.aging_ns, self.sweep_cursor, count);
-        self.sweep_cursor = (self.sweep_cursor + count) % n;
+        s.last_sweep = Some(now);
+        let cursor = s.sweep_cursor;
+        s.table.age_buckets(now, aging, cursor, count);
+        s.sweep_cursor = (cursor + count) % n;
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
+        let (entries, capacity, aged_out) = {
+            let s = self.store();
+            (s.table.len() as u64, s.table.capacity() as u64, s.table.aged_out())
+        };
+        let t = self.tally.totals();
         [
-            ("entries", self.table.len() as u64),
-            ("capacity", self.table.capacity() as u64),
-            ("lookups", self.lookups),
-            ("hits", self.hits),
-            ("inserts", self.inserts),
-            ("insert_failures", self.insert_failures),
-            ("deletes", self.deletes),
-            ("aged_out", self.table.aged_out()),
+            ("entries", entries),
+            ("capacity", capacity),
+            ("lookups", t[LOOKUPS]),
+            ("hits", t[HITS]),
+            ("inserts", t[INSERTS]),
+            ("insert_failures", t[INSERT_FAILURES]),
+            ("deletes", t[DELETES]),
+            ("aged_out", aged_out),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -348,6 +646,55 @@ impl Coprocessor for Table {
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
+    }
+
+    /// `shared`: another handle on the same table (from now on under a
+    /// lock); `sharded`: a table of its own holding a copy of the entries.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        let (place, tally) = match self.workers {
+            Workers::Shared => (Place::Shared(self.shared_store()), self.tally.share()),
+            Workers::Sharded => {
+                self.unshare_if_sole();
+                let s = self.store();
+                let mut table = s.table.clone();
+                table.take_aged_out();
+                let store = Store { table, now: s.now, last_sweep: s.last_sweep, sweep_cursor: s.sweep_cursor };
+                (Place::Own(store), Tally::new())
+            }
+        };
+        Ok(Box::new(Table {
+            place,
+            workers: self.workers,
+            key_size: self.key_size,
+            value_size: self.value_size,
+            aging_ns: self.aging_ns,
+            input: [0; 9],
+            output: [0; 5],
+            pkt_offsets: self.pkt_offsets,
+            now: self.now,
+            tally,
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        match self.workers {
+            Workers::Shared => WorkerShare::Shared,
+            Workers::Sharded => WorkerShare::PerWorker,
+        }
+    }
+
+    /// `sharded`: merges the other worker's table into this one (see the
+    /// module documentation) and adds its statistics, leaving it empty.
+    /// `shared`: nothing to do (one table), beyond keeping the latest time.
+    fn absorb(&mut self, other: &mut dyn Coprocessor) {
+        let Some(o) = crate::downcast::<Table>(other) else { return };
+        if let (Place::Shared(a), Place::Shared(b)) = (&self.place, &o.place) {
+            if Arc::ptr_eq(a, b) {
+                self.now = self.now.max(o.now);
+                return;
+            }
+        }
+        self.merge(o);
     }
 }
 
