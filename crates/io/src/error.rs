@@ -5,8 +5,9 @@ use crate::linktype::link_type_label;
 /// An error reading or writing a capture file.
 ///
 /// Every variant carries the file name (as given to
-/// [`CaptureReader::open`](crate::CaptureReader::open) or
-/// [`CaptureReader::from_reader`](crate::CaptureReader::from_reader)), and its
+/// [`CaptureSource::open`](crate::CaptureSource::open),
+/// [`CaptureReader::open`](crate::CaptureReader::open), their `from_reader`
+/// or a writer's constructor), and its
 /// `Display` starts with it. Errors about the contents of a file carry the byte
 /// offset, from the start of the file, of the record (pcap packet record or
 /// pcapng block) that is bad; see [`CaptureError::offset`].
@@ -90,6 +91,21 @@ pub enum CaptureError {
         /// The maximum ([`MAX_CAPLEN`](crate::MAX_CAPLEN)).
         max: u32,
     },
+    /// A record needs more contiguous bytes than a block of the buffer pool
+    /// the capture is read into holds (blocks of at least
+    /// [`MIN_BLOCK_SIZE`](crate::MIN_BLOCK_SIZE) bytes hold every record
+    /// this crate accepts).
+    #[error("{file}: record at byte {offset} needs {needed} bytes in one buffer block, more than the block size {block_size}")]
+    RecordTooLarge {
+        /// File name.
+        file: String,
+        /// Offset of the record.
+        offset: u64,
+        /// Bytes the record needs in one block.
+        needed: u64,
+        /// The pool's block size.
+        block_size: u64,
+    },
     /// A pcapng block length is invalid: too small for its type, not a
     /// multiple of 4, too large to buffer, or different from the trailing copy.
     #[error("{file}: invalid block length {block_len} at byte {offset}: {reason}")]
@@ -148,6 +164,7 @@ impl CaptureError {
             | CaptureError::TruncatedRecord { file, .. }
             | CaptureError::TruncatedBlock { file, .. }
             | CaptureError::CaplenTooLarge { file, .. }
+            | CaptureError::RecordTooLarge { file, .. }
             | CaptureError::BadBlockLength { file, .. }
             | CaptureError::Corrupt { file, .. }
             | CaptureError::UnsupportedLinkType { file, .. }
@@ -165,6 +182,7 @@ impl CaptureError {
             | CaptureError::TruncatedRecord { offset, .. }
             | CaptureError::TruncatedBlock { offset, .. }
             | CaptureError::CaplenTooLarge { offset, .. }
+            | CaptureError::RecordTooLarge { offset, .. }
             | CaptureError::BadBlockLength { offset, .. }
             | CaptureError::Corrupt { offset, .. }
             | CaptureError::UnsupportedLinkType { offset, .. } => Some(*offset),
@@ -174,7 +192,7 @@ impl CaptureError {
     /// A short stable name for the kind of error, for statistics
     /// (`io`, `not-capture`, `truncated-file-header`, `truncated-record-header`,
     /// `truncated-record`, `truncated-block`, `caplen-too-large`,
-    /// `bad-block-length`, `corrupt`, `unsupported-link-type`, `unwritable`).
+    /// `record-too-large`, `bad-block-length`, `corrupt`, `unsupported-link-type`, `unwritable`).
     pub fn kind(&self) -> &'static str {
         match self {
             CaptureError::Io { .. } => "io",
@@ -184,6 +202,7 @@ impl CaptureError {
             CaptureError::TruncatedRecord { .. } => "truncated-record",
             CaptureError::TruncatedBlock { .. } => "truncated-block",
             CaptureError::CaplenTooLarge { .. } => "caplen-too-large",
+            CaptureError::RecordTooLarge { .. } => "record-too-large",
             CaptureError::BadBlockLength { .. } => "bad-block-length",
             CaptureError::Corrupt { .. } => "corrupt",
             CaptureError::UnsupportedLinkType { .. } => "unsupported-link-type",

@@ -32,7 +32,9 @@ fn tcpdump_corpus() {
         let header = CaptureReader::open(path);
         let (pkts, err) = read_capture(path, 7);
         packets += pkts.len();
-        assert!(pkts.iter().all(|p| p.in_port == 7 && p.wire_len as usize >= p.data.len()));
+        // The wire length is passed through as the file has it (libpcap's
+        // behaviour), so a damaged file may have it below the captured length.
+        assert!(pkts.iter().all(|p| p.in_port == 7 && p.data.len() <= netvm_io::MAX_CAPLEN as usize));
         assert!(pkts.iter().all(|p| p.ts.nsec < 1_000_000_000));
 
         match &err {

@@ -7,7 +7,7 @@ use std::io::{Cursor, Read};
 use std::path::Path;
 
 use common::{frame, read_bytes, Kind, Pcap, PcapNg};
-use netvm_io::{read_capture, CaptureError, CaptureFormat, CaptureReader, PcapWriter, MAX_CAPLEN};
+use netvm_io::{read_capture, CaptureError, CaptureFormat, CaptureReader, PcapHeaderSpec, PcapWriter, TsPrecision, MAX_CAPLEN};
 use netvm_vm::{Packet, Timestamp};
 
 fn ts(sec: u64, nsec: u32) -> Timestamp {
@@ -85,13 +85,91 @@ fn pcap_out_of_range_fraction_is_normalized() {
 }
 
 #[test]
-fn caplen_greater_than_wire_len_keeps_data() {
+fn caplen_greater_than_wire_len_keeps_both() {
+    // libpcap passes the wire length through as the file has it.
     let mut p = Pcap::new(false, false, 1);
     p.record(1, 0, &frame(100, 0), 50);
     let (pkts, err) = read_bytes(&p.bytes, "c.pcap");
     assert!(err.is_none());
     assert_eq!(pkts[0].data, frame(100, 0));
-    assert_eq!(pkts[0].wire_len, 100);
+    assert_eq!(pkts[0].wire_len, 50);
+}
+
+#[test]
+fn records_beyond_the_snapshot_are_cut_to_it() {
+    // As libpcap: the first snaplen bytes are kept, the rest skipped.
+    for be in [false, true] {
+        let mut p = Pcap::with_header(be, false, 1, 64, (2, 4));
+        p.record(1, 0, &frame(100, 1), 1500).record(2, 0, &frame(64, 2), 64).record(3, 0, &frame(65, 3), 65);
+        let r = CaptureReader::from_reader(Cursor::new(p.bytes.clone()), "snap.pcap").unwrap();
+        assert_eq!(r.snaplen(), 64);
+        let (pkts, err) = r.collect_packets();
+        assert!(err.is_none(), "{err:?}");
+        assert_eq!(
+            pkts.iter().map(|p| (p.data.clone(), p.wire_len)).collect::<Vec<_>>(),
+            vec![(frame(64, 1), 1500), (frame(64, 2), 64), (frame(64, 3), 65)]
+        );
+        // Truncated inside the skipped part: the record's error.
+        let n = p.bytes.len() - 1;
+        let (pkts, err) = read_bytes(&p.bytes[..n], "snap.pcap");
+        assert_eq!(pkts.len(), 2);
+        let e = err.unwrap();
+        let last = p.records[2] as u64;
+        assert!(matches!(e, CaptureError::TruncatedRecord { offset, caplen: 65, remain: 64, .. } if offset == last), "{e}");
+    }
+}
+
+#[test]
+fn snapshot_length_is_adjusted_as_libpcap_does() {
+    // 0 and values above INT_MAX become MAX_CAPLEN; others stay (even above MAX_CAPLEN).
+    for (snaplen, snapshot) in [(0, MAX_CAPLEN), (u32::MAX, MAX_CAPLEN), (1 << 31, MAX_CAPLEN), (262_208, 262_208), (96, 96)] {
+        let p = Pcap::with_header(false, false, 1, snaplen, (2, 4));
+        let r = CaptureReader::from_reader(Cursor::new(p.bytes.clone()), "s.pcap").unwrap();
+        assert_eq!(r.snaplen(), snapshot, "{snaplen}");
+        assert_eq!(r.header().snaplen, snapshot);
+    }
+}
+
+#[test]
+fn pcap_versions_as_libpcap() {
+    // 2.0-2.2 and 543.0 have caplen and len swapped; 2.3 when caplen > len.
+    for (version, swapped) in [((2, 0), true), ((2, 1), true), ((2, 2), true), ((543, 0), true), ((2, 4), false)] {
+        let mut p = Pcap::with_header(false, false, 1, 65535, version);
+        // Header fields in the order (caplen, len) = (1500, 60): 60 captured bytes if swapped.
+        p.raw_record(1, 0, if swapped { 1500 } else { 60 }, if swapped { 60 } else { 1500 }, &frame(60, 0));
+        let (pkts, err) = read_bytes(&p.bytes, "v.pcap");
+        assert!(err.is_none(), "{version:?}: {err:?}");
+        assert_eq!((pkts[0].data.len(), pkts[0].wire_len), (60, 1500), "{version:?}");
+    }
+    let mut p = Pcap::with_header(false, false, 1, 65535, (2, 3));
+    p.raw_record(1, 0, 60, 1500, &frame(60, 0)).raw_record(1, 0, 1500, 60, &frame(60, 1));
+    let (pkts, err) = read_bytes(&p.bytes, "v.pcap");
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(pkts.iter().map(|p| (p.data.len(), p.wire_len)).collect::<Vec<_>>(), vec![(60, 1500), (60, 1500)]);
+    for (version, what) in [
+        ((1, 0), "archaic"),
+        ((0, 9), "archaic"),
+        ((2, 5), "unsupported pcap savefile version 2.5"),
+        ((3, 0), "unsupported"),
+        ((543, 1), "unsupported"),
+    ] {
+        let p = Pcap::with_header(true, false, 1, 65535, version);
+        let e = CaptureReader::from_reader(Cursor::new(p.bytes.clone()), "v.pcap").unwrap_err();
+        assert!(matches!(e, CaptureError::Corrupt { offset: 0, .. }), "{e}");
+        assert!(e.to_string().contains(what), "{e}");
+    }
+}
+
+#[test]
+fn link_type_ext_bits_are_kept_apart() {
+    let mut p = Pcap::with_header(true, true, 0x3000_0001, 128, (2, 4));
+    p.record(1, 5, &frame(60, 0), 60);
+    let r = CaptureReader::from_reader(Cursor::new(p.bytes.clone()), "fcs.pcap").unwrap();
+    assert_eq!(r.link_type(), Some(1));
+    assert_eq!(r.link_type_ext(), 0x3000_0000);
+    assert_eq!(r.precision(), TsPrecision::Nano);
+    assert_eq!(r.header(), PcapHeaderSpec { precision: TsPrecision::Nano, link_type: 0x3000_0001, snaplen: 128 });
+    assert_eq!(r.collect_packets().0.len(), 1);
 }
 
 #[test]
@@ -221,8 +299,8 @@ fn caplen_beyond_maximum_is_refused_without_allocating() {
     assert_eq!(pkts.len(), 1);
     let e = err.unwrap();
     assert!(matches!(e, CaptureError::CaplenTooLarge { offset: 100, caplen: 0xFFFF_FFF0, .. }), "{e}");
-    // Exactly the maximum is fine (if the bytes are there).
-    let mut p = Pcap::new(true, false, 1);
+    // Exactly the maximum is fine (if the bytes are there and the snaplen allows it).
+    let mut p = Pcap::with_header(true, false, 1, 0, (2, 4));
     p.record(1, 0, &vec![0xAB; MAX_CAPLEN as usize], MAX_CAPLEN);
     let (pkts, err) = read_bytes(&p.bytes, "max.pcap");
     assert!(err.is_none());
@@ -409,18 +487,19 @@ fn writer_round_trips_through_a_file() {
 }
 
 #[test]
-fn writer_refuses_what_pcap_cannot_hold() {
+fn writer_refuses_or_wraps_what_pcap_cannot_hold() {
     let mut w = PcapWriter::new(Vec::new(), "mem.pcap").unwrap();
-    let late = Packet { data: frame(60, 0), wire_len: 60, ts: ts(1 << 32, 0), in_port: 0 };
-    let e = w.write(&late).unwrap_err();
-    assert!(matches!(e, CaptureError::Unwritable { index: 0, .. }), "{e}");
     let huge = Packet::from_bytes(vec![0; MAX_CAPLEN as usize + 1]);
-    assert!(w.write(&huge).is_err());
-    // wire_len below the captured length is raised to it.
+    let e = w.write(&huge).unwrap_err();
+    assert!(matches!(e, CaptureError::Unwritable { index: 0, .. }), "{e}");
+    // Seconds after 2106 wrap around to 32 bits, as libpcap writes them.
+    let late = Packet { data: frame(60, 0), wire_len: 60, ts: ts((1 << 32) + 5, 7), in_port: 0 };
+    w.write(&late).unwrap();
+    // wire_len below the captured length is written as it is (as libpcap does).
     let short = Packet { data: frame(60, 0), wire_len: 10, ts: ts(1, 0), in_port: 0 };
     w.write(&short).unwrap();
     let bytes = w.finish().unwrap();
     let (back, err) = read_bytes(&bytes, "mem.pcap");
     assert!(err.is_none());
-    assert_eq!(back, vec![Packet { wire_len: 60, ..short }]);
+    assert_eq!(back, vec![Packet { ts: ts(5, 7), ..late }, short]);
 }

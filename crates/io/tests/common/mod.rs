@@ -30,14 +30,19 @@ pub struct Pcap {
 }
 
 impl Pcap {
+    /// Version 2.4, snaplen 65535.
     pub fn new(be: bool, nano: bool, link_type: u32) -> Pcap {
+        Pcap::with_header(be, nano, link_type, 65535, (2, 4))
+    }
+
+    pub fn with_header(be: bool, nano: bool, link_type: u32, snaplen: u32, (major, minor): (u16, u16)) -> Pcap {
         let mut bytes = Vec::new();
         put32(&mut bytes, be, if nano { 0xA1B2_3C4D } else { 0xA1B2_C3D4 });
-        put16(&mut bytes, be, 2);
-        put16(&mut bytes, be, 4);
+        put16(&mut bytes, be, major);
+        put16(&mut bytes, be, minor);
         put32(&mut bytes, be, 0);
         put32(&mut bytes, be, 0);
-        put32(&mut bytes, be, 65535);
+        put32(&mut bytes, be, snaplen);
         put32(&mut bytes, be, link_type);
         Pcap { be, bytes, records: Vec::new() }
     }
