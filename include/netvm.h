@@ -1,5 +1,5 @@
 /*
- * netvm.h: the C ABI of compiled netvm applications (ABI version 1).
+ * netvm.h: the C ABI of compiled netvm applications (ABI version 2).
  *
  * `netvm compile APP.toml -o app.o --target TRIPLE` (or `--program P.nil`
  * for one program) writes a relocatable object that exports three symbols:
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 1
+#define NETVM_ABI_VERSION 2
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -40,6 +40,8 @@ struct netvm_xb {
     uint32_t ts_nsec;   /* timestamp, nanoseconds */
     uint16_t in_port;   /* application input port */
     uint16_t reserved;  /* 0 */
+    uint64_t seq;       /* the packet's sequence number in the run (arrival order, from 0):
+                           passed to coprocessor operations; any value for a C host */
 };
 
 /* The memories of one NetPE, in application (manifest) order. */
@@ -118,7 +120,7 @@ uint32_t netvm_rt_copro_in(void *copros, uint64_t n, uint32_t copro, uint32_t re
 uint64_t netvm_rt_copro_out(void *copros, uint64_t n, uint32_t copro, uint32_t reg);
 uint32_t netvm_rt_copro_invoke(void *copros, uint64_t n, uint32_t copro, uint32_t op,
                                const uint8_t *pkt, uint64_t pkt_len, const uint8_t *info,
-                               uint64_t info_len, uint64_t ts_sec, uint32_t ts_nsec);
+                               uint64_t info_len, uint64_t ts_sec, uint32_t ts_nsec, uint64_t seq);
 void netvm_rt_fanout_save(void *rt, uint64_t idx, uint32_t route, uint8_t *data, uint64_t len,
                           const uint8_t *info, uint64_t info_len, uint32_t keep);
 uint8_t *netvm_rt_fanout_copy(void *rt, uint64_t idx, const uint8_t *data, uint64_t len);

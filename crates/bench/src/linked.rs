@@ -4,7 +4,7 @@
 //! [`LinkedApp::run_descs`], no runtime in between.
 
 use netvm_jit::context::OUT_FAULT;
-use netvm_jit::link::{describe, LinkMode, LinkedApp, XbDesc};
+use netvm_jit::link::{LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
 use netvm_runtime::{Application, Manifest};
 use netvm_vm::graph::LinkedCode;
@@ -78,7 +78,7 @@ impl Descs {
             .zip(bytes.chunks_mut(SLOT))
             .map(|(p, slot)| {
                 // The packet's descriptor, pointing at its copy.
-                let mut d = describe(&mut Packet { data: Vec::new(), wire_len: p.wire_len, ts: p.ts, in_port: p.in_port });
+                let mut d = XbDesc::of(&mut Packet { data: Vec::new(), wire_len: p.wire_len, ts: p.ts, in_port: p.in_port }, 0);
                 d.data = slot.as_mut_ptr();
                 d.caplen = p.data.len() as u32;
                 d

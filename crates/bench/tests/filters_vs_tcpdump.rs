@@ -133,7 +133,7 @@ fn netvm_verdicts(filter: &Filter, pkts: &[Packet]) -> Vec<bool> {
         .enumerate()
         .map(|(i, p)| {
             let mut xb = ExchangeBuffer::new(p.clone(), verified.module.info_size as usize);
-            match code.push(&mut state, &mut xb, 0, &limits) {
+            match code.push(&mut state, &mut xb.view(), 0, &limits) {
                 Outcome::Forward(ACCEPT_PORT) => true,
                 Outcome::Forward(0) => false,
                 other => panic!("{}: packet {i} ({} bytes): {other} (the filters never fault)", filter.name, p.data.len()),

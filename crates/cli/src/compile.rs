@@ -96,11 +96,11 @@ fn compile_program(path: &Path, emit: Emit, opts: JitOptions) -> u8 {
         Emit::Clif => code.clif(),
         Emit::Asm => code.asm(),
     };
+    let mut out = String::new();
     for ((seg, text), (_, size)) in texts.iter().zip(code.code_size()) {
-        println!("; {} {seg} ({size} bytes of machine code)", path.display());
-        println!("{text}");
+        out += &format!("; {} {seg} ({size} bytes of machine code)\n{text}\n", path.display());
     }
-    0
+    crate::common::stdout_write(&out).map_or_else(|code| code, |_| 0)
 }
 
 /// A whole application (or a program as one), for this host or `--target`.
@@ -169,8 +169,10 @@ fn print_text(text: &LinkedText, emit: Emit) {
         Emit::Clif => &text.clif,
         Emit::Asm => &text.asm,
     };
+    let mut out = String::new();
     for ((name, body), (_, size)) in list.iter().zip(&text.code_size) {
-        println!("; {name} ({size} bytes of machine code)");
-        println!("{body}");
+        out += &format!("; {name} ({size} bytes of machine code)\n{body}\n");
     }
+    // A closed standard output ends the command quietly.
+    let _ = crate::common::stdout_write(&out);
 }

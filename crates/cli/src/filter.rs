@@ -1,51 +1,58 @@
 //! `netvm filter`: tcpdump-style filter expressions compiled to NetIL
-//! (crates/pfl) and run over a capture: write the matching packets, count
-//! them, or print the generated NetIL.
+//! (crates/pfl) and run over a capture by the runtime's driver: write the
+//! matching packets, count them, or print the generated NetIL. File habits
+//! are tcpdump's: `-r -` and `-w -` for pipes, `-c N` stops after N
+//! matches, outputs keep the input's format.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use netvm_io::{CaptureReader, PcapWriter};
 use netvm_pfl::{Filter, ProtocolDb};
-use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, Manifest, Verdict};
-use netvm_vm::Packet;
+use netvm_runtime::{Application, Driver, Manifest};
 
+use crate::common::{self, EngineArg, EngineOpts, LinkArg, ListingSink};
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
-
-/// Packets per batch.
-const BATCH: usize = 256;
 
 #[derive(Args, Debug)]
 pub struct FilterArgs {
-    /// Input capture (pcap or pcapng, Ethernet).
+    /// Input capture (pcap or pcapng, Ethernet); `-` reads standard input.
     #[arg(short = 'r', value_name = "IN.pcap")]
     read: Option<PathBuf>,
-    /// Write the matching packets to this pcap file (timestamps and lengths as in the input).
+    /// Write the matching packets to this pcap file (`-`: standard output), in the input's format.
     #[arg(short = 'w', value_name = "OUT.pcap")]
     write: Option<PathBuf>,
+    /// Stop after N matching packets, as tcpdump's -c.
+    #[arg(short = 'c', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
     /// Print only the number of matching packets.
-    #[arg(short = 'c')]
+    #[arg(long)]
     count: bool,
     /// Print the generated NetIL and exit.
     #[arg(short = 'd')]
     dump: bool,
     /// Execution engine.
-    #[arg(long, value_enum, default_value_t = FilterEngine::Jit)]
-    engine: FilterEngine,
+    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
+    engine: EngineArg,
+    /// Timestamp precision of the output file (default: the input's), as tcpdump's option.
+    #[arg(long = "time-stamp-precision", value_enum)]
+    precision: Option<PrecisionArg>,
     /// More protocol database stanzas (TOML, see docs/filter-language.md); may be repeated.
     #[arg(long = "protocols", value_name = "FILE.toml")]
     protocols: Vec<PathBuf>,
+    #[command(flatten)]
+    engine_opts: EngineOpts,
     /// The filter expression (pcap-filter(7) syntax); several words are joined with spaces.
-    #[arg(value_name = "EXPRESSION", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(value_name = "EXPRESSION", allow_negative_numbers = true)]
     expression: Vec<String>,
 }
 
+/// `--time-stamp-precision`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum FilterEngine {
-    /// Native code compiled with Cranelift (the default).
-    Jit,
-    /// The reference interpreter.
-    Interp,
+enum PrecisionArg {
+    /// Microseconds.
+    Micro,
+    /// Nanoseconds.
+    Nano,
 }
 
 /// Compiles `expr` with the built-in database plus `extra` files; prints the
@@ -86,89 +93,57 @@ pub fn cmd_filter(args: FilterArgs) -> u8 {
         Err(code) => return code,
     };
     if args.dump {
-        print!("{}", filter.text);
-        return 0;
+        return match common::stdout_write(&filter.text) {
+            Ok(_) => 0,
+            Err(code) => code,
+        };
     }
     let Some(input) = &args.read else {
         eprintln!("netvm: give a capture to filter with -r IN.pcap (or -d to print the NetIL)");
         return EXIT_USAGE;
     };
-    let reader = match CaptureReader::open(input) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("netvm: {e}");
-            return EXIT_ERROR;
-        }
-    };
-    if let Some(lt) = reader.link_type() {
-        if lt != 1 {
-            eprintln!("netvm: {}: link type {lt}: filter expressions are compiled for Ethernet (1) captures", input.display());
-            return EXIT_ERROR;
-        }
-    }
-    let (packets, read_err) = reader.collect_packets();
-    let mut exit = 0;
-    if let Some(e) = read_err {
-        eprintln!("netvm: {e} ({} packets before it are filtered)", packets.len());
-        exit = EXIT_ERROR;
-    }
-
     let manifest = filter_manifest(&filter, &[0]);
-    let jit = JitEngine::default();
-    let engine: &dyn Engine = match args.engine {
-        FilterEngine::Interp => &InterpEngine,
-        FilterEngine::Jit => &jit,
-    };
-    let registry = netvm_copro::registry();
-    let mut app = match Application::build(&manifest, engine, &registry, None) {
+    let engine = common::engine(args.engine, LinkArg::Direct);
+    let app = match Application::build(&manifest, engine.as_ref(), &netvm_copro::registry(), None) {
         Ok(a) => a,
         Err(e) => return report(&e),
     };
-    let mut writer = match &args.write {
-        Some(p) => match PcapWriter::create(p) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                eprintln!("netvm: {e}");
-                return EXIT_ERROR;
-            }
-        },
-        None => None,
+    // A filter's cost is reading and writing: one worker unless asked.
+    let mut cfg = args.engine_opts.config(app.keeps_state(), false);
+    cfg.stop_after = args.limit.map(|n| (1, n));
+    let mut driver = Driver::new(app, cfg);
+    let mut spec = match common::open_source(&mut driver, input, 0) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
-    let mut matched: u64 = 0;
-    let mut verdicts: Vec<Verdict> = Vec::with_capacity(BATCH);
-    let mut out: Vec<Packet> = Vec::new();
-    let mut index = 0u64;
-    for chunk in packets.chunks(BATCH) {
-        let mut batch = chunk.to_vec();
-        let listing = !args.count && writer.is_none();
-        app.process_batch(&mut batch, &mut verdicts, &mut |port, p| {
-            if port == 1 {
-                out.push(p.clone());
-            }
-        });
-        matched += out.len() as u64;
-        for p in out.drain(..) {
-            if let Some(w) = &mut writer {
-                if let Err(e) = w.write(&p) {
-                    eprintln!("netvm: {e}");
-                    return EXIT_ERROR;
-                }
-            } else if listing {
-                println!("{}.{:09} caplen {} len {}", p.ts.sec, p.ts.nsec, p.data.len(), p.wire_len);
-            }
-        }
-        index += chunk.len() as u64;
+    match args.precision {
+        Some(PrecisionArg::Micro) => spec.precision = netvm_io::TsPrecision::Micro,
+        Some(PrecisionArg::Nano) => spec.precision = netvm_io::TsPrecision::Nano,
+        None => {}
     }
-    if let Some(mut w) = writer {
-        if let Err(e) = w.flush() {
-            eprintln!("netvm: {e}");
-            return EXIT_ERROR;
+    if let Some(p) = &args.write {
+        match common::create_sink(p, spec) {
+            Ok(s) => driver.add_sink(1, Box::new(s)),
+            Err(code) => return code,
         }
+    } else if !args.count {
+        driver.add_sink(1, Box::new(ListingSink::new()));
     }
+    let r = match driver.run() {
+        Ok(r) => r,
+        Err(e) => return report(&e),
+    };
+    let exit = common::finish_report(&r);
+    if r.output_closed {
+        return exit;
+    }
+    let matched = r.exits.get(1).copied().unwrap_or(0);
     if args.count {
-        println!("{matched}");
-    } else {
-        eprintln!("netvm: {matched} of {index} packets match");
+        if let Err(code) = common::stdout_write(&format!("{matched}\n")) {
+            return code;
+        }
+    } else if args.write.as_deref().is_none_or(|p| p.as_os_str() != "-") {
+        eprintln!("netvm: {matched} of {} packets match", r.input_packets);
     }
     exit
 }

@@ -1,33 +1,29 @@
-//! `netvm ids`: NetVMSnort. Compiles a Snort rule file (the subset of
-//! `netvm_ids::rules`) into a NetIL application, runs a capture through it
-//! and writes one JSON line per (packet, sid) alert.
+//! `netvm ids`: NetVMSnort. Argument parsing over `netvm-ids` (rules, the
+//! compiled application, the alert writer) and the runtime's driver.
 
-use std::collections::{BTreeSet, HashMap};
-use std::io::{BufWriter, Write};
+use std::collections::HashMap;
+use std::io::BufWriter;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
-use clap::{Args, ValueEnum};
-use netvm_copro::eventlog::{Event, EventLog};
-use netvm_io::{CaptureReader, PcapWriter};
-use netvm_runtime::{Application, Engine, InterpEngine, JitEngine};
-use netvm_vm::Packet;
+use clap::Args;
+use netvm_ids::AlertWriter;
+use netvm_runtime::Driver;
 
-use crate::run::BATCH;
-use crate::{report, EXIT_ERROR, EXIT_USAGE};
+use crate::common::{self, EngineArg, EngineOpts, LinkArg};
+use crate::{EXIT_ERROR, EXIT_USAGE};
 
 #[derive(Args, Debug)]
 pub struct IdsArgs {
     /// Snort rules (see docs/ids.md for the subset); rules outside it are reported with their line and skipped.
     #[arg(long, value_name = "RULES")]
     rules: PathBuf,
-    /// Input capture (Ethernet).
+    /// Input capture (Ethernet); `-` reads standard input.
     #[arg(short = 'r', value_name = "IN.pcap")]
     read: PathBuf,
     /// Alerts, one JSON object per line: packet (1-based), sid, rev, msg, action, ts.
     #[arg(long, value_name = "OUT.jsonl")]
     alerts: PathBuf,
-    /// Also write the packets that are not dropped (by `drop` rules) here.
+    /// Also write the packets that are not dropped (by `drop` rules) here (`-`: standard output).
     #[arg(short = 'w', value_name = "OUT.pcap")]
     write: Option<PathBuf>,
     /// Define a rule variable: `--var HOME_NET=10.0.0.0/8` (`$HOME_NET` in rules).
@@ -37,27 +33,16 @@ pub struct IdsArgs {
     #[arg(long)]
     strict: bool,
     /// Execution engine.
-    #[arg(long, value_enum, default_value_t = IdsEngine::Jit)]
-    engine: IdsEngine,
+    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
+    engine: EngineArg,
     /// Write the compiled application's NetIL listings and tables into DIR.
     #[arg(long, value_name = "DIR")]
     emit: Option<PathBuf>,
     /// Print statistics on stdout as one JSON object.
     #[arg(long)]
     stats: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum IdsEngine {
-    /// Native code compiled with Cranelift.
-    Jit,
-    /// The reference interpreter.
-    Interp,
-}
-
-/// Escapes a string for JSON.
-fn json_str(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    #[command(flatten)]
+    engine_opts: EngineOpts,
 }
 
 pub fn cmd_ids(args: IdsArgs) -> u8 {
@@ -85,7 +70,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         eprintln!("netvm: {}:{}: {} (skipped)", args.rules.display(), e.line, e.message);
     }
     eprintln!("netvm: {} rules compiled, {} skipped", set.rules.len(), set.errors.len());
-    let app = match netvm_ids::compile(&set.rules) {
+    let ids = match netvm_ids::compile(&set.rules) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("netvm: compiling the rules: {e}");
@@ -93,177 +78,93 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         }
     };
     if let Some(dir) = &args.emit {
-        if let Err(e) = emit(dir, &app) {
+        if let Err(e) = emit(dir, &ids) {
             eprintln!("netvm: --emit {}: {e}", dir.display());
             return EXIT_ERROR;
         }
     }
-    let jit = JitEngine::default();
-    let engine: &dyn Engine = match args.engine {
-        IdsEngine::Interp => &InterpEngine,
-        IdsEngine::Jit => &jit,
-    };
-    let mut running = match Application::build(&app.manifest, engine, &netvm_copro::registry(), None) {
+    let engine = common::engine(args.engine, LinkArg::Direct);
+    let app = match ids.instantiate(engine.as_ref()) {
         Ok(a) => a,
-        Err(e) => return report(&e),
-    };
-    for (name, table) in &app.tables {
-        if let Err(e) = running.load_table(name, table) {
-            eprintln!("netvm: loading {name}: {e}");
-            return EXIT_ERROR;
-        }
-    }
-    let reader = match CaptureReader::open(&args.read) {
-        Ok(r) => r,
         Err(e) => {
             eprintln!("netvm: {e}");
             return EXIT_ERROR;
         }
     };
-    if reader.link_type().is_some_and(|l| l != 1) {
-        eprintln!("netvm: {}: link type {} is not Ethernet", args.read.display(), reader.link_type().unwrap_or(0));
-        return EXIT_ERROR;
-    }
-    let mut alerts = match std::fs::File::create(&args.alerts) {
-        Ok(f) => BufWriter::new(f),
+    let engine_name = app.engine();
+    // Alerts are ordered by packet whatever the workers, and the rules keep
+    // no state between packets: `auto` may use every CPU.
+    let cfg = args.engine_opts.config(false, true);
+    let mut driver = Driver::new(app, cfg);
+    let spec = match common::open_source(&mut driver, &args.read, 0) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let alerts_file = match std::fs::File::create(&args.alerts) {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("netvm: {}: {e}", args.alerts.display());
             return EXIT_ERROR;
         }
     };
-    let mut passed = match &args.write {
-        Some(p) => match PcapWriter::create(p) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                eprintln!("netvm: {}: {e}", p.display());
-                return EXIT_ERROR;
-            }
-        },
-        None => None,
-    };
-
-    let mut exit = 0u8;
-    let mut batch: Vec<Packet> = Vec::with_capacity(BATCH);
-    let mut verdicts = Vec::with_capacity(BATCH);
-    let mut emitted: Vec<Packet> = Vec::new();
-    let (mut packets, mut bytes, mut alert_lines, mut elapsed) = (0u64, 0u64, 0u64, Duration::ZERO);
-    let mut reader = reader;
-    loop {
-        batch.clear();
-        while batch.len() < BATCH {
-            match reader.next() {
-                Some(Ok(p)) => batch.push(p),
-                Some(Err(e)) => {
-                    eprintln!("netvm: {e} ({} packets before it are processed)", packets + batch.len() as u64);
-                    exit = EXIT_ERROR;
-                    break;
-                }
-                None => break,
-            }
+    let writer = std::rc::Rc::new(std::cell::RefCell::new(Some(AlertWriter::new(BufWriter::new(alerts_file), set.rules.clone()))));
+    let w = std::rc::Rc::clone(&writer);
+    let alerts_name = args.alerts.display().to_string();
+    driver.on_events(Box::new(move |events| {
+        let mut g = w.borrow_mut();
+        let aw = g.as_mut().expect("the writer lives until the run ends");
+        aw.write_events(events).map(|_| ()).map_err(|e| format!("{alerts_name}: {e}"))
+    }));
+    if let Some(p) = &args.write {
+        match common::create_sink(p, spec) {
+            Ok(s) => driver.add_sink(1, Box::new(s)),
+            Err(code) => return code,
         }
-        if batch.is_empty() {
-            break;
-        }
-        packets += batch.len() as u64;
-        bytes += batch.iter().map(|p| p.data.len() as u64).sum::<u64>();
-        let start = Instant::now();
-        running.process_batch(&mut batch, &mut verdicts, &mut |_, p| emitted.push(p.clone()));
-        elapsed += start.elapsed();
-        let mut events: Vec<Event> = Vec::new();
-        for log in &app.event_logs {
-            if let Some(l) = running.copro_mut(log).ok().and_then(|c| c.as_any_mut()).and_then(|a| a.downcast_mut::<EventLog>()) {
-                events.extend(l.drain());
-            }
-        }
-        match write_alerts(&mut alerts, events, &set.rules) {
-            Ok(n) => alert_lines += n,
-            Err(e) => {
-                eprintln!("netvm: {}: {e}", args.alerts.display());
-                return EXIT_ERROR;
-            }
-        }
-        if let Some(w) = &mut passed {
-            for p in emitted.drain(..) {
-                if let Err(e) = w.write(&p) {
-                    eprintln!("netvm: writing passed packets: {e}");
-                    return EXIT_ERROR;
-                }
-            }
-        }
-        emitted.clear();
     }
-    if let Err(e) = alerts.flush() {
+    let r = match driver.run() {
+        Ok(r) => r,
+        Err(e) => return crate::report(&e),
+    };
+    let mut exit = common::finish_report(&r);
+    let aw = writer.borrow_mut().take().expect("the writer is there");
+    let alert_lines = aw.alerts();
+    if let Err(e) = aw.finish() {
         eprintln!("netvm: {}: {e}", args.alerts.display());
         return EXIT_ERROR;
     }
-    if let Some(w) = passed {
-        if let Err(e) = w.finish() {
-            eprintln!("netvm: writing passed packets: {e}");
-            return EXIT_ERROR;
-        }
-    }
-    let stats = running.stats();
-    let overflow: u64 = running.copro_stats().iter().flat_map(|(_, _, s)| s.iter().filter(|(k, _)| k == "overflow").map(|(_, v)| *v)).sum();
+    let app = driver.app();
+    let stats = app.stats();
+    let overflow: u64 = app.copro_stats().iter().flat_map(|(_, _, s)| s.iter().filter(|(k, _)| k == "overflow").map(|(_, v)| *v)).sum();
     if overflow > 0 {
         eprintln!("netvm: {overflow} alerts were lost (event log full)");
         exit = EXIT_ERROR;
     }
     if args.stats {
         let faults: u64 = stats.faults.values().sum();
+        let busy = r.busy.as_nanos() as f64;
         let j = serde_json::json!({
-            "packets": packets,
+            "packets": r.input_packets,
             "rules": set.rules.len(),
             "skipped": set.errors.len(),
-            "detect_netpes": app.event_logs.len(),
+            "detect_netpes": ids.event_logs.len(),
             "alerts": alert_lines,
             "dropped": stats.dropped,
             "faults": faults,
-            "engine": running.engine(),
-            "ns_per_packet": if packets == 0 { 0.0 } else { (elapsed.as_nanos() as f64 / packets as f64 * 100.0).round() / 100.0 },
-            "bytes": bytes,
-            "gbit_per_s": if elapsed.is_zero() { 0.0 } else { (bytes as f64 * 8.0 / elapsed.as_nanos() as f64 * 1000.0).round() / 1000.0 },
+            "engine": engine_name,
+            "ns_per_packet": (r.ns_per_packet() * 100.0).round() / 100.0,
+            "bytes": r.input_bytes,
+            "gbit_per_s": if busy == 0.0 { 0.0 } else { (r.input_bytes as f64 * 8.0 / busy * 1000.0).round() / 1000.0 },
+            "workers": crate::run::workers_json(&r),
+            "wall_ns": r.wall.as_nanos() as u64,
         });
-        println!("{j}");
+        if let Err(code) = common::stdout_write(&format!("{j}\n")) {
+            return code;
+        }
     }
     if args.strict && !set.errors.is_empty() {
         exit = EXIT_ERROR;
     }
     exit
-}
-
-/// Writes the alerts of one batch: per packet, nothing if a pass rule
-/// matched, else one line per alert or drop rule (by sid order of the file).
-fn write_alerts(out: &mut impl Write, mut events: Vec<Event>, rules: &[netvm_ids::Rule]) -> std::io::Result<u64> {
-    events.sort_by_key(|e| (e.words[0], e.words[1]));
-    let mut n = 0;
-    let mut i = 0;
-    while i < events.len() {
-        let packet = events[i].words[0];
-        let j = events[i..].iter().position(|e| e.words[0] != packet).map_or(events.len(), |k| i + k);
-        let group = &events[i..j];
-        i = j;
-        let pass = group.iter().any(|e| rules.get(e.words[1] as usize).is_some_and(|r| r.action == netvm_ids::Action::Pass));
-        if pass {
-            continue;
-        }
-        let ids: BTreeSet<u32> = group.iter().map(|e| e.words[1]).collect();
-        for id in ids {
-            let Some(r) = rules.get(id as usize) else { continue };
-            let ts = group[0].ts;
-            writeln!(
-                out,
-                "{{\"packet\":{packet},\"sid\":{},\"gid\":1,\"rev\":{},\"msg\":{},\"action\":\"{}\",\"ts\":\"{}.{:09}\"}}",
-                r.sid,
-                r.rev,
-                json_str(&r.msg),
-                r.action.name(),
-                ts.sec,
-                ts.nsec
-            )?;
-            n += 1;
-        }
-    }
-    Ok(n)
 }
 
 /// Writes the application: app.toml, one .nil per NetPE, the tables.

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime or input error, 2 usage error,
 //! 3 verification failure.
 
+mod common;
 mod compile;
 mod filter;
 mod ids;
@@ -23,7 +24,12 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_VERIFY: u8 = 3;
 
 #[derive(Parser, Debug)]
-#[command(name = "netvm", version, about = "netvm: a Network Virtual Machine for portable, verified packet processing")]
+#[command(
+    name = "netvm",
+    version,
+    propagate_version = true,
+    about = "netvm: a Network Virtual Machine for portable, verified packet processing"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -58,8 +64,8 @@ enum Command {
     /// generated code (--emit) or write a relocatable object (-o, --target).
     Compile(compile::CompileArgs),
     /// Filter a capture with a tcpdump-style expression (pcap-filter(7)):
-    /// write the matching packets (-w), count them (-c), or print the
-    /// generated NetIL (-d). An invalid expression exits 2.
+    /// write the matching packets (-w), count them (--count), stop after N
+    /// (-c N), or print the generated NetIL (-d). An invalid expression exits 2.
     Filter(filter::FilterArgs),
     /// NetVMSnort: compile Snort rules (a subset, see docs/ids.md) to a
     /// NetIL application, run a capture through it, write alerts as JSON lines.
@@ -119,10 +125,7 @@ fn cmd_disasm(input: &Path) -> u8 {
         Err(e) => return report(&e),
     };
     match netil::disassemble(&prog.module) {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
+        Ok(text) => common::stdout_write(&text).map_or_else(|code| code, |_| 0),
         Err((seg, e)) => {
             eprintln!("netvm: {}: segment {seg}: {e}", input.display());
             EXIT_ERROR
@@ -139,8 +142,8 @@ fn cmd_verify(input: &Path) -> u8 {
         Ok(v) => {
             let count = |s: &netvm_verify::SegmentInfo| s.insns.len();
             let init = v.init.as_ref().map_or(0, count);
-            println!(
-                "{}: ok ({} instructions in .push, {} in .init; max stack {}, {} locals, info {} B, data {} B, {} output ports)",
+            let line = format!(
+                "{}: ok ({} instructions in .push, {} in .init; max stack {}, {} locals, info {} B, data {} B, {} output ports)\n",
                 input.display(),
                 count(&v.push),
                 init,
@@ -150,7 +153,7 @@ fn cmd_verify(input: &Path) -> u8 {
                 v.module.data_size,
                 v.module.out_ports
             );
-            0
+            common::stdout_write(&line).map_or_else(|code| code, |_| 0)
         }
         Err(e) => report(&e),
     }

@@ -1,20 +1,17 @@
-//! `netvm run`: load captures, build the application, process the packets
-//! (optionally several times from memory), write outputs and statistics.
+//! `netvm run`: argument parsing over the runtime's driver. Builds the
+//! application, loads its tables, attaches the inputs and outputs, runs,
+//! and prints statistics.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use netvm_io::{read_capture, PcapWriter};
-use netvm_runtime::{load_program, AppStats, Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
-use netvm_vm::{FaultKind, Packet};
+use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, RunReport};
+use netvm_vm::FaultKind;
 
+use crate::common::{self, EngineArg, EngineOpts, LinkArg};
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
-
-/// Packets handed to the application per `process_batch` call.
-pub const BATCH: usize = 64;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -28,17 +25,19 @@ pub struct RunArgs {
     /// place of a program: matching packets leave on output port 1, the others on port 0.
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
-    /// Input capture, optionally on an application input port: `-r IN.pcap` (port 0) or `-r 2=IN.pcap`.
-    /// Several inputs are merged in timestamp order (ties: lower port first).
+    /// Input capture, optionally on an application input port: `-r IN.pcap` (port 0) or `-r 2=IN.pcap`;
+    /// `-` reads standard input. Several inputs are merged in timestamp order (ties: lower port first).
     #[arg(short = 'r', value_name = "[PORT=]IN.pcap", required = true)]
     read: Vec<String>,
-    /// Output capture for output port 1; with `{port}` in the name, one file per output port.
+    /// Output capture for output port 1 (`-`: standard output); with `{port}` in the name, one file per output port.
+    /// Files keep the inputs' timestamp precision, link type and snapshot length.
     #[arg(short = 'w', value_name = "OUT")]
     write: Option<String>,
     /// Execution engine: the Cranelift JIT, or the reference interpreter.
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     engine: EngineArg,
-    /// Run the trace N times from memory (for measurement); outputs are written once.
+    /// Run the inputs N times (for measurement): outputs are written once,
+    /// the repetitions replay the packets from memory where they fit.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     repeat: u64,
     /// How the JIT binds NetPEs: one function per application whose port
@@ -62,36 +61,8 @@ pub struct RunArgs {
     /// Print statistics on stdout: `json` (one object) or `text`.
     #[arg(long, value_enum)]
     stats: Option<StatsFormat>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum EngineArg {
-    /// Native code compiled with Cranelift (the default).
-    Jit,
-    /// The reference interpreter.
-    Interp,
-}
-
-/// `--link`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LinkArg {
-    /// The whole application is one native function; a port crossing is a jump.
-    Direct,
-    /// One native function per NetPE; a port crossing is a tail call through a vector table.
-    Table,
-    /// The runtime walks the graph and calls each NetPE's code per exchange buffer.
-    Dispatch,
-}
-
-impl LinkArg {
-    /// The JIT's link mode (`None`: the runtime dispatches).
-    pub fn mode(self) -> Option<LinkMode> {
-        match self {
-            LinkArg::Direct => Some(LinkMode::Direct),
-            LinkArg::Table => Some(LinkMode::Table),
-            LinkArg::Dispatch => None,
-        }
-    }
+    #[command(flatten)]
+    engine_opts: EngineOpts,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -100,80 +71,21 @@ enum StatsFormat {
     Text,
 }
 
-fn parse_input(s: &str) -> Result<(u16, PathBuf), String> {
-    if let Some((port, path)) = s.split_once('=') {
-        if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
-            let p = port.parse::<u16>().map_err(|_| format!("input port `{port}` is out of range"))?;
-            return Ok((p, PathBuf::from(path)));
-        }
-    }
-    Ok((0, PathBuf::from(s)))
-}
-
-/// Output files by application output port.
-struct Outputs {
-    pattern: Option<String>,
-    writers: BTreeMap<u16, Vec<PcapWriter>>,
-}
-
-impl Outputs {
-    fn open(pattern: Option<&str>, sink_files: &[(u16, PathBuf)], ports: &[u16]) -> Result<Outputs, String> {
-        let mut writers: BTreeMap<u16, Vec<PcapWriter>> = BTreeMap::new();
-        let mut create = |port: u16, path: &Path| -> Result<(), String> {
-            let w = PcapWriter::create(path).map_err(|e| e.to_string())?;
-            writers.entry(port).or_default().push(w);
-            Ok(())
-        };
-        if let Some(p) = pattern {
-            if p.contains("{port}") {
-                for port in ports {
-                    create(*port, Path::new(&p.replace("{port}", &port.to_string())))?;
-                }
-            } else {
-                create(1, Path::new(p))?;
-            }
-        }
-        for (port, path) in sink_files {
-            create(*port, path)?;
-        }
-        Ok(Outputs { pattern: pattern.map(str::to_string), writers })
-    }
-
-    fn wants(&self) -> bool {
-        !self.writers.is_empty()
-    }
-
-    fn write(&mut self, port: u16, pkt: &Packet) -> Result<(), String> {
-        if let Some(ws) = self.writers.get_mut(&port) {
-            for w in ws {
-                w.write(pkt).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> Result<(), String> {
-        let _ = self.pattern;
-        for (_, ws) in self.writers {
-            for w in ws {
-                w.finish().map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    }
-}
-
 pub fn cmd_run(args: RunArgs) -> u8 {
     // Inputs.
     let mut inputs = Vec::new();
     for r in &args.read {
-        match parse_input(r) {
+        match common::parse_input(r) {
             Ok(x) => inputs.push(x),
             Err(e) => {
                 eprintln!("netvm: -r {r}: {e}");
                 return EXIT_USAGE;
             }
         }
+    }
+    if inputs.iter().filter(|(_, p)| p.as_os_str() == "-").count() > 1 {
+        eprintln!("netvm: standard input can be read only once (-r -)");
+        return EXIT_USAGE;
     }
     let mut in_ports: Vec<u16> = inputs.iter().map(|i| i.0).collect();
     in_ports.sort_unstable();
@@ -204,13 +116,9 @@ pub fn cmd_run(args: RunArgs) -> u8 {
             return EXIT_USAGE;
         }
     };
-    let jit = JitEngine::with_link(args.link.mode());
-    let engine: &dyn Engine = match args.engine {
-        EngineArg::Interp => &InterpEngine,
-        EngineArg::Jit => &jit,
-    };
+    let engine = common::engine(args.engine, args.link);
     let registry = netvm_copro::registry();
-    let mut app = match Application::build(&manifest, engine, &registry, args.budget) {
+    let mut app = match Application::build(&manifest, engine.as_ref(), &registry, args.budget) {
         Ok(a) => a,
         Err(e) => return report(&e),
     };
@@ -251,93 +159,91 @@ pub fn cmd_run(args: RunArgs) -> u8 {
         eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
         return EXIT_USAGE;
     }
-
-    // Read every input, keep what precedes a corrupt record, merge by time.
-    let mut exit = 0u8;
-    let mut packets: Vec<Packet> = Vec::new();
-    for (port, path) in &inputs {
-        let (pkts, err) = read_capture(path, *port);
-        if let Some(e) = err {
-            eprintln!("netvm: {e} ({} packets before it are processed)", pkts.len());
-            exit = EXIT_ERROR;
+    if let Some(d) = &manifest.distribution {
+        if netvm_runtime::Distribution::from_name(d).is_none() {
+            eprintln!("netvm: manifest: distribution `{d}` is neither `flow` nor `round-robin`");
+            return EXIT_USAGE;
         }
-        packets.extend(pkts);
     }
-    if inputs.len() > 1 {
-        packets.sort_by_key(|p| (p.ts, p.in_port));
+
+    // The packet engine.
+    let mut cfg = args.engine_opts.config(app.keeps_state(), true);
+    cfg.repeat = args.repeat;
+    if cfg.distribution.is_none() {
+        cfg.distribution = manifest.distribution.as_deref().and_then(netvm_runtime::Distribution::from_name);
     }
+    let mut driver = Driver::new(app, cfg);
+    let mut specs = Vec::new();
+    for (port, path) in &inputs {
+        match common::open_source(&mut driver, path, *port) {
+            Ok(s) => specs.push(s),
+            Err(code) => return code,
+        }
+    }
+    let spec = common::merge_specs(&specs);
 
     // Outputs.
     let mut sink_ports: Vec<u16> = manifest.sinks.iter().map(|s| s.port).collect();
     sink_ports.sort_unstable();
     sink_ports.dedup();
-    let sink_files: Vec<(u16, PathBuf)> = manifest.sinks.iter().filter_map(|s| s.file.clone().map(|f| (s.port, f))).collect();
-    let mut outputs = match Outputs::open(args.write.as_deref(), &sink_files, &sink_ports) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("netvm: {e}");
-            return EXIT_ERROR;
-        }
-    };
-
-    // Process.
-    let total = packets.len() as u64 * args.repeat;
-    let bar = progress_bar(total);
-    let mut elapsed = Duration::ZERO;
-    let mut verdicts: Vec<Verdict> = Vec::with_capacity(BATCH);
-    let mut emitted: Vec<(u16, Packet)> = Vec::new();
-    let capture = outputs.wants();
-    for rep in 0..args.repeat {
-        let keep = capture && rep == 0;
-        for chunk in packets.chunks(BATCH) {
-            let mut batch = chunk.to_vec();
-            let start = Instant::now();
-            if keep {
-                app.process_batch(&mut batch, &mut verdicts, &mut |port, p| emitted.push((port, p.clone())));
-            } else {
-                app.process_batch(&mut batch, &mut verdicts, &mut |_, _| {});
-            }
-            elapsed += start.elapsed();
-            if keep {
-                for (port, p) in emitted.drain(..) {
-                    if let Err(e) = outputs.write(port, &p) {
-                        eprintln!("netvm: writing output: {e}");
-                        return EXIT_ERROR;
-                    }
+    if let Some(p) = &args.write {
+        if p.contains("{port}") {
+            for port in &sink_ports {
+                match common::create_sink(Path::new(&p.replace("{port}", &port.to_string())), spec) {
+                    Ok(s) => driver.add_sink(*port, Box::new(s)),
+                    Err(code) => return code,
                 }
             }
-            if let Some(b) = &bar {
-                b.inc(chunk.len() as u64);
+        } else {
+            match common::create_sink(Path::new(p), spec) {
+                Ok(s) => driver.add_sink(1, Box::new(s)),
+                Err(code) => return code,
             }
         }
     }
+    for s in &manifest.sinks {
+        if let Some(f) = &s.file {
+            match common::create_sink(f, spec) {
+                Ok(sink) => driver.add_sink(s.port, Box::new(sink)),
+                Err(code) => return code,
+            }
+        }
+    }
+
+    // Run.
+    let bar = progress_bar(args.repeat);
+    let result = driver.run();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    if let Err(e) = outputs.finish() {
-        eprintln!("netvm: writing output: {e}");
-        return EXIT_ERROR;
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => return report(&e),
+    };
+    let mut exit = common::finish_report(&r);
+    if r.output_closed {
+        return exit;
     }
 
     for (name, file) in &dumps {
-        let text = app.dump_table(name).unwrap_or_default();
-        let written = if file == "-" {
-            use std::io::Write;
-            std::io::stdout().write_all(text.as_bytes())
-        } else {
-            std::fs::write(file, text)
-        };
-        if let Err(e) = written {
+        let text = driver.app().dump_table(name).unwrap_or_default();
+        if file == "-" {
+            match common::stdout_write(&text) {
+                Ok(true) => {}
+                Ok(false) => return exit,
+                Err(code) => return code,
+            }
+        } else if let Err(e) = std::fs::write(file, text) {
             eprintln!("netvm: --dump {name}: {file}: {e}");
             return EXIT_ERROR;
         }
     }
 
+    let app = driver.app();
     let stats = app.stats();
-    let ns_per_packet = if stats.packets == 0 { 0.0 } else { elapsed.as_nanos() as f64 / stats.packets as f64 };
-    match args.stats {
+    let text = match args.stats {
         Some(StatsFormat::Json) => {
-            let mut j = stats_json(&stats, ns_per_packet, app.engine(), args.repeat);
+            let mut j = stats_json(&stats, &r, app.engine(), args.repeat);
             j["link"] = app.link().into();
             let mut all = serde_json::Map::new();
             for (netpe, name, values) in app.copro_stats() {
@@ -351,29 +257,34 @@ pub fn cmd_run(args: RunArgs) -> u8 {
                 all.insert(format!("{netpe}.{name}"), obj.into());
             }
             j["copro"] = all.into();
-            println!("{j}");
+            format!("{j}\n")
         }
         Some(StatsFormat::Text) => {
-            print!("{}", stats_text(&stats, ns_per_packet, &format!("{} ({})", app.engine(), app.link())));
+            let mut t = stats_text(&stats, &r, &format!("{} ({})", app.engine(), app.link()));
             for (netpe, name, values) in app.copro_stats() {
                 let v: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!("copro {netpe}.{name}: {}", v.join(" "));
+                t += &format!("copro {netpe}.{name}: {}\n", v.join(" "));
             }
+            t
         }
-        None => {}
+        None => String::new(),
+    };
+    if !text.is_empty() {
+        if let Err(code) = common::stdout_write(&text) {
+            exit = code;
+        }
     }
     exit
 }
 
-fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
-    if total < 1_000_000 || !std::io::stderr().is_terminal() {
+/// A spinner on a terminal while long measurements (`--repeat`) run.
+fn progress_bar(repeat: u64) -> Option<indicatif::ProgressBar> {
+    if repeat < 100 || !std::io::stderr().is_terminal() {
         return None;
     }
-    let bar = indicatif::ProgressBar::new(total);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} packets ({per_sec}, eta {eta})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(format!("running {repeat} repetitions"));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     Some(bar)
 }
 
@@ -382,7 +293,8 @@ fn fault_map(faults: &BTreeMap<&'static str, u64>) -> serde_json::Map<String, se
 }
 
 /// The `--stats json` object.
-pub fn stats_json(s: &AppStats, ns_per_packet: f64, engine: &str, repeat: u64) -> serde_json::Value {
+pub fn stats_json(s: &AppStats, r: &RunReport, engine: &str, repeat: u64) -> serde_json::Value {
+    let ns_per_packet = r.ns_per_packet();
     let ports: serde_json::Map<String, serde_json::Value> = s.ports.iter().map(|(p, n)| (p.to_string(), serde_json::json!(n))).collect();
     let netpes: Vec<serde_json::Value> = s
         .netpes
@@ -410,11 +322,33 @@ pub fn stats_json(s: &AppStats, ns_per_packet: f64, engine: &str, repeat: u64) -
         "engine": engine,
         "repeat": repeat,
         "netpes": netpes,
+        "workers": workers_json(r),
+        "distribution": r.distribution.map_or("none", |d| d.name()),
+        "io_wait_ns": r.io_wait.as_nanos() as u64,
+        "wall_ns": r.wall.as_nanos() as u64,
+        "input": { "packets": r.input_packets, "bytes": r.input_bytes },
+        "memory": { "blocks_high_water": r.blocks_high_water, "pool_overflow": r.pool_overflow, "replayed": r.replayed },
     })
 }
 
-fn stats_text(s: &AppStats, ns_per_packet: f64, engine: &str) -> String {
+/// Per worker: packets, batches, time running the application and time waiting for work.
+pub fn workers_json(r: &RunReport) -> serde_json::Value {
+    r.workers
+        .iter()
+        .map(|w| {
+            serde_json::json!({
+                "packets": w.packets,
+                "batches": w.batches,
+                "busy_ns": w.busy.as_nanos() as u64,
+                "wait_ns": w.wait.as_nanos() as u64,
+            })
+        })
+        .collect()
+}
+
+fn stats_text(s: &AppStats, r: &RunReport, engine: &str) -> String {
     use std::fmt::Write;
+    let ns_per_packet = r.ns_per_packet();
     let mut t = String::new();
     let _ = writeln!(t, "packets     {}", s.packets);
     for (p, n) in &s.ports {
@@ -425,6 +359,9 @@ fn stats_text(s: &AppStats, ns_per_packet: f64, engine: &str) -> String {
         let _ = writeln!(t, "fault {k:<6} {n}");
     }
     let _ = writeln!(t, "engine      {engine}, {ns_per_packet:.1} ns/packet");
+    for (i, w) in r.workers.iter().enumerate() {
+        let _ = writeln!(t, "worker {i:<4} {} packets, busy {:?}, waiting {:?}", w.packets, w.busy, w.wait);
+    }
     for c in &s.netpes {
         let _ = writeln!(
             t,

@@ -204,14 +204,20 @@ fn check(manifest: &Manifest, packets: &[Packet], batch: usize, link: LinkMode, 
     };
     let (mut verdicts, mut left, mut after) = (Vec::new(), Vec::new(), Vec::new());
     let mut out = Vec::new();
-    let mut jv = Vec::new();
+    let mut jout = netvm_vm::graph::BatchOutput::default();
+    let pool = netvm_vm::buffer::PacketPool::default();
     for chunk in packets.chunks(batch) {
         let mut b = chunk.to_vec();
         interp.process_batch(&mut b, &mut out, &mut |port, p| left.push((port, p.data.clone())));
         verdicts.extend_from_slice(&out);
         after.extend(b.into_iter().map(|p| p.data));
         let mut b = chunk.to_vec();
-        jit.run(&mut states, &mut b, &mut jv, &mut |_, _| {});
+        let mut descs = netvm_vm::buffer::Batch::default();
+        for p in b.iter_mut() {
+            // SAFETY: `b` outlives `descs`, which is dropped at the end of the iteration.
+            unsafe { descs.push_external(netvm_vm::XbDesc::of(p, 0)) };
+        }
+        jit.run(&mut states, &mut descs, &pool, &mut jout);
     }
     assert_eq!(host.packets.len(), packets.len(), "{what}: packets");
     for (i, ((v, fanned, bytes), want)) in host.packets.iter().zip(&verdicts).enumerate() {

@@ -226,7 +226,7 @@ impl TestFile {
             let n = case.info_in.len().min(info_size);
             xb.info[..n].copy_from_slice(&case.info_in[..n]);
             let lim = Limits { budget: case.budget.unwrap_or(limits.budget) };
-            let got = code.push(&mut state, &mut xb, case.inport, &lim);
+            let got = code.push(&mut state, &mut xb.view(), case.inport, &lim);
             let mut fail = |m: String| failures.push(format!("line {}: {m}", case.line));
             if got != case.expect {
                 fail(format!("expected {}, got {got}", case.expect));

@@ -41,7 +41,7 @@ pub fn observe(code: &dyn PeCode, module: &Module, packets: &[Packet], limits: &
         .iter()
         .map(|p| {
             let mut xb = ExchangeBuffer::new(p.clone(), module.info_size as usize);
-            let outcome = code.push(&mut state, &mut xb, p.in_port, limits);
+            let outcome = code.push(&mut state, &mut xb.view(), p.in_port, limits);
             Observation {
                 outcome,
                 packet: xb.packet.data,

@@ -21,9 +21,10 @@
 //!   order for every packet of their class.
 //! - `verdict` drops a packet a `drop` rule matched, unless a `pass` rule matched.
 //!
-//! The host (`netvm ids`) loads each detect NetPE's pattern and regex
-//! tables through the control plane, drains the event logs after every
-//! batch and applies `pass` (a packet a pass rule matched raises no alert).
+//! The host ([`crate::alerts`]) loads each detect NetPE's pattern and regex
+//! tables through the control plane, receives the events of every batch in
+//! packet order from the runtime's driver, and applies `pass` (a packet a
+//! pass rule matched raises no alert).
 
 use std::fmt::Write;
 
@@ -34,7 +35,10 @@ use crate::rules::{AddrExpr, Content, Matcher, PortExpr, Proto, Rule};
 
 /// Info memory written by `decode` (offsets, big-endian).
 pub mod info {
-    /// u32: the packet's 1-based index in the input.
+    /// u32: the packet's number on the worker that runs it (1-based), so
+    /// that a rule is evaluated once per packet. Alerts number packets by
+    /// their sequence number in the run ([`netvm_vm::CoproEvent::seq`]),
+    /// the same whichever worker runs them.
     pub const INDEX: u32 = 0;
     /// u8: protocol class, one of the `CLASS_*` values.
     pub const CLASS: u32 = 4;
@@ -119,6 +123,19 @@ pub struct IdsApp {
     pub event_logs: Vec<String>,
 }
 
+impl IdsApp {
+    /// Builds the application with `engine` and loads its tables: ready for
+    /// a [`netvm_runtime::Driver`].
+    pub fn instantiate(&self, engine: &dyn netvm_vm::Engine) -> Result<netvm_runtime::Application, String> {
+        let mut app =
+            netvm_runtime::Application::build(&self.manifest, engine, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
+        for (name, table) in &self.tables {
+            app.load_table(name, table).map_err(|e| format!("loading {name}: {e}"))?;
+        }
+        Ok(app)
+    }
+}
+
 /// Event word 2: the action, as logged.
 pub fn action_code(a: crate::rules::Action) -> u32 {
     match a {
@@ -163,6 +180,9 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let manifest = Manifest {
         name: Some("ids".into()),
         budget: Some(BUDGET),
+        // The rules keep no state between packets, and alerts are ordered
+        // by packet whichever worker raised them: whole batches to any worker.
+        distribution: Some("round-robin".into()),
         sources: vec![SourceSpec { port: 0, to: "decode".into() }],
         connections,
         sinks: vec![SinkSpec { from: "verdict.0".into(), port: 1, file: None }],

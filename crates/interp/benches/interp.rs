@@ -75,8 +75,8 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(executed));
     let (code, mut state) = prepare(&alu_loop_source());
     let mut xb = ExchangeBuffer::new(Packet::from_bytes(vec![0; 64]), 0);
-    assert_eq!(code.push(&mut state, &mut xb, 0, &limits), netvm_vm::Outcome::Forward(1));
-    g.bench_function("alu_loop", |b| b.iter(|| code.push(&mut state, std::hint::black_box(&mut xb), 0, &limits)));
+    assert_eq!(code.push(&mut state, &mut xb.view(), 0, &limits), netvm_vm::Outcome::Forward(1));
+    g.bench_function("alu_loop", |b| b.iter(|| code.push(&mut state, &mut std::hint::black_box(&mut xb).view(), 0, &limits)));
 
     g.bench_function("native_alu_loop", |b| {
         b.iter(|| {
@@ -94,8 +94,8 @@ fn bench(c: &mut Criterion) {
     let mut pkt = vec![0u8; 64];
     pkt[12] = 0x08;
     let mut xb = ExchangeBuffer::new(Packet::from_bytes(pkt), 0);
-    assert_eq!(code.push(&mut state, &mut xb, 0, &limits), netvm_vm::Outcome::Forward(1));
-    g.bench_function("fig2_filter", |b| b.iter(|| code.push(&mut state, std::hint::black_box(&mut xb), 0, &limits)));
+    assert_eq!(code.push(&mut state, &mut xb.view(), 0, &limits), netvm_vm::Outcome::Forward(1));
+    g.bench_function("fig2_filter", |b| b.iter(|| code.push(&mut state, &mut std::hint::black_box(&mut xb).view(), 0, &limits)));
     g.finish();
 }
 

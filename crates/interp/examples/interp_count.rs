@@ -30,7 +30,7 @@ fn main() {
     let limits = Limits { budget: u64::MAX };
     let mut ports = 0u64;
     for _ in 0..runs {
-        if let netvm_vm::Outcome::Forward(p) = code.push(&mut state, std::hint::black_box(&mut xb), 0, &limits) {
+        if let netvm_vm::Outcome::Forward(p) = code.push(&mut state, &mut std::hint::black_box(&mut xb).view(), 0, &limits) {
             ports += u64::from(p);
         }
     }

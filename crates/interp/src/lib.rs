@@ -410,9 +410,7 @@ impl InterpCode {
 impl PeCode for InterpCode {
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
         match &self.init {
-            Some(code) => {
-                self.run(code, state, &mut XbView::empty(), 0, None, limits)
-            }
+            Some(code) => self.run(code, state, &mut XbView::empty(), 0, None, limits),
             None => Outcome::Exit,
         }
     }

@@ -270,7 +270,7 @@ fn jump_to_self_is_stopped_by_the_budget() {
     let mut state = new_state(&m);
     for (i, budget) in (0..PACKETS).zip([0u64, 1, 2, 1_000, 100_000].into_iter().cycle()) {
         let mut xb = ExchangeBuffer::new(Packet::from_bytes(vec![i as u8; i % 100]), 0);
-        assert_eq!(code.push(&mut state, &mut xb, 0, &Limits { budget }), Outcome::Fault(FaultKind::Budget), "packet {i}");
+        assert_eq!(code.push(&mut state, &mut xb.view(), 0, &Limits { budget }), Outcome::Fault(FaultKind::Budget), "packet {i}");
     }
 }
 
@@ -292,7 +292,7 @@ proptest! {
         for i in 0..PACKETS {
             let p = netvm_fuzzgen::generate_packet(&mut pu).expect("packet");
             let mut xb = ExchangeBuffer::new(p.clone(), m.info_size as usize);
-            let out = code.push(&mut state, &mut xb, p.in_port, &limits);
+            let out = code.push(&mut state, &mut xb.view(), p.in_port, &limits);
             prop_assert_eq!(out, Outcome::Fault(FaultKind::Budget), "packet {}", i);
         }
     }

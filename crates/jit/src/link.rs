@@ -526,7 +526,13 @@ impl<M: Module> Build<'_, '_, M> {
         SegmentEnv {
             mems: [pkt, MemView { base: info, len: info_len }, data],
             copros,
-            meta: Some(MetaView { base: meta, wirelen: off::XB_WIRELEN, ts_sec: off::XB_TS_SEC, ts_nsec: off::XB_TS_NSEC, seq: off::XB_SEQ }),
+            meta: Some(MetaView {
+                base: meta,
+                wirelen: off::XB_WIRELEN,
+                ts_sec: off::XB_TS_SEC,
+                ts_nsec: off::XB_TS_NSEC,
+                seq: off::XB_SEQ,
+            }),
             in_port: Some(in_port),
             budget,
             exits: ExitMode::Jump,
@@ -1484,6 +1490,10 @@ impl LinkedCode for LinkedApp {
         }
         self.bind(states);
         self.fanout.set_pool(pool);
+        if self.prog.graph.has_fanout() {
+            self.fanout.reserve(n);
+            out.fanout.reserve(2 * n);
+        }
         let mut ctx = self.ctx();
         // SAFETY: `ctx` as in `run_descs`; the batch's descriptors point into
         // memory it holds, which its exclusive borrow keeps from anyone else

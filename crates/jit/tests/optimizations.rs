@@ -30,7 +30,7 @@ fn agree(code: &JitCode, v: &netvm_verify::Verified, packets: &[Vec<u8>]) {
         let run = |c: &dyn PeCode| {
             let mut st = PeState::new(&v.module);
             let mut xb = ExchangeBuffer::new(Packet::from_bytes(p.clone()), v.module.info_size as usize);
-            (c.push(&mut st, &mut xb, 0, &limits), xb)
+            (c.push(&mut st, &mut xb.view(), 0, &limits), xb)
         };
         assert_eq!(run(code), run(&interp), "packet {p:02x?}");
     }

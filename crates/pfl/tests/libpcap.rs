@@ -258,7 +258,7 @@ fn run_engine(code: &dyn PeCode, module: &netil::Module, packets: &[Packet], lim
         .iter()
         .map(|p| {
             let mut xb = ExchangeBuffer::new(p.clone(), module.info_size as usize);
-            code.push(&mut state, &mut xb, p.in_port, limits)
+            code.push(&mut state, &mut xb.view(), p.in_port, limits)
         })
         .collect()
 }

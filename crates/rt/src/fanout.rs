@@ -57,6 +57,16 @@ impl FanoutState {
         self.pool = Some(pool.clone());
     }
 
+    /// Makes room for the fan-out of a batch of `packets` packets (each
+    /// duplicated once), so that a run that stays within that allocates
+    /// nothing per batch.
+    pub fn reserve(&mut self, packets: usize) {
+        self.pending.reserve(packets);
+        self.copies.reserve(packets);
+        self.emitted.reserve(2 * packets);
+        self.fanned.reserve(packets);
+    }
+
     /// Forgets the batch: pending copies, copies, what left. Call after each batch.
     pub fn clear(&mut self) {
         self.pending.clear();
@@ -108,9 +118,9 @@ impl FanoutState {
         // SAFETY (of the caller's pointer): compiled code passes the current
         // buffer, a live allocation of `len` bytes.
         let bytes = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data, len as usize) } };
-        let pool = self.pool.get_or_insert_with(|| {
-            PacketPool::new(PacketPoolConfig { buffers: 256, jumbo_buffers: 2, ..PacketPoolConfig::default() })
-        });
+        let pool = self
+            .pool
+            .get_or_insert_with(|| PacketPool::new(PacketPoolConfig { buffers: 256, jumbo_buffers: 2, ..PacketPoolConfig::default() }));
         let mut buf = pool.copy_of(bytes);
         let p = buf.as_mut_ptr();
         self.copies.push(Some(buf));

@@ -1,52 +1,78 @@
-//! A running application: NetPE instances joined port to port.
+//! A built application: NetPE instances joined port to port, ready to run
+//! batches.
 //!
 //! Two ways to run one: an engine that compiles whole applications
 //! ([`netvm_vm::graph::LinkedCode`], the JIT with `--link direct|table`)
 //! runs each batch in native code; otherwise the runtime walks the graph
 //! itself and calls each NetPE's code per exchange buffer (`dispatch`: the
 //! reference path, and the interpreter's).
+//!
+//! An [`Application`] is one worker's instance: its NetPEs' states, its
+//! counters, its context over the shared code. [`Application::fork`] makes
+//! another worker's instance over the same code; [`Application::absorb`]
+//! folds a worker back in at the end of a run, so that statistics and
+//! dumps cover every worker.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
+use netil::Mem;
 use netvm_verify::Verified;
-use netvm_vm::graph::{AppGraph, Dest, FlowCounts, LinkedCode, Verdict};
-use netvm_vm::{CoproConfig, CoproRegistry, Coprocessor, ExchangeBuffer, FaultKind, Limits, Outcome, Packet, PeCode, PeState, Timestamp};
+use netvm_vm::buffer::{Batch, PacketBuf, PacketPool, PacketPoolConfig};
+use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FanoutExit, FlowCounts, LinkedCode, Verdict};
+use netvm_vm::{
+    CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, FaultKind, Limits, Outcome, Packet, PeCode, PeState, Timestamp,
+    WorkerShare, XbDesc, XbView,
+};
 
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
 use crate::stats::{fault_index, AppStats, PeCounters};
-use crate::{program, Engine, RuntimeError};
+use crate::{program, RuntimeError};
 
 /// How the NetPEs of a running application are bound together.
 enum Binding {
     /// The runtime walks the graph, calling each NetPE's code (index = NetPE).
-    Dispatch(Vec<Box<dyn PeCode>>),
+    Dispatch(Arc<[Arc<dyn PeCode>]>),
     /// The engine compiled the whole application.
     Linked(Box<dyn LinkedCode>),
 }
 
-/// A running NetVM application.
-pub struct Application {
+/// What every worker's instance of an application shares.
+#[derive(Debug)]
+struct AppMeta {
     graph: AppGraph,
+    names: Vec<String>,
+    copro_names: Vec<Vec<String>>,
+    info_size: usize,
+    limits: Limits,
+    engine: &'static str,
+    link: &'static str,
+    writes_packets: bool,
+    writes_data: bool,
+}
+
+/// A built NetVM application: one worker's instance (see the module docs).
+pub struct Application {
+    meta: Arc<AppMeta>,
     binding: Binding,
     /// The NetPEs' states (data memory, coprocessors), in manifest order.
     states: Vec<PeState>,
-    /// Names of each NetPE's coprocessor instances, in declaration order.
-    copro_names: Vec<Vec<String>>,
     /// Per-NetPE counters (the dispatch binding; a linked binding derives them).
     counters: Vec<PeCounters>,
-    info_size: usize,
-    limits: Limits,
     stats: AppStats,
     /// Exchange buffers out, by application output port (dense; folded into `stats` on demand).
     port_counts: Vec<u64>,
     /// Faults by kind, indexed like `FaultKind::ALL`.
     fault_counts: [u64; FaultKind::ALL.len()],
+    /// What absorbed workers counted.
+    absorbed: AppStats,
     work: Vec<Work>,
     info_pool: Vec<Vec<u8>>,
-    engine: &'static str,
-    link: &'static str,
+    exits: Vec<(u16, Option<PacketBuf>)>,
     /// When the coprocessors are next given a [`Coprocessor::tick`] (aging), in trace time.
     next_tick: Option<Timestamp>,
+    /// The packet pool and batch of [`Application::process_batch`], made on first use.
+    convenience: Option<(PacketPool, Batch, BatchOutput, u64)>,
 }
 
 /// One coprocessor instance's statistics: (NetPE, instance name, named values).
@@ -57,7 +83,11 @@ pub const TICK_INTERVAL_NS: u64 = 1_000_000_000;
 
 impl std::fmt::Debug for Application {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Application").field("netpes", &self.states.len()).field("engine", &self.engine).field("link", &self.link).finish()
+        f.debug_struct("Application")
+            .field("netpes", &self.states.len())
+            .field("engine", &self.meta.engine)
+            .field("link", &self.meta.link)
+            .finish()
     }
 }
 
@@ -184,53 +214,41 @@ impl Application {
         registry: &CoproRegistry,
         budget: Option<u64>,
     ) -> Result<Application, RuntimeError> {
-        let bad = |m: String| RuntimeError::Manifest(m);
-        let AppPlan { graph, verified, states, copro_names, names, info_size, limits } = Application::plan(manifest, registry, budget)?;
+        let plan = Application::plan(manifest, registry, budget)?;
+        Application::from_plan(plan, engine)
+    }
+
+    /// Compiles a plan with `engine` and runs every `.init` handler.
+    pub fn from_plan(plan: AppPlan, engine: &dyn Engine) -> Result<Application, RuntimeError> {
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits } = plan;
         let wired = graph.wired_inputs();
-        let counters = manifest
-            .netpes
-            .iter()
-            .zip(&verified)
-            .zip(&wired)
-            .map(|((spec, v), w)| PeCounters::new(&spec.name, v.module.out_ports, *w))
-            .collect();
+        let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
+        let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
         let binding = match engine.link(&graph, &verified, &limits) {
-            Some(linked) => Binding::Linked(linked.map_err(|e| bad(format!("linking the application: {e}")))?),
+            Some(linked) => Binding::Linked(linked.map_err(|error| RuntimeError::Engine { netpe: None, error })?),
             None => {
                 let mut codes = Vec::with_capacity(verified.len());
-                for (spec, v) in manifest.netpes.iter().zip(&verified) {
-                    codes.push(engine.prepare(v).map_err(|e| bad(format!("NetPE `{}`: {e}", spec.name)))?);
+                for (name, v) in names.iter().zip(&verified) {
+                    codes.push(engine.prepare(v).map_err(|error| RuntimeError::Engine { netpe: Some(name.clone()), error })?);
                 }
-                Binding::Dispatch(codes)
+                Binding::Dispatch(codes.into())
             }
         };
         let link = match binding {
             Binding::Dispatch(_) => "dispatch",
             Binding::Linked(_) => engine.link_name(),
         };
-        let mut app = Application {
-            port_counts: vec![0; graph.sink_ports],
-            graph,
-            binding,
-            states,
-            copro_names,
-            counters,
-            info_size,
-            limits,
-            stats: AppStats::default(),
-            fault_counts: [0; FaultKind::ALL.len()],
-            work: Vec::new(),
-            info_pool: Vec::new(),
-            engine: engine.name(),
-            link,
-            next_tick: None,
-        };
-        let name = |i: usize| names[i].clone();
+        let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
+        let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
+        let meta = AppMeta { graph, names, copro_names, info_size, limits, engine: engine.name(), link, writes_packets, writes_data };
+        let mut app = Application::instance(Arc::new(meta), binding, states, counters);
+        let meta = Arc::clone(&app.meta);
+        let name = |i: usize| meta.names[i].clone();
         match &mut app.binding {
             Binding::Linked(l) => l.init(&mut app.states).map_err(|(i, outcome)| RuntimeError::Init { netpe: name(i), outcome })?,
             Binding::Dispatch(codes) => {
-                for &i in &app.graph.order {
-                    match codes[i].init(&mut app.states[i], &app.limits) {
+                for &i in &meta.graph.order {
+                    match codes[i].init(&mut app.states[i], &meta.limits) {
                         Outcome::Exit => {}
                         outcome => return Err(RuntimeError::Init { netpe: name(i), outcome }),
                     }
@@ -240,109 +258,217 @@ impl Application {
         Ok(app)
     }
 
+    fn instance(meta: Arc<AppMeta>, binding: Binding, states: Vec<PeState>, counters: Vec<PeCounters>) -> Application {
+        Application {
+            port_counts: vec![0; meta.graph.sink_ports],
+            meta,
+            binding,
+            states,
+            counters,
+            stats: AppStats::default(),
+            fault_counts: [0; FaultKind::ALL.len()],
+            absorbed: AppStats::default(),
+            work: Vec::new(),
+            info_pool: Vec::new(),
+            exits: Vec::new(),
+            next_tick: None,
+            convenience: None,
+        }
+    }
+
+    /// Another worker's instance over the same code: the NetPEs' data
+    /// memories as they are now, every coprocessor forked
+    /// ([`Coprocessor::fork`]), counters at zero.
+    pub fn fork(&mut self) -> Result<Application, RuntimeError> {
+        let mut states = Vec::with_capacity(self.states.len());
+        for (i, st) in self.states.iter_mut().enumerate() {
+            let forked = st.fork().map_err(|(c, error)| RuntimeError::Copro {
+                netpe: self.meta.names[i].clone(),
+                copro: self.meta.copro_names[i].get(c).cloned().unwrap_or_default(),
+                error,
+            })?;
+            states.push(forked);
+        }
+        let binding = match &self.binding {
+            Binding::Dispatch(codes) => Binding::Dispatch(Arc::clone(codes)),
+            Binding::Linked(l) => Binding::Linked(l.fork()),
+        };
+        let counters = self.counters.iter().map(PeCounters::zeroed).collect();
+        let mut app = Application::instance(Arc::clone(&self.meta), binding, states, counters);
+        app.next_tick = self.next_tick;
+        Ok(app)
+    }
+
+    /// Folds another worker's instance (a [`fork`](Application::fork) of
+    /// this one) back in at the end of a run: its counters add to these, and
+    /// its per-worker coprocessor states are absorbed
+    /// ([`Coprocessor::absorb`]). Its data memories are dropped: each worker
+    /// had its own.
+    pub fn absorb(&mut self, mut other: Application) {
+        self.absorbed.add(&other.stats());
+        for (mine, theirs) in self.states.iter_mut().zip(&mut other.states) {
+            for (a, b) in mine.copros.iter_mut().zip(&mut theirs.copros) {
+                if a.share() == WorkerShare::PerWorker {
+                    a.absorb(b.as_mut());
+                }
+            }
+        }
+    }
+
     /// The engine the application runs on.
     pub fn engine(&self) -> &'static str {
-        self.engine
+        self.meta.engine
     }
 
     /// How its NetPEs are bound: `direct` or `table` (compiled by the
     /// engine), or `dispatch` (the runtime walks the graph).
     pub fn link(&self) -> &'static str {
-        self.link
+        self.meta.link
     }
 
     /// The application's wiring.
     pub fn graph(&self) -> &AppGraph {
-        &self.graph
+        &self.meta.graph
     }
 
     /// The limits every handler runs under.
     pub fn limits(&self) -> Limits {
-        self.limits
+        self.meta.limits
+    }
+
+    /// Whether some `.push` handler may write packet memory (the verifier
+    /// knows): if not, packets are processed on bytes other packets may
+    /// share (a replayed trace), without a copy.
+    pub fn writes_packets(&self) -> bool {
+        self.meta.writes_packets
+    }
+
+    /// Whether the application keeps state between packets that a worker
+    /// holds on its own: a `.push` handler that writes data memory, or a
+    /// coprocessor whose state is per worker ([`WorkerShare::PerWorker`]).
+    /// Stateless applications give the same results however packets are
+    /// spread over workers.
+    pub fn keeps_state(&self) -> bool {
+        self.meta.writes_data || self.states.iter().flat_map(|s| &s.copros).any(|c| c.share() == WorkerShare::PerWorker)
     }
 
     /// The application input ports that have a source.
     pub fn input_ports(&self) -> Vec<u16> {
-        self.graph.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
+        self.meta.graph.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
     }
 
-    /// Processes a batch of packets in order. `verdicts` receives one entry
-    /// per packet; `emit` is called for every exchange buffer that leaves the
-    /// application, with its output port, in the order they leave. Each
-    /// packet slot holds the (possibly modified) packet afterwards.
+    /// Processes a batch in order, writing packets in place: `out` receives
+    /// a verdict per packet and the exits of duplicated packets (their
+    /// copies taken from `pool`). The descriptors' sequence numbers must be
+    /// set.
     ///
     /// Before the batch, when at least [`TICK_INTERVAL_NS`] of packet time
     /// has passed since the last time (and before the first batch), every
     /// coprocessor gets a [`Coprocessor::tick`] with the time of the batch's
     /// first packet: periodic maintenance such as aging runs while traffic does.
     /// Then every coprocessor gets the batch as a [`Coprocessor::prefetch`] hint.
-    pub fn process_batch(&mut self, batch: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
-        if let Some(first) = batch.first() {
-            let now = first.ts;
+    pub fn run_batch(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
+        out.clear();
+        if let Some(first) = batch.descs.first() {
+            let now = first.ts();
             if self.next_tick.is_none_or(|t| now >= t) {
                 self.tick(now);
             }
         }
+        let packets = batch.packets();
         for st in &self.states {
             for c in &st.copros {
-                c.prefetch(batch);
+                c.prefetch(&packets);
             }
         }
+        self.stats.packets += batch.len() as u64;
         if let Binding::Linked(l) = &mut self.binding {
-            self.stats.packets += batch.len() as u64;
-            l.run(&mut self.states, batch, verdicts, emit);
+            l.run(&mut self.states, batch, pool, out);
             return;
         }
-        verdicts.clear();
-        verdicts.reserve(batch.len());
-        for pkt in batch.iter_mut() {
-            let v = self.process_one(pkt, emit);
-            verdicts.push(v);
+        out.verdicts.reserve(batch.len());
+        if self.meta.graph.has_fanout() {
+            out.fanout.reserve(2 * batch.len());
+        }
+        for i in 0..batch.len() {
+            let d = batch.descs[i];
+            // SAFETY: the batch holds the memory of its descriptors and is
+            // borrowed exclusively; packet `i` is processed alone here.
+            let v = unsafe { self.process_one(i as u32, &d, pool, out) };
+            out.verdicts.push(v);
         }
     }
 
-    fn process_one(&mut self, pkt: &mut Packet, emit: &mut dyn FnMut(u16, &Packet)) -> Verdict {
-        self.stats.packets += 1;
+    /// Runs packet `idx` (descriptor `d`) through the graph; returns its verdict code.
+    ///
+    /// # Safety
+    /// `d` must describe `caplen` writable bytes that nothing else accesses
+    /// during the call.
+    unsafe fn process_one(&mut self, idx: u32, d: &XbDesc, pool: &PacketPool, out: &mut BatchOutput) -> u32 {
+        let meta = Arc::clone(&self.meta);
         let Binding::Dispatch(codes) = &self.binding else { unreachable!("dispatch binding") };
-        let Some(dests) = self.graph.sources.get(pkt.in_port as usize).filter(|d| !d.is_empty()) else {
+        let codes = Arc::clone(codes);
+        let Some(dests) = meta.graph.sources.get(d.in_port as usize).filter(|d| !d.is_empty()) else {
             self.stats.dropped += 1;
             self.stats.no_source += 1;
-            return Verdict::Drop;
+            return Verdict::Drop.encode();
         };
-        let mut info = if self.info_size == 0 { Vec::new() } else { self.info_pool.pop().unwrap_or_default() };
-        info.clear();
-        info.resize(self.info_size, 0);
-        let xb = ExchangeBuffer { packet: std::mem::take(pkt), info };
+        let info = self.info_buffer();
         let mut work = std::mem::take(&mut self.work);
+        let mut exits = std::mem::take(&mut self.exits);
         // `next` carries the buffer along single-destination hops without
         // touching the work stack; only real fan-out pushes copies there.
         let mut next = None;
-        fan_out(&mut work, &mut next, dests, xb, true);
-        let mut outputs = 0u32;
         let mut copies = dests.len() as u32;
+        // SAFETY: the caller's contract for `d`.
+        let orig_bytes = unsafe { d.bytes() };
+        self.fan_out(&mut work, &mut next, dests, Buf::Orig, info, orig_bytes, pool);
         let mut last = Verdict::Drop;
-        while let Some((dest, mut xb, orig)) = next.take().or_else(|| work.pop()) {
+        while let Some((dest, mut buf, mut info)) = next.take().or_else(|| work.pop()) {
             let finished = match dest {
                 Dest::Sink(port) => {
                     self.port_counts[port as usize] += 1;
-                    emit(port, &xb.packet);
-                    outputs += 1;
+                    exits.push((
+                        port,
+                        match buf {
+                            Buf::Orig => None,
+                            Buf::Copy(b) => Some(b),
+                        },
+                    ));
+                    buf = Buf::Orig;
                     last = Verdict::Output(port);
                     true
                 }
                 Dest::Pe { node, in_port } => {
                     let node = node as usize;
+                    self.counters[node].count_in(in_port);
+                    let packet = match &mut buf {
+                        // SAFETY: the caller's contract for `d`; no other
+                        // borrow of the original bytes is alive while the
+                        // handler runs (copies are separate buffers).
+                        Buf::Orig => unsafe { d.bytes_mut() },
+                        Buf::Copy(b) => b.bytes_mut(),
+                    };
+                    let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut info[..] };
+                    let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &meta.limits);
                     let counters = &mut self.counters[node];
-                    counters.count_in(in_port);
-                    match codes[node].push(&mut self.states[node], &mut xb, in_port, &self.limits) {
+                    match outcome {
                         Outcome::Forward(p) => {
                             if let Some(c) = counters.packets_out.get_mut(p as usize) {
                                 *c += 1;
                             }
-                            match self.graph.out[node].get(p as usize) {
-                                Some(d) if !d.is_empty() => {
-                                    copies += d.len() as u32 - 1;
-                                    fan_out(&mut work, &mut next, d, xb, orig);
+                            match meta.graph.out[node].get(p as usize) {
+                                Some(ds) if !ds.is_empty() => {
+                                    copies += ds.len() as u32 - 1;
+                                    // SAFETY: as above: the bytes of the buffer now.
+                                    let bytes: &[u8] = match &buf {
+                                        Buf::Orig => unsafe { d.bytes() },
+                                        Buf::Copy(b) => b.bytes(),
+                                    };
+                                    // Copies are made from a snapshot of `bytes` before `buf` moves on.
+                                    let bytes = bytes as *const [u8];
+                                    // SAFETY: `bytes` stays valid: `buf` (or the batch) owns it.
+                                    self.fan_out(&mut work, &mut next, ds, buf, info, unsafe { &*bytes }, pool);
                                     continue;
                                 }
                                 _ => {
@@ -367,24 +493,128 @@ impl Application {
                 }
             };
             if finished {
-                let ExchangeBuffer { packet, info } = xb;
-                if orig {
-                    *pkt = packet;
-                }
+                drop(buf);
                 if info.capacity() != 0 {
                     self.info_pool.push(info);
                 }
             }
         }
         self.work = work;
-        if copies > 1 {
+        let verdict = if copies > 1 {
+            let outputs = exits.len() as u32;
+            out.fanout.extend(exits.drain(..).map(|(port, copy)| FanoutExit { idx, port, copy }));
             Verdict::Fanout { outputs }
         } else {
+            exits.clear();
             last
+        };
+        self.exits = exits;
+        verdict.encode()
+    }
+
+    /// Zeroed info memory for a packet or a copy.
+    fn info_buffer(&mut self) -> Vec<u8> {
+        let mut info = if self.meta.info_size == 0 { Vec::new() } else { self.info_pool.pop().unwrap_or_default() };
+        info.clear();
+        info.resize(self.meta.info_size, 0);
+        info
+    }
+
+    /// Sends the buffer to every destination so that the first destination
+    /// runs first: copies (from `pool`, with copies of the info memory) for
+    /// all but the last, the buffer itself for the last. The first
+    /// destination goes to `next` (run immediately), the others onto the
+    /// work stack in reverse order.
+    #[allow(clippy::too_many_arguments)]
+    fn fan_out(
+        &mut self,
+        work: &mut Vec<Work>,
+        next: &mut Option<Work>,
+        dests: &[Dest],
+        buf: Buf,
+        info: Vec<u8>,
+        bytes: &[u8],
+        pool: &PacketPool,
+    ) {
+        if let [only] = dests {
+            *next = Some((*only, buf, info));
+            return;
+        }
+        let (last, rest) = dests.split_last().expect("non-empty destinations");
+        let (first, middle) = rest.split_first().expect("at least two destinations");
+        // Copies are made from `bytes`, the buffer's bytes, which stay where
+        // they are while the buffer's handle moves. The first destination
+        // runs next, then the middle ones in order, the last one (on the
+        // buffer itself) last: the stack holds them in reverse.
+        let mut i0 = self.info_buffer();
+        i0.copy_from_slice(&info);
+        let b0 = Buf::Copy(pool.copy_of(bytes));
+        work.push((*last, buf, info));
+        let base = work.len() - 1;
+        for d in middle.iter().rev() {
+            let mut i = self.info_buffer();
+            i.copy_from_slice(&work[base].2);
+            work.push((*d, Buf::Copy(pool.copy_of(bytes)), i));
+        }
+        *next = Some((*first, b0, i0));
+    }
+
+    /// Processes owned packets in order, for tests and small programs:
+    /// `verdicts` receives one entry per packet; `emit` is called for every
+    /// exchange buffer that leaves the application, with its output port,
+    /// in the order they leave. Each packet holds the (possibly modified)
+    /// packet afterwards. Packets are numbered on from the last call.
+    pub fn process_batch(&mut self, packets: &mut [Packet], verdicts: &mut Vec<Verdict>, emit: &mut dyn FnMut(u16, &Packet)) {
+        let (pool, mut batch, mut out, mut seq) = self.convenience.take().unwrap_or_else(|| {
+            (
+                PacketPool::new(PacketPoolConfig { buffers: 1024, jumbo_buffers: 4, ..PacketPoolConfig::default() }),
+                Batch::default(),
+                BatchOutput::default(),
+                0,
+            )
+        });
+        batch.clear();
+        for p in packets.iter_mut() {
+            // SAFETY: `packets` is borrowed exclusively for the whole call,
+            // and the batch is cleared before it returns.
+            unsafe { batch.push_external(XbDesc::of(p, seq)) };
+            seq += 1;
+        }
+        self.run_batch(&mut batch, &pool, &mut out);
+        batch.clear();
+        verdicts.clear();
+        let mut exits = out.fanout.iter().peekable();
+        for (i, p) in packets.iter().enumerate() {
+            let v = out.verdict(i);
+            match v {
+                Verdict::Output(port) => emit(port, p),
+                Verdict::Fanout { .. } => {
+                    while let Some(e) = exits.next_if(|e| e.idx == i as u32) {
+                        match &e.copy {
+                            None => emit(e.port, p),
+                            Some(c) => emit(e.port, &Packet { data: c.bytes().to_vec(), ..p.clone() }),
+                        }
+                    }
+                }
+                _ => {}
+            }
+            verdicts.push(v);
+        }
+        out.clear();
+        self.convenience = Some((pool, batch, out, seq));
+    }
+
+    /// Moves the events coprocessors recorded since the last call
+    /// ([`Coprocessor::drain_events`]) to `out`.
+    pub fn drain_events(&mut self, out: &mut Vec<CoproEvent>) {
+        for st in &mut self.states {
+            for c in &mut st.copros {
+                c.drain_events(out);
+            }
         }
     }
 
-    /// A snapshot of the counters.
+    /// A snapshot of the counters (of this instance and of every worker it absorbed).
     pub fn stats(&self) -> AppStats {
         let mut s = self.stats.clone();
         match &self.binding {
@@ -395,6 +625,7 @@ impl Application {
             }
             Binding::Linked(l) => self.linked_stats(&mut s, &l.flow()),
         }
+        s.add(&self.absorbed);
         s
     }
 
@@ -424,13 +655,13 @@ impl Application {
 
     /// The state of a NetPE (data memory, coprocessors), for the control plane.
     pub fn netpe_state(&mut self, name: &str) -> Option<&mut PeState> {
-        let i = self.counters.iter().position(|c| c.name == name)?;
+        let i = self.meta.names.iter().position(|n| n == name)?;
         self.states.get_mut(i)
     }
 
     /// Names of the NetPEs in manifest order.
     pub fn netpe_names(&self) -> Vec<&str> {
-        self.counters.iter().map(|c| c.name.as_str()).collect()
+        self.meta.names.iter().map(String::as_str).collect()
     }
 
     /// Gives every coprocessor a [`Coprocessor::tick`] at time `now`
@@ -459,12 +690,13 @@ impl Application {
 
     fn find_copro(&self, name: &str) -> Result<(usize, usize), String> {
         let all: Vec<(usize, usize, String)> = self
+            .meta
             .copro_names
             .iter()
             .enumerate()
             .flat_map(|(pe, names)| names.iter().enumerate().map(move |(i, n)| (pe, i, n.clone())))
             .collect();
-        let qualified = |pe: usize, n: &str| format!("{}.{n}", self.counters[pe].name);
+        let qualified = |pe: usize, n: &str| format!("{}.{n}", self.meta.names[pe]);
         if let Some((pe, i, _)) = all.iter().find(|(pe, _, n)| qualified(*pe, n) == name) {
             return Ok((*pe, *i));
         }
@@ -516,9 +748,9 @@ impl Application {
     /// Every coprocessor instance's named statistics: `(NetPE, instance, stats)` in manifest and declaration order.
     pub fn copro_stats(&self) -> Vec<CoproStats> {
         let mut out = Vec::new();
-        for ((c, names), st) in self.counters.iter().zip(&self.copro_names).zip(&self.states) {
+        for ((pe, names), st) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states) {
             for (name, cp) in names.iter().zip(&st.copros) {
-                out.push((c.name.clone(), name.clone(), cp.stats()));
+                out.push((pe.clone(), name.clone(), cp.stats()));
             }
         }
         out
@@ -527,39 +759,24 @@ impl Application {
     /// The state of every coprocessor instance, keyed `NETPE.NAME`, for the control plane.
     pub fn copro_dumps(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for ((c, names), st) in self.counters.iter().zip(&self.copro_names).zip(&self.states) {
+        for ((pe, names), st) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states) {
             for (name, cp) in names.iter().zip(&st.copros) {
-                out.insert(format!("{}.{name}", c.name), cp.dump());
+                out.insert(format!("{pe}.{name}"), cp.dump());
             }
         }
         out
     }
 }
 
-type Work = (Dest, ExchangeBuffer, bool);
-
-/// Sends `xb` to every destination so that the first destination runs
-/// first: copies for all but the last, the buffer itself for the last. The
-/// first destination goes to `next` (run immediately), the others onto the
-/// work stack in reverse order.
-#[inline]
-fn fan_out(work: &mut Vec<Work>, next: &mut Option<Work>, dests: &[Dest], xb: ExchangeBuffer, orig: bool) {
-    if let [only] = dests {
-        *next = Some((*only, xb, orig));
-        return;
-    }
-    let (last, rest) = dests.split_last().expect("non-empty destinations");
-    let copies: Vec<ExchangeBuffer> = rest.iter().map(|_| xb.clone()).collect();
-    work.push((*last, xb, orig));
-    let mut copies = copies.into_iter().zip(rest).rev().peekable();
-    while let Some((c, d)) = copies.next() {
-        if copies.peek().is_none() {
-            *next = Some((*d, c, false));
-        } else {
-            work.push((*d, c, false));
-        }
-    }
+/// The buffer an exchange buffer's packet is in while it crosses the graph.
+enum Buf {
+    /// The packet's own bytes, where its descriptor points.
+    Orig,
+    /// A copy made at a fan-out.
+    Copy(PacketBuf),
 }
+
+type Work = (Dest, Buf, Vec<u8>);
 
 /// Orders the NetPEs so that every NetPE comes after those feeding it; fails on a cycle, naming it.
 fn topological_order(out: &[Vec<Vec<Dest>>], manifest: &Manifest) -> Result<Vec<usize>, RuntimeError> {

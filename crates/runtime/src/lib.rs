@@ -1,37 +1,51 @@
 //! The netvm runtime: turns an application manifest into a running graph of
-//! NetPEs and moves exchange buffers through it.
+//! NetPEs, and runs it over packets as a streaming packet engine.
 //!
 //! - [`manifest`]: the TOML application description;
 //! - [`program`]: loading `.nil`/`.nvm` files and verifying them;
-//! - [`Engine`]: how a verified module becomes executable code ([`InterpEngine`], [`JitEngine`]);
-//! - [`Application`]: the DAG of NetPE instances, [`Application::process_batch`], counters;
-//!   the whole application compiled by the engine (direct linking) or walked by the runtime.
+//! - [`Application`]: the DAG of NetPE instances, compiled by an [`Engine`]
+//!   (the whole application linked into one function, or walked by the
+//!   runtime), with its counters and control plane;
+//! - [`Driver`]: the packet engine: sources and sinks (ports), the packet
+//!   memory, batching, workers, the reorder stage, ticks and statistics.
+//!   `netvm run`, `netvm filter` and `netvm ids` are argument parsing over
+//!   it, and so is any program that embeds netvm
+//!   (`crates/runtime/examples/embed.rs`).
+//!
+//! Engines plug in: the JIT (feature `jit`) and the interpreter (feature
+//! `interp`), both on by default; the runtime itself needs neither.
 //!
 //! Semantics follow the NetVM paper §3.1.4: one exchange buffer is in flight
 //! at a time; when an output port feeds several inputs the buffer is
 //! duplicated and each copy runs to completion, in manifest order, before
-//! the next one starts.
+//! the next one starts. With several workers, packets are processed in
+//! parallel and leave every sink in arrival order.
 
 mod app;
+mod distribute;
+mod driver;
 pub mod manifest;
 pub mod program;
+mod queue;
 mod stats;
 
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};
+pub use distribute::{flow_hash, Distribution};
+pub use driver::{Driver, DriverConfig, RunReport, WorkerReport};
 pub use manifest::Manifest;
-pub use netvm_jit::link::LinkMode;
+#[cfg(feature = "interp")]
+pub use netvm_interp::InterpEngine;
+#[cfg(feature = "jit")]
+pub use netvm_jit::{link::LinkMode, JitEngine};
 pub use netvm_vm::graph::{AppGraph, Dest, Verdict};
+pub use netvm_vm::{Engine, EngineError};
 pub use program::{load_program, LoadedProgram};
 pub use stats::{AppStats, PeCounters};
 
 use std::path::PathBuf;
 
-use netvm_verify::Verified;
-use netvm_vm::graph::LinkedCode;
-use netvm_vm::{Limits, PeCode};
-
 /// Errors building or starting an application. Each variant says whose
-/// problem it is: the input files, the manifest, or a program.
+/// problem it is: the input files, the manifest, a program, or an engine.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
     /// A file could not be read.
@@ -52,96 +66,23 @@ pub enum RuntimeError {
     /// The NetPE graph has a cycle.
     #[error("the NetPE graph has a cycle: {0}")]
     Cycle(String),
-    /// A coprocessor could not be created.
+    /// A coprocessor could not be created (or forked for another worker).
     #[error("NetPE `{netpe}`: coprocessor `{copro}`: {error}")]
     Copro { netpe: String, copro: String, error: String },
     /// An `.init` handler faulted.
     #[error("NetPE `{netpe}`: .init failed: {outcome}")]
     Init { netpe: String, outcome: netvm_vm::Outcome },
+    /// The engine could not compile a NetPE (named) or the whole application.
+    #[error("{}{error}", .netpe.as_ref().map(|n| format!("NetPE `{n}`: ")).unwrap_or_default())]
+    Engine { netpe: Option<String>, error: EngineError },
+    /// The driver was configured inconsistently (workers, inputs, sinks).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl RuntimeError {
     /// True for verification failures (the CLI exits with 3 for these).
     pub fn is_verification(&self) -> bool {
         matches!(self, RuntimeError::Verify { .. })
-    }
-}
-
-/// An execution engine: turns verified modules into [`PeCode`], and
-/// possibly whole applications into [`LinkedCode`].
-pub trait Engine {
-    /// Short name (`interp`, `jit`).
-    fn name(&self) -> &'static str;
-    /// Prepares a verified module for execution.
-    fn prepare(&self, verified: &Verified) -> Result<Box<dyn PeCode>, String>;
-    /// Compiles a whole application (`modules` in application order), or
-    /// `None` if this engine leaves the graph to the runtime.
-    fn link(&self, graph: &AppGraph, modules: &[Verified], limits: &Limits) -> Option<Result<Box<dyn LinkedCode>, String>> {
-        let _ = (graph, modules, limits);
-        None
-    }
-    /// How [`Engine::link`] binds NetPEs (`direct`, `table`), for statistics.
-    fn link_name(&self) -> &'static str {
-        "dispatch"
-    }
-}
-
-/// The Cranelift JIT as an [`Engine`]. With a [`LinkMode`], it compiles
-/// whole applications (the default: [`LinkMode::Direct`]); without one, each
-/// NetPE alone, and the runtime walks the graph (`dispatch`).
-#[derive(Clone, Copy, Debug)]
-pub struct JitEngine {
-    /// How NetPEs are bound; `None` for the runtime's graph walk.
-    pub link: Option<LinkMode>,
-}
-
-impl Default for JitEngine {
-    fn default() -> Self {
-        JitEngine { link: Some(LinkMode::Direct) }
-    }
-}
-
-impl JitEngine {
-    /// The JIT binding NetPEs as `link` says (`None`: the runtime dispatches).
-    pub fn with_link(link: Option<LinkMode>) -> JitEngine {
-        JitEngine { link }
-    }
-}
-
-impl Engine for JitEngine {
-    fn name(&self) -> &'static str {
-        "jit"
-    }
-
-    fn prepare(&self, verified: &Verified) -> Result<Box<dyn PeCode>, String> {
-        netvm_jit::JitCode::compile(verified).map(|c| Box::new(c) as Box<dyn PeCode>).map_err(|e| e.to_string())
-    }
-
-    fn link(&self, graph: &AppGraph, modules: &[Verified], limits: &Limits) -> Option<Result<Box<dyn LinkedCode>, String>> {
-        let mode = self.link?;
-        let opts = netvm_jit::JitOptions::default();
-        Some(
-            netvm_jit::link::LinkedApp::compile(graph, modules, limits, mode, opts)
-                .map(|a| Box::new(a) as Box<dyn LinkedCode>)
-                .map_err(|e| e.to_string()),
-        )
-    }
-
-    fn link_name(&self) -> &'static str {
-        self.link.map_or("dispatch", LinkMode::name)
-    }
-}
-
-/// The reference interpreter as an [`Engine`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct InterpEngine;
-
-impl Engine for InterpEngine {
-    fn name(&self) -> &'static str {
-        "interp"
-    }
-
-    fn prepare(&self, verified: &Verified) -> Result<Box<dyn PeCode>, String> {
-        Ok(Box::new(netvm_interp::InterpCode::new(verified)))
     }
 }

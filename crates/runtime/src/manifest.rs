@@ -4,6 +4,8 @@
 //! ```toml
 //! name = "classifier"
 //! budget = 100000                 # optional, per handler invocation
+//! distribution = "flow"           # optional: how packets are spread over workers,
+//!                                 # "flow" or "round-robin" (default: see `Distribution`)
 //!
 //! [[netpe]]
 //! name = "classify"
@@ -48,6 +50,11 @@ pub struct Manifest {
     /// Execution budget per handler invocation (see `netvm_vm::Limits`).
     #[serde(default)]
     pub budget: Option<u64>,
+    /// How packets are spread over several workers (`--workers N`):
+    /// `flow` or `round-robin`; by default, round robin for stateless
+    /// applications and flow for the others ([`crate::Distribution`]).
+    #[serde(default)]
+    pub distribution: Option<String>,
     /// The NetPEs.
     #[serde(default, rename = "netpe")]
     pub netpes: Vec<NetPeSpec>,
@@ -141,6 +148,7 @@ impl Manifest {
         Manifest {
             name: Some(program.display().to_string()),
             budget,
+            distribution: None,
             netpes: vec![NetPeSpec { name: "main".into(), program: program.to_path_buf(), copro: BTreeMap::new(), module: None }],
             sources: in_ports.iter().map(|p| SourceSpec { port: *p, to: format!("main.{p}") }).collect(),
             connections: Vec::new(),

@@ -47,6 +47,36 @@ impl PeCounters {
     pub fn fault_count(&self, kind: FaultKind) -> u64 {
         self.faults[fault_index(kind)]
     }
+
+    /// The same NetPE with every counter at zero.
+    pub(crate) fn zeroed(&self) -> PeCounters {
+        PeCounters {
+            name: self.name.clone(),
+            packets_in: vec![0; self.packets_in.len()],
+            packets_out: vec![0; self.packets_out.len()],
+            ..PeCounters::default()
+        }
+    }
+
+    /// Adds `other`'s counts (the same NetPE on another worker).
+    pub(crate) fn add(&mut self, other: &PeCounters) {
+        add_vec(&mut self.packets_in, &other.packets_in);
+        add_vec(&mut self.packets_out, &other.packets_out);
+        self.dropped += other.dropped;
+        self.unconnected += other.unconnected;
+        for (a, b) in self.faults.iter_mut().zip(other.faults) {
+            *a += b;
+        }
+    }
+}
+
+fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+    if a.len() < b.len() {
+        a.resize(b.len(), 0);
+    }
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
 }
 
 pub(crate) fn fault_index(kind: FaultKind) -> usize {
@@ -75,5 +105,25 @@ impl AppStats {
     /// Total faults of all kinds.
     pub fn total_faults(&self) -> u64 {
         self.faults.values().sum()
+    }
+
+    /// Adds `other`'s counts (another worker's instance of the same application).
+    pub fn add(&mut self, other: &AppStats) {
+        self.packets += other.packets;
+        for (p, n) in &other.ports {
+            *self.ports.entry(*p).or_default() += n;
+        }
+        self.dropped += other.dropped;
+        self.no_source += other.no_source;
+        for (k, n) in &other.faults {
+            *self.faults.entry(k).or_default() += n;
+        }
+        if self.netpes.is_empty() {
+            self.netpes = other.netpes.clone();
+        } else {
+            for (a, b) in self.netpes.iter_mut().zip(&other.netpes) {
+                a.add(b);
+            }
+        }
     }
 }

@@ -157,6 +157,22 @@ impl SegmentInfo {
     pub fn is_reachable(&self, i: usize) -> bool {
         self.depth.get(i).is_some_and(Option::is_some)
     }
+
+    /// True if some reachable instruction writes memory `m` (a store, or an
+    /// `mcopy` into it). Coprocessors never write packet or data memory, so
+    /// a segment for which this is false leaves `m` as it found it: the
+    /// runtime runs programs that never write packet memory on bytes shared
+    /// with other packets (a replayed trace), and calls an application
+    /// stateless when no `.push` writes data memory.
+    pub fn writes(&self, m: netil::Mem) -> bool {
+        self.insns.iter().enumerate().any(|(i, insn)| {
+            self.is_reachable(i)
+                && match insn.operands {
+                    netil::Operands::MemPair(_, dst) => insn.op == netil::Opcode::Mcopy && dst == m,
+                    _ => insn.op.is_store() && insn.op.access_memory() == Some(m),
+                }
+        })
+    }
 }
 
 /// Verifies a module. See the [crate documentation](crate) for the

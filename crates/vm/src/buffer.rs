@@ -153,14 +153,7 @@ impl BlockPool {
         let region = Region::new(block_size.checked_mul(count as usize).expect("block pool size overflows"));
         let refs = (0..count).map(|_| AtomicU32::new(0)).collect();
         BlockPool {
-            shared: Arc::new(BlockShared {
-                region,
-                block_size,
-                count,
-                refs,
-                free: FreeList::new(count),
-                high_water: AtomicU32::new(0),
-            }),
+            shared: Arc::new(BlockShared { region, block_size, count, refs, free: FreeList::new(count), high_water: AtomicU32::new(0) }),
         }
     }
 
@@ -334,7 +327,12 @@ impl PacketPool {
         let class = |headroom: usize, room: usize, n: usize| {
             let stride = (headroom + room).max(1).next_multiple_of(ALIGN);
             let n = n.min(u32::MAX as usize);
-            BufClass { region: Region::new(stride.checked_mul(n).expect("pool size overflows")), stride, headroom, free: FreeList::new(n as u32) }
+            BufClass {
+                region: Region::new(stride.checked_mul(n).expect("pool size overflows")),
+                stride,
+                headroom,
+                free: FreeList::new(n as u32),
+            }
         };
         let standard = class(cfg.headroom, cfg.data_room.min(MAX_PACKET), cfg.buffers);
         let jumbo = class(0, MAX_PACKET, cfg.jumbo_buffers);

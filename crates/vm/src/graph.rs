@@ -128,6 +128,11 @@ pub struct BatchOutput {
 }
 
 impl BatchOutput {
+    /// An output with room for `n` packets' verdicts and exits.
+    pub fn with_capacity(n: usize) -> BatchOutput {
+        BatchOutput { verdicts: Vec::with_capacity(n), fanout: Vec::with_capacity(n) }
+    }
+
     /// Forgets the last batch (releasing its copies), keeping the capacity.
     pub fn clear(&mut self) {
         self.verdicts.clear();

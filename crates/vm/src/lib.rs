@@ -202,13 +202,7 @@ impl ExchangeBuffer {
 
     /// The view handlers run on (sequence number 0).
     pub fn view(&mut self) -> XbView<'_> {
-        XbView {
-            wire_len: self.packet.wire_len,
-            ts: self.packet.ts,
-            seq: 0,
-            packet: &mut self.packet.data,
-            info: &mut self.info,
-        }
+        XbView { wire_len: self.packet.wire_len, ts: self.packet.ts, seq: 0, packet: &mut self.packet.data, info: &mut self.info }
     }
 }
 

@@ -21,7 +21,7 @@
 
 #include "netvm.h"
 
-_Static_assert(sizeof(struct netvm_xb) == 32, "struct netvm_xb is 32 bytes");
+_Static_assert(sizeof(struct netvm_xb) == 40, "struct netvm_xb is 40 bytes");
 _Static_assert(sizeof(struct netvm_node) == 32, "struct netvm_node is 32 bytes");
 _Static_assert(sizeof(struct netvm_app) == 48, "struct netvm_app is 48 bytes");
 _Static_assert(sizeof(struct netvm_layout) == 36, "struct netvm_layout header is 36 bytes");
@@ -76,6 +76,7 @@ int main(void) {
         xb[i].data = malloc(xb[i].caplen ? xb[i].caplen : 1);
         if (!xb[i].data) die("out of memory");
         read_exact(xb[i].data, xb[i].caplen);
+        xb[i].seq = i;
     }
 
     for (uint32_t start = 0; start < npkts; start += batch) {

@@ -192,7 +192,7 @@ fn report(dir: &Path, meta: Option<&Path>, json_out: Option<&Path>) -> Result<()
 fn push_all(code: &dyn PeCode, state: &mut PeState, xbs: &mut [ExchangeBuffer], limits: &Limits) -> (u64, u64) {
     let (mut acc, mut faults) = (0, 0);
     for xb in xbs.iter_mut() {
-        match code.push(state, xb, 0, limits) {
+        match code.push(state, &mut xb.view(), 0, limits) {
             Outcome::Forward(ACCEPT_PORT) => acc += 1,
             Outcome::Fault(_) => faults += 1,
             _ => {}
@@ -207,7 +207,7 @@ fn push_repeat(code: &dyn PeCode, state: &mut PeState, xb: &mut ExchangeBuffer, 
     let mut acc = 0;
     for _ in 0..n {
         let xb = std::hint::black_box(&mut *xb);
-        acc += u64::from(code.push(state, xb, 0, limits) == Outcome::Forward(ACCEPT_PORT));
+        acc += u64::from(code.push(state, &mut xb.view(), 0, limits) == Outcome::Forward(ACCEPT_PORT));
     }
     acc
 }

@@ -1,0 +1,988 @@
+//! The packet engine: [`Driver`] runs an [`Application`] over its ports.
+//!
+//! ```text
+//! sources ─► merge by time ─► batches ─► worker(s): Application::run_batch ─► reorder ─► sinks
+//!    ▲          (seq numbers)     │                                            │
+//!    └──── blocks / buffers ◄─────┴──────────── released when written ◄───────┘
+//! ```
+//!
+//! Sources append descriptors of packets that lie in blocks of the driver's
+//! [`BlockPool`]; batches move to the application without a copy; sinks
+//! write from where the packets lie; a batch's memory returns to the pool
+//! when its packets have left. Memory is bounded by the configuration
+//! (blocks, packet buffers, batches in flight), never by the input, and
+//! nothing is allocated per packet once the run is warm.
+//!
+//! With one worker, everything runs on the calling thread. With N workers,
+//! the calling thread reads and writes (the I/O stage) and N threads run
+//! the application, each on its own instance ([`Application::fork`]) over
+//! the same code: whole batches to whichever worker is free
+//! ([`Distribution::RoundRobin`]), or each batch split by a symmetric flow
+//! hash ([`Distribution::Flow`]). Bounded queues give back-pressure (a
+//! source is not read while the workers are busy; nothing is dropped), and
+//! the I/O stage restores arrival order by sequence number before any sink,
+//! so packets leave in the order one worker would emit them.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use netvm_vm::buffer::{Batch, BlockPool, PacketPool, PacketPoolConfig};
+use netvm_vm::graph::{BatchOutput, VERDICT_FANOUT};
+use netvm_vm::port::{Fill, OutPacket, PortError, Sink, Source};
+use netvm_vm::{CoproEvent, Timestamp, XbDesc};
+
+use crate::distribute::{flow_hash, Distribution};
+use crate::queue::Queue;
+use crate::{Application, RuntimeError};
+
+/// How a [`Driver`] runs.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// Threads running the application (at least 1; 1 runs everything on
+    /// the calling thread).
+    pub workers: usize,
+    /// Packets per batch.
+    pub batch: usize,
+    /// How packets are spread over workers; `None`: the application's
+    /// manifest, else round robin for stateless applications and flow for
+    /// the others.
+    pub distribution: Option<Distribution>,
+    /// Times the inputs are run (for measurement): outputs and events are
+    /// produced by the first repetition only. Later repetitions replay the
+    /// packets from memory when they fit in [`DriverConfig::replay_memory`]
+    /// and the application never writes packet memory; otherwise the
+    /// sources are read again.
+    pub repeat: u64,
+    /// Bytes of input kept in memory for replaying repetitions.
+    pub replay_memory: usize,
+    /// Bytes per block of packet memory (at least 1 MiB: a block must hold
+    /// the largest record of any source).
+    pub block_size: usize,
+    /// Blocks of packet memory beyond those kept for replay.
+    pub blocks: usize,
+    /// Packet buffers (fan-out copies, private copies).
+    pub packet_pool: PacketPoolConfig,
+    /// Batches queued per worker.
+    pub queue_depth: usize,
+    /// Flush every sink after each batch (`-U`), so packets reach a pipe as
+    /// they are processed.
+    pub packet_buffered: bool,
+    /// Stop once this many packets have left on this output port (`-c N`).
+    pub stop_after: Option<(u16, u64)>,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            workers: 1,
+            batch: 256,
+            distribution: None,
+            repeat: 1,
+            replay_memory: 64 << 20,
+            block_size: 1 << 20,
+            blocks: 8,
+            packet_pool: PacketPoolConfig::default(),
+            queue_depth: 4,
+            packet_buffered: false,
+            stop_after: None,
+        }
+    }
+}
+
+/// What one worker did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Packets it processed.
+    pub packets: u64,
+    /// Batches it processed.
+    pub batches: u64,
+    /// Time spent running the application.
+    pub busy: Duration,
+    /// Time spent waiting for a batch.
+    pub wait: Duration,
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// Packets processed (every repetition).
+    pub packets: u64,
+    /// Packets read from the sources in the first repetition.
+    pub input_packets: u64,
+    /// Bytes (captured) read in the first repetition.
+    pub input_bytes: u64,
+    /// Time the workers spent running the application, in all.
+    pub busy: Duration,
+    /// Wall time of the run.
+    pub wall: Duration,
+    /// Per worker.
+    pub workers: Vec<WorkerReport>,
+    /// Time the I/O stage waited for workers (several workers only).
+    pub io_wait: Duration,
+    /// How packets were spread over the workers.
+    pub distribution: Option<Distribution>,
+    /// Sources that failed, with the error; each delivered the packets
+    /// before its error.
+    pub input_errors: Vec<String>,
+    /// A sink failed: the run stopped there.
+    pub output_error: Option<String>,
+    /// A sink's reader went away (`| head`): the run stopped quietly.
+    pub output_closed: bool,
+    /// The run stopped at [`DriverConfig::stop_after`].
+    pub stopped: bool,
+    /// Packets that left, by application output port (first repetition).
+    pub exits: Vec<u64>,
+    /// Blocks of packet memory in use at most at once.
+    pub blocks_high_water: usize,
+    /// Fan-out copies that found the packet pool exhausted.
+    pub pool_overflow: u64,
+    /// Repetitions replayed from memory (not read again).
+    pub replayed: bool,
+}
+
+impl RunReport {
+    /// Processing time per packet in nanoseconds (worker time over packets).
+    pub fn ns_per_packet(&self) -> f64 {
+        if self.packets == 0 {
+            0.0
+        } else {
+            self.busy.as_nanos() as f64 / self.packets as f64
+        }
+    }
+}
+
+/// The consumer of coprocessor events ([`Driver::on_events`]).
+pub type EventSink = Box<dyn FnMut(&[CoproEvent]) -> Result<(), String>>;
+
+/// The packet engine (see the module docs): an application, its ports, and
+/// the memory packets lie in.
+pub struct Driver {
+    app: Application,
+    cfg: DriverConfig,
+    blocks: BlockPool,
+    pool: PacketPool,
+    ports: Ports,
+}
+
+/// The driver's ports: what the I/O stage reads and writes.
+struct Ports {
+    sources: Vec<Box<dyn Source>>,
+    /// Sinks by application output port.
+    sinks: Vec<Vec<Box<dyn Sink>>>,
+    events: Option<EventSink>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("app", &self.app).field("cfg", &self.cfg).field("sources", &self.ports.sources.len()).finish()
+    }
+}
+
+impl Driver {
+    /// A driver for `app` (built, with its tables loaded). Its packet
+    /// memory is reserved now; sources are created over
+    /// [`Driver::block_pool`].
+    pub fn new(app: Application, cfg: DriverConfig) -> Driver {
+        let cfg = DriverConfig {
+            workers: cfg.workers.max(1),
+            batch: cfg.batch.clamp(1, 1 << 16),
+            repeat: cfg.repeat.max(1),
+            queue_depth: cfg.queue_depth.max(1),
+            block_size: cfg.block_size.max(1 << 20),
+            ..cfg
+        };
+        let replay_blocks = if cfg.repeat > 1 { cfg.replay_memory / cfg.block_size } else { 0 };
+        let working = cfg.blocks.max(2) + 2 * cfg.workers * cfg.queue_depth;
+        let blocks = BlockPool::new(cfg.block_size, working + replay_blocks);
+        let pool = PacketPool::new(cfg.packet_pool);
+        Driver { app, cfg, blocks, pool, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
+    }
+
+    /// The memory sources fill.
+    pub fn block_pool(&self) -> &BlockPool {
+        &self.blocks
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DriverConfig {
+        &self.cfg
+    }
+
+    /// Adds an input. Several inputs are merged by packet time (ties: the
+    /// lower input port first).
+    pub fn add_source(&mut self, source: Box<dyn Source>) {
+        self.ports.sources.push(source);
+    }
+
+    /// Sends the packets that leave on application output port `port` to `sink`.
+    pub fn add_sink(&mut self, port: u16, sink: Box<dyn Sink>) {
+        let p = usize::from(port);
+        if self.ports.sinks.len() <= p {
+            self.ports.sinks.resize_with(p + 1, Vec::new);
+        }
+        self.ports.sinks[p].push(sink);
+    }
+
+    /// Collects the events coprocessors record (an IDS's alerts): after
+    /// every batch, in packet order whichever worker ran the packet.
+    pub fn on_events(&mut self, f: EventSink) {
+        self.ports.events = Some(f);
+    }
+
+    /// The application (after a run: with every worker's counters and
+    /// per-worker coprocessor state folded in).
+    pub fn app(&self) -> &Application {
+        &self.app
+    }
+
+    /// The application, for the control plane.
+    pub fn app_mut(&mut self) -> &mut Application {
+        &mut self.app
+    }
+
+    /// Ends the driver, returning the application.
+    pub fn into_app(self) -> Application {
+        self.app
+    }
+
+    /// How packets would be spread over workers.
+    pub fn distribution(&self) -> Distribution {
+        self.cfg.distribution.unwrap_or(if self.app.keeps_state() { Distribution::Flow } else { Distribution::RoundRobin })
+    }
+
+    /// Runs every source to its end (or until a sink stops the run), then
+    /// finishes the sinks. Input errors end their source and are reported;
+    /// the run goes on with the others.
+    pub fn run(&mut self) -> Result<RunReport, RuntimeError> {
+        if self.ports.sources.is_empty() {
+            return Err(RuntimeError::Config("no input".into()));
+        }
+        let start = Instant::now();
+        let mut st = RunState::new(&self.cfg, self.ports.sinks.len().max(self.app.graph().sink_ports));
+        st.distribution = (self.cfg.workers > 1).then(|| self.distribution());
+        let replay_ok = !self.app.writes_packets();
+        let mut instances = Vec::new();
+        for _ in 1..self.cfg.workers {
+            instances.push(self.app.fork()?);
+        }
+        for rep in 0..self.cfg.repeat {
+            st.rep = rep;
+            if rep > 0 {
+                if st.stopped || st.output_closed || st.output_error.is_some() {
+                    break;
+                }
+                if !st.retained.is_empty() {
+                    st.replaying = true;
+                } else {
+                    for s in &mut self.ports.sources {
+                        match s.rewind() {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                return Err(RuntimeError::Config(format!(
+                                    "--repeat: input {} cannot be read again, and its packets do not fit in memory{}",
+                                    s.name(),
+                                    if replay_ok { "" } else { " (the application writes packet memory, so they are not kept)" }
+                                )))
+                            }
+                            Err(e) => st.input_errors.push(e.to_string()),
+                        }
+                    }
+                    st.ended = vec![false; self.ports.sources.len()];
+                    st.peeked = vec![None; self.ports.sources.len()];
+                }
+            } else {
+                st.retain = self.cfg.repeat > 1 && replay_ok;
+                st.ended = vec![false; self.ports.sources.len()];
+                st.peeked = vec![None; self.ports.sources.len()];
+            }
+            if self.cfg.workers == 1 {
+                self.run_inline(&mut st);
+            } else {
+                self.run_workers(&mut st, &mut instances);
+            }
+            if rep == 0 {
+                st.retain = false;
+                if !st.retained_complete {
+                    st.retained.clear();
+                }
+                st.trace = st.retained.iter().flat_map(|b| b.descs.iter().copied()).collect();
+                if st.trace.is_empty() {
+                    st.retained.clear();
+                }
+            }
+        }
+        for w in instances {
+            self.app.absorb(w);
+        }
+        for sinks in &mut self.ports.sinks {
+            for s in sinks {
+                if let Err(e) = s.finish() {
+                    st.sink_error(e);
+                }
+            }
+        }
+        st.retained.clear();
+        let mut report = st.report;
+        report.wall = start.elapsed();
+        report.busy = report.workers.iter().map(|w| w.busy).sum();
+        report.packets = report.workers.iter().map(|w| w.packets).sum();
+        report.distribution = st.distribution;
+        report.input_errors = st.input_errors;
+        report.output_error = st.output_error;
+        report.output_closed = st.output_closed;
+        report.stopped = st.stopped;
+        report.exits = st.exits;
+        report.blocks_high_water = self.blocks.high_water();
+        report.pool_overflow = self.pool.overflow();
+        report.replayed = st.replaying;
+        Ok(report)
+    }
+
+    /// One worker, on this thread.
+    fn run_inline(&mut self, st: &mut RunState) {
+        let mut batch = Batch::with_capacity(self.cfg.batch);
+        let mut out = BatchOutput::default();
+        let mut events = Vec::new();
+        if st.report.workers.is_empty() {
+            st.report.workers.push(WorkerReport::default());
+        }
+        while !st.halted() {
+            batch.clear();
+            match self.ports.next_batch(st, &self.cfg, self.cfg.batch, &mut batch) {
+                Next::Batch => {}
+                Next::End => break,
+                Next::Starved => {
+                    // Every block is free between batches here: a source
+                    // that starves now needs more memory than configured.
+                    st.input_errors.push(format!("the packet memory ({} blocks) is too small for the inputs", self.blocks.count()));
+                    break;
+                }
+            }
+            let t0 = Instant::now();
+            self.app.run_batch(&mut batch, &self.pool, &mut out);
+            let w = &mut st.report.workers[0];
+            w.busy += t0.elapsed();
+            w.packets += batch.len() as u64;
+            w.batches += 1;
+            if st.rep == 0 {
+                if self.ports.events.is_some() {
+                    events.clear();
+                    self.app.drain_events(&mut events);
+                    st.deliver_events(&mut self.ports.events, &mut events);
+                }
+                st.emit(&mut self.ports.sinks, &batch, &out, &self.cfg);
+            }
+            out.clear();
+            if st.retain {
+                st.keep(std::mem::replace(&mut batch, Batch::with_capacity(self.cfg.batch)), &self.cfg, &self.blocks);
+            }
+        }
+    }
+
+    /// N workers on their own threads; this thread reads, reorders and writes.
+    fn run_workers(&mut self, st: &mut RunState, instances: &mut [Application]) {
+        let n = self.cfg.workers;
+        let depth = self.cfg.queue_depth;
+        let flow = st.distribution == Some(Distribution::Flow);
+        let want_events = self.ports.events.is_some() && st.rep == 0;
+        if st.report.workers.is_empty() {
+            st.report.workers = vec![WorkerReport::default(); n];
+        }
+        // Round robin: whole batches, from one queue every worker takes
+        // from. Flow: chunks of `n` batches' worth, split by flow hash into
+        // one part per worker (a part averages a batch), one queue each.
+        let chunk_size = if flow { self.cfg.batch * n } else { self.cfg.batch };
+        let max_inflight = if flow { 2 * depth } else { n * depth + n };
+        let jobs = if flow { max_inflight * n } else { max_inflight };
+        let queues: Vec<Queue<Job>> = (0..if flow { n } else { 1 }).map(|_| Queue::new(if flow { depth } else { n * depth })).collect();
+        // Room for every job in flight, so that a worker never waits to hand one back.
+        let done: Queue<Job> = Queue::new(jobs + n);
+        // Every batch, output and chunk the run can have in flight, made
+        // now: recycling them never allocates.
+        let mut spare_batches: Vec<Batch> = Vec::with_capacity(max_inflight + jobs + 1);
+        let mut spare_parts_b: Vec<Batch> = Vec::with_capacity(jobs + n);
+        for _ in 0..max_inflight + 1 {
+            spare_batches.push(Batch::with_capacity(chunk_size));
+        }
+        // A part may hold a whole chunk when every flow hashes to one worker.
+        if flow {
+            for _ in 0..jobs + n {
+                spare_parts_b.push(Batch::with_capacity(chunk_size));
+            }
+        }
+        let mut spare_outs: Vec<BatchOutput> = (0..jobs + n).map(|_| BatchOutput::with_capacity(2 * chunk_size)).collect();
+        let mut spare_parts: Vec<Vec<Part>> = (0..max_inflight + 1).map(|_| Vec::with_capacity(n)).collect();
+        let mut parts: Vec<Batch> = Vec::with_capacity(n);
+        let mut inflight: VecDeque<Chunk> = VecDeque::with_capacity(max_inflight + 1);
+        let (pool, cfg, blocks, ports) = (&self.pool, &self.cfg, &self.blocks, &mut self.ports);
+        let (first, rest) = (&mut self.app, instances);
+        let mut apps: Vec<&mut Application> = std::iter::once(first).chain(rest.iter_mut()).collect();
+        std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (w, app) in apps.drain(..).enumerate() {
+                let (rx, done) = (&queues[if flow { w } else { 0 }], &done);
+                handles.push(scope.spawn(move || worker_loop(app, rx, done, pool, want_events)));
+            }
+            let mut first_chunk = 0u64;
+            let mut input_done = false;
+            loop {
+                // Retire what is done, in order.
+                while let Some(job) = done.try_recv() {
+                    st.complete(&mut inflight, first_chunk, job);
+                }
+                first_chunk +=
+                    ports.retire(st, cfg, blocks, &mut inflight, &mut spare_batches, &mut spare_parts_b, &mut spare_outs, &mut spare_parts);
+                if !input_done && !st.halted() && inflight.len() < max_inflight {
+                    let mut chunk_batch = spare_batches.pop().unwrap_or_else(|| Batch::with_capacity(chunk_size));
+                    chunk_batch.clear();
+                    match ports.next_batch(st, cfg, chunk_size, &mut chunk_batch) {
+                        Next::Batch => {
+                            let id = first_chunk + inflight.len() as u64;
+                            let base = chunk_batch.descs[0].seq;
+                            let len = chunk_batch.len();
+                            if flow {
+                                parts.clear();
+                                for _ in 0..n {
+                                    let mut b = spare_parts_b.pop().unwrap_or_else(|| Batch::with_capacity(chunk_size));
+                                    b.clear();
+                                    parts.push(b);
+                                }
+                                for d in &chunk_batch.descs {
+                                    // SAFETY: the chunk's batch holds the memory
+                                    // of every descriptor, and this thread keeps
+                                    // it (untouched) until every part is done.
+                                    let h = flow_hash(unsafe { d.bytes() });
+                                    // SAFETY: as above; each descriptor goes to exactly one part.
+                                    unsafe { parts[(h % n as u64) as usize].push_external(*d) };
+                                }
+                                let pending = parts.iter().filter(|p| !p.is_empty()).count() as u32;
+                                inflight.push_back(Chunk::new(base, len, Some(chunk_batch), spare_parts.pop(), n, pending));
+                                for (w, part) in parts.drain(..).enumerate() {
+                                    if part.is_empty() {
+                                        spare_parts_b.push(part);
+                                        continue;
+                                    }
+                                    let out = spare_outs.pop().unwrap_or_default();
+                                    let t = Instant::now();
+                                    // A worker never waits for this thread, so this send ends.
+                                    let _ = queues[w].send(Job { chunk: id, part: w, batch: part, out, events: Vec::new() });
+                                    st.report.io_wait += t.elapsed();
+                                }
+                            } else {
+                                inflight.push_back(Chunk::new(base, len, None, spare_parts.pop(), 1, 1));
+                                let out = spare_outs.pop().unwrap_or_default();
+                                let t = Instant::now();
+                                let _ = queues[0].send(Job { chunk: id, part: 0, batch: chunk_batch, out, events: Vec::new() });
+                                st.report.io_wait += t.elapsed();
+                            }
+                            continue;
+                        }
+                        Next::End => {
+                            spare_batches.push(chunk_batch);
+                            input_done = true;
+                        }
+                        Next::Starved => {
+                            spare_batches.push(chunk_batch);
+                            if inflight.is_empty() {
+                                st.input_errors.push(format!("the packet memory ({} blocks) is too small for the inputs", blocks.count()));
+                                input_done = true;
+                            }
+                        }
+                    }
+                }
+                if inflight.is_empty() && (input_done || st.halted()) {
+                    break;
+                }
+                // Wait for a worker.
+                let t = Instant::now();
+                match done.recv() {
+                    Some(job) => st.complete(&mut inflight, first_chunk, job),
+                    None => break,
+                }
+                st.report.io_wait += t.elapsed();
+            }
+            for q in &queues {
+                q.close();
+            }
+            for (w, h) in handles.into_iter().enumerate() {
+                if let Ok(r) = h.join() {
+                    let t = &mut st.report.workers[w];
+                    t.packets += r.packets;
+                    t.batches += r.batches;
+                    t.busy += r.busy;
+                    t.wait += r.wait;
+                }
+            }
+        });
+    }
+}
+
+impl Ports {
+    /// Writes the chunks at the head of `inflight` that are complete, in
+    /// order, and recycles them; returns how many were retired.
+    fn retire(
+        &mut self,
+        st: &mut RunState,
+        cfg: &DriverConfig,
+        blocks: &BlockPool,
+        inflight: &mut VecDeque<Chunk>,
+        spare_batches: &mut Vec<Batch>,
+        spare_part_batches: &mut Vec<Batch>,
+        spare_outs: &mut Vec<BatchOutput>,
+        spare_parts: &mut Vec<Vec<Part>>,
+    ) -> u64 {
+        let mut retired = 0;
+        while inflight.front().is_some_and(|c| c.pending == 0) {
+            let mut c = inflight.pop_front().expect("front exists");
+            retired += 1;
+            if st.rep == 0 {
+                st.emit_chunk(&mut self.sinks, &mut self.events, &mut c, cfg);
+            }
+            let mut parts = std::mem::take(&mut c.parts);
+            let mut kept = None;
+            for (b, mut o, _) in parts.iter_mut().filter_map(Option::take) {
+                o.clear();
+                spare_outs.push(o);
+                if c.batch.is_none() && st.retain {
+                    kept = Some(b);
+                } else {
+                    let mut b = b;
+                    b.clear();
+                    if c.batch.is_some() {
+                        spare_part_batches.push(b);
+                    } else {
+                        spare_batches.push(b);
+                    }
+                }
+            }
+            if let Some(mut b) = c.batch.take() {
+                if st.retain {
+                    kept = Some(b);
+                } else {
+                    b.clear();
+                    spare_batches.push(b);
+                }
+            }
+            if let Some(b) = kept {
+                st.keep(b, cfg, blocks);
+            }
+            parts.clear();
+            spare_parts.push(parts);
+        }
+        retired
+    }
+
+    /// Fills `batch` with the next packets: from the retained trace when
+    /// replaying, else from the sources merged by time; numbers them.
+    fn next_batch(&mut self, st: &mut RunState, cfg: &DriverConfig, max: usize, batch: &mut Batch) -> Next {
+        if st.replaying {
+            let total = st.trace.len() as u64;
+            let end = total * (st.rep + 1);
+            if st.replay_pos < total * st.rep {
+                st.replay_pos = total * st.rep;
+            }
+            if st.replay_pos >= end {
+                return Next::End;
+            }
+            while batch.len() < max && st.replay_pos < end {
+                let mut d: XbDesc = st.trace[(st.replay_pos % total) as usize];
+                d.seq = st.next_seq;
+                st.next_seq += 1;
+                st.replay_pos += 1;
+                // SAFETY: the retained batches hold this memory until the
+                // run ends, and the application never writes packet memory
+                // (replay is only used then), so descriptors may share bytes.
+                unsafe { batch.push_external(d) };
+            }
+            return Next::Batch;
+        }
+        let start = batch.len();
+        let _ = cfg;
+        let r = self.fill_merged(st, max, batch);
+        for d in &mut batch.descs[start..] {
+            d.seq = st.next_seq;
+            st.next_seq += 1;
+            if st.rep == 0 {
+                st.report.input_packets += 1;
+                st.report.input_bytes += u64::from(d.caplen);
+            }
+        }
+        if batch.len() > start {
+            Next::Batch
+        } else {
+            r
+        }
+    }
+
+    fn fill_merged(&mut self, st: &mut RunState, max: usize, batch: &mut Batch) -> Next {
+        if self.sources.len() == 1 {
+            if st.ended[0] {
+                return Next::End;
+            }
+            return match self.sources[0].fill(batch, max, None) {
+                Ok(Fill::Packets(_)) => Next::Batch,
+                Ok(Fill::Starved) => Next::Starved,
+                Ok(Fill::End) => {
+                    st.ended[0] = true;
+                    Next::End
+                }
+                Err(e) => {
+                    st.ended[0] = true;
+                    st.input_errors.push(e.to_string());
+                    if batch.is_empty() {
+                        Next::End
+                    } else {
+                        Next::Batch
+                    }
+                }
+            };
+        }
+        while batch.len() < max {
+            // The next packet of every source that has one: (time, port, index).
+            let mut best: Option<(Timestamp, u16, usize)> = None;
+            let mut second: Option<(Timestamp, u16)> = None;
+            for i in 0..self.sources.len() {
+                if st.ended[i] {
+                    continue;
+                }
+                let t = match st.peeked[i] {
+                    Some(t) => t,
+                    None => match self.sources[i].peek_time() {
+                        Ok(Some(t)) => {
+                            st.peeked[i] = Some(t);
+                            t
+                        }
+                        Ok(None) => {
+                            st.ended[i] = true;
+                            continue;
+                        }
+                        Err(e) => {
+                            st.ended[i] = true;
+                            st.input_errors.push(e.to_string());
+                            continue;
+                        }
+                    },
+                };
+                let key = (t, self.sources[i].in_port());
+                match best {
+                    Some((bt, bp, _)) if (bt, bp) <= key => {
+                        if second.is_none_or(|s| key < s) {
+                            second = Some(key);
+                        }
+                    }
+                    _ => {
+                        if let Some((bt, bp, _)) = best {
+                            second = Some(second.map_or((bt, bp), |s| s.min((bt, bp))));
+                        }
+                        best = Some((key.0, key.1, i));
+                    }
+                }
+            }
+            let Some((_, _, i)) = best else {
+                return if batch.is_empty() { Next::End } else { Next::Batch };
+            };
+            st.peeked[i] = None;
+            match self.sources[i].fill(batch, max - batch.len(), second) {
+                Ok(Fill::Packets(_)) => {}
+                Ok(Fill::Starved) => return if batch.is_empty() { Next::Starved } else { Next::Batch },
+                Ok(Fill::End) => st.ended[i] = true,
+                Err(e) => {
+                    st.ended[i] = true;
+                    st.input_errors.push(e.to_string());
+                }
+            }
+        }
+        Next::Batch
+    }
+}
+
+/// What [`Driver::next_batch`] could do.
+enum Next {
+    Batch,
+    End,
+    Starved,
+}
+
+/// A batch (or a part of one) on its way to a worker and back.
+struct Job {
+    chunk: u64,
+    part: usize,
+    batch: Batch,
+    out: BatchOutput,
+    events: Vec<CoproEvent>,
+}
+
+/// A part of a chunk, back from its worker: the batch, its output, its events.
+type Part = Option<(Batch, BatchOutput, Vec<CoproEvent>)>;
+
+/// A batch read from the sources, in flight: its parts (one, or one per
+/// worker under flow distribution) come back in any order.
+struct Chunk {
+    /// Sequence number of its first packet.
+    base: u64,
+    len: usize,
+    /// The batch holding the memory (flow distribution: the parts point into it).
+    batch: Option<Batch>,
+    parts: Vec<Part>,
+    pending: u32,
+}
+
+impl Chunk {
+    /// A chunk of `n` parts, `pending` of them in flight; `spare` is a recycled parts vector.
+    fn new(base: u64, len: usize, batch: Option<Batch>, spare: Option<Vec<Part>>, n: usize, pending: u32) -> Chunk {
+        let mut parts = spare.unwrap_or_default();
+        parts.clear();
+        parts.resize_with(n, || None);
+        Chunk { base, len, batch, parts, pending }
+    }
+}
+
+fn worker_loop(app: &mut Application, jobs: &Queue<Job>, done: &Queue<Job>, pool: &PacketPool, want_events: bool) -> WorkerReport {
+    let mut r = WorkerReport::default();
+    loop {
+        let t = Instant::now();
+        let Some(mut job) = jobs.recv() else { break };
+        r.wait += t.elapsed();
+        let t0 = Instant::now();
+        app.run_batch(&mut job.batch, pool, &mut job.out);
+        r.busy += t0.elapsed();
+        r.packets += job.batch.len() as u64;
+        r.batches += 1;
+        if want_events {
+            job.events.clear();
+            app.drain_events(&mut job.events);
+        }
+        if done.send(job).is_err() {
+            break;
+        }
+    }
+    r
+}
+
+/// The state of one run that the loops share.
+struct RunState {
+    report: RunReport,
+    rep: u64,
+    next_seq: u64,
+    ended: Vec<bool>,
+    peeked: Vec<Option<Timestamp>>,
+    distribution: Option<Distribution>,
+    input_errors: Vec<String>,
+    output_error: Option<String>,
+    output_closed: bool,
+    stopped: bool,
+    exits: Vec<u64>,
+    stop_port: Option<u16>,
+    stop_left: Option<u64>,
+    /// Keep processed batches for replay (first repetition).
+    retain: bool,
+    retained: Vec<Batch>,
+    retained_bytes: usize,
+    retained_complete: bool,
+    trace: Vec<XbDesc>,
+    replaying: bool,
+    replay_pos: u64,
+    /// Reorder scratch: packet position in a chunk → (part, index).
+    order: Vec<(u32, u32)>,
+    cursors: Vec<usize>,
+    event_scratch: Vec<CoproEvent>,
+}
+
+impl RunState {
+    fn new(cfg: &DriverConfig, sink_ports: usize) -> RunState {
+        RunState {
+            report: RunReport::default(),
+            rep: 0,
+            next_seq: 0,
+            ended: Vec::new(),
+            peeked: Vec::new(),
+            distribution: None,
+            input_errors: Vec::new(),
+            output_error: None,
+            output_closed: false,
+            stopped: false,
+            exits: vec![0; sink_ports.max(cfg.stop_after.map_or(0, |(p, _)| usize::from(p) + 1))],
+            stop_port: cfg.stop_after.map(|(p, _)| p),
+            stop_left: cfg.stop_after.map(|(_, n)| n),
+            retain: false,
+            retained: Vec::new(),
+            retained_bytes: 0,
+            retained_complete: true,
+            trace: Vec::new(),
+            replaying: false,
+            replay_pos: 0,
+            order: Vec::new(),
+            cursors: Vec::new(),
+            event_scratch: Vec::new(),
+        }
+    }
+
+    /// Whether the run must stop reading (a sink stopped it).
+    fn halted(&self) -> bool {
+        self.stopped || self.output_closed || self.output_error.is_some()
+    }
+
+    fn sink_error(&mut self, e: PortError) {
+        match e {
+            PortError::Closed(_) => self.output_closed = true,
+            PortError::Failed(m) => {
+                self.output_error.get_or_insert(m);
+            }
+        }
+    }
+
+    /// Keeps a processed batch for replay while the retained memory fits the budget.
+    fn keep(&mut self, batch: Batch, cfg: &DriverConfig, blocks: &BlockPool) {
+        if !self.retained_complete {
+            return;
+        }
+        self.retained_bytes += batch.descs.iter().map(|d| d.caplen as usize + 16).sum::<usize>();
+        // Leave the working blocks to the sources.
+        let working = cfg.blocks.max(2) + 2 * cfg.workers * cfg.queue_depth;
+        if self.retained_bytes > cfg.replay_memory || blocks.available() < working / 2 {
+            self.retained_complete = false;
+            self.retained.clear();
+            self.retain = false;
+            return;
+        }
+        self.retained.push(batch);
+    }
+
+    fn deliver_events(&mut self, consumer: &mut Option<EventSink>, events: &mut [CoproEvent]) {
+        if events.is_empty() || self.halted() {
+            return;
+        }
+        events.sort_by_key(|e| e.seq);
+        if let Some(f) = consumer {
+            if let Err(e) = f(events) {
+                self.output_error.get_or_insert(e);
+            }
+        }
+    }
+
+    /// Records a finished job in its chunk.
+    fn complete(&mut self, inflight: &mut VecDeque<Chunk>, first: u64, job: Job) {
+        let Some(c) = inflight.get_mut((job.chunk - first) as usize) else { return };
+        c.parts[job.part] = Some((job.batch, job.out, job.events));
+        c.pending -= 1;
+    }
+
+    /// Writes what left a batch, packet by packet, in order.
+    fn emit(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput, cfg: &DriverConfig) {
+        let mut cursor = 0;
+        for i in 0..batch.len() {
+            if self.halted() {
+                return;
+            }
+            self.emit_packet(sinks, batch, out, i, &mut cursor);
+        }
+        if cfg.packet_buffered {
+            self.flush(sinks);
+        }
+    }
+
+    fn flush(&mut self, sinks: &mut [Vec<Box<dyn Sink>>]) {
+        for s in sinks.iter_mut().flatten() {
+            if let Err(e) = s.flush() {
+                self.sink_error(e);
+            }
+        }
+    }
+
+    /// Writes the exits of packet `i` of `batch`.
+    #[inline]
+    fn emit_packet(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput, i: usize, cursor: &mut usize) {
+        let v = out.verdicts[i];
+        if v < 0x1_0000 {
+            let port = v as u16;
+            let d = &batch.descs[i];
+            // SAFETY: the batch holds the memory of its descriptors and is
+            // not being processed.
+            self.exit(sinks, port, d, unsafe { d.bytes() });
+        } else if v & VERDICT_FANOUT != 0 {
+            let d = &batch.descs[i];
+            while let Some(e) = out.fanout.get(*cursor).filter(|e| e.idx as usize == i) {
+                *cursor += 1;
+                // SAFETY: as above.
+                let bytes = e.copy.as_ref().map_or_else(|| unsafe { d.bytes() }, |c| c.bytes());
+                self.exit(sinks, e.port, d, bytes);
+                if self.halted() {
+                    return;
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn exit(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], port: u16, d: &XbDesc, data: &[u8]) {
+        let p = usize::from(port);
+        if let Some(n) = self.exits.get_mut(p) {
+            *n += 1;
+        }
+        if let Some(ss) = sinks.get_mut(p) {
+            if !ss.is_empty() {
+                let pkt = OutPacket { data, wire_len: d.wirelen, ts: d.ts(), in_port: d.in_port, seq: d.seq };
+                for s in ss.iter_mut() {
+                    if let Err(e) = s.write(&pkt) {
+                        self.sink_error(e);
+                        return;
+                    }
+                }
+            }
+        }
+        if self.stop_port == Some(port) {
+            if let Some(left) = &mut self.stop_left {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    self.stopped = true;
+                }
+            }
+        }
+    }
+
+    /// Writes a complete chunk's exits and events in arrival order.
+    fn emit_chunk(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], events: &mut Option<EventSink>, c: &mut Chunk, cfg: &DriverConfig) {
+        let mut evs = std::mem::take(&mut self.event_scratch);
+        evs.clear();
+        for (_, _, e) in c.parts.iter_mut().flatten() {
+            evs.append(e);
+        }
+        self.deliver_events(events, &mut evs);
+        self.event_scratch = evs;
+        if c.batch.is_none() {
+            if let Some((b, o, _)) = c.parts[0].as_ref() {
+                self.emit(sinks, b, o, cfg);
+            }
+            return;
+        }
+        // Flow distribution: put the parts' packets back in arrival order.
+        self.order.clear();
+        self.order.resize(c.len, (u32::MAX, 0));
+        for (p, part) in c.parts.iter().enumerate() {
+            if let Some((b, _, _)) = part {
+                for (i, d) in b.descs.iter().enumerate() {
+                    if let Some(slot) = self.order.get_mut((d.seq - c.base) as usize) {
+                        *slot = (p as u32, i as u32);
+                    }
+                }
+            }
+        }
+        self.cursors.clear();
+        self.cursors.resize(c.parts.len(), 0);
+        let order = std::mem::take(&mut self.order);
+        for &(p, i) in &order {
+            if self.halted() {
+                break;
+            }
+            if let Some((b, o, _)) = c.parts.get(p as usize).and_then(Option::as_ref) {
+                let mut cur = self.cursors[p as usize];
+                self.emit_packet(sinks, b, o, i as usize, &mut cur);
+                self.cursors[p as usize] = cur;
+            }
+        }
+        self.order = order;
+        if cfg.packet_buffered {
+            self.flush(sinks);
+        }
+    }
+}
