@@ -36,6 +36,11 @@ pub struct FilterArgs {
     /// Timestamp precision of the output file (default: the input's), as tcpdump's option.
     #[arg(long = "time-stamp-precision", value_enum)]
     precision: Option<PrecisionArg>,
+    /// Print statistics as one JSON object on standard error when done
+    /// (standard output may be the capture): packets, matches, timing,
+    /// workers, memory.
+    #[arg(long)]
+    stats: bool,
     /// More protocol database stanzas (TOML, see docs/filter-language.md); may be repeated.
     #[arg(long = "protocols", value_name = "FILE.toml")]
     protocols: Vec<PathBuf>,
@@ -138,6 +143,20 @@ pub fn cmd_filter(args: FilterArgs) -> u8 {
         return exit;
     }
     let matched = r.exits.get(1).copied().unwrap_or(0);
+    if args.stats {
+        let j = serde_json::json!({
+            "packets": r.input_packets,
+            "bytes": r.input_bytes,
+            "matched": matched,
+            "stopped": r.stopped,
+            "engine": driver.app().engine(),
+            "ns_per_packet": (r.ns_per_packet() * 100.0).round() / 100.0,
+            "wall_ns": r.wall.as_nanos() as u64,
+            "workers": crate::run::workers_json(&r),
+            "memory": crate::run::memory_json(&r),
+        });
+        eprintln!("{j}");
+    }
     if args.count {
         if let Err(code) = common::stdout_write(&format!("{matched}\n")) {
             return code;

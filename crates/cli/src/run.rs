@@ -327,8 +327,26 @@ pub fn stats_json(s: &AppStats, r: &RunReport, engine: &str, repeat: u64) -> ser
         "io_wait_ns": r.io_wait.as_nanos() as u64,
         "wall_ns": r.wall.as_nanos() as u64,
         "input": { "packets": r.input_packets, "bytes": r.input_bytes },
-        "memory": { "blocks_high_water": r.blocks_high_water, "pool_overflow": r.pool_overflow, "replayed": r.replayed },
+        "memory": memory_json(r),
     })
+}
+
+/// Packet memory used, and the process's peak resident memory (VmHWM).
+pub fn memory_json(r: &RunReport) -> serde_json::Value {
+    serde_json::json!({
+        "blocks_high_water": r.blocks_high_water,
+        "pool_overflow": r.pool_overflow,
+        "replayed": r.replayed,
+        "peak_rss_kb": peak_rss_kb(),
+    })
+}
+
+/// The process's peak resident set size in KiB (`VmHWM` of /proc/self/status; 0 where there is none).
+pub fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("VmHWM:").and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())))
+        .unwrap_or(0)
 }
 
 /// Per worker: packets, batches, time running the application and time waiting for work.
