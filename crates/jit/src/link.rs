@@ -1302,6 +1302,7 @@ fn hook_symbols() -> Vec<(&'static str, *const u8)> {
 /// The compiled code of an application, shared by every worker's [`LinkedApp`].
 struct LinkedProgram {
     run: RunFn,
+    fanout: bool,
     init: Option<InitFn>,
     graph: AppGraph,
     layout: AppLayout,
@@ -1371,6 +1372,7 @@ impl LinkedApp {
         };
         let prog = LinkedProgram {
             run,
+            fanout: graph.has_fanout(),
             init,
             graph: graph.clone(),
             budget: limits.budget,
@@ -1489,8 +1491,8 @@ impl LinkedCode for LinkedApp {
             return;
         }
         self.bind(states);
-        self.fanout.set_pool(pool);
-        if self.prog.graph.has_fanout() {
+        if self.prog.fanout {
+            self.fanout.set_pool(pool);
             self.fanout.reserve(n);
             out.fanout.reserve(2 * n);
         }

@@ -54,7 +54,9 @@ pub struct FanoutState {
 impl FanoutState {
     /// Takes copies from `pool` from now on.
     pub fn set_pool(&mut self, pool: &PacketPool) {
-        self.pool = Some(pool.clone());
+        if !self.pool.as_ref().is_some_and(|p| p.same(pool)) {
+            self.pool = Some(pool.clone());
+        }
     }
 
     /// Makes room for the fan-out of a batch of `packets` packets (each

@@ -49,6 +49,8 @@ struct AppMeta {
     link: &'static str,
     writes_packets: bool,
     writes_data: bool,
+    /// Some port or source has several destinations.
+    fanout: bool,
 }
 
 /// A built NetVM application: one worker's instance (see the module docs).
@@ -240,7 +242,7 @@ impl Application {
         };
         let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
-        let meta = AppMeta { graph, names, copro_names, info_size, limits, engine: engine.name(), link, writes_packets, writes_data };
+        let meta = AppMeta { fanout: graph.has_fanout(), graph, names, copro_names, info_size, limits, engine: engine.name(), link, writes_packets, writes_data };
         let mut app = Application::instance(Arc::new(meta), binding, states, counters);
         let meta = Arc::clone(&app.meta);
         let name = |i: usize| meta.names[i].clone();
@@ -387,7 +389,7 @@ impl Application {
             return;
         }
         out.verdicts.reserve(batch.len());
-        if self.meta.graph.has_fanout() {
+        if self.meta.fanout {
             out.fanout.reserve(2 * batch.len());
         }
         for i in 0..batch.len() {

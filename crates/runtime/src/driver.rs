@@ -265,15 +265,39 @@ impl Driver {
         for _ in 1..self.cfg.workers {
             instances.push(self.app.fork()?);
         }
-        for rep in 0..self.cfg.repeat {
-            st.rep = rep;
-            if rep > 0 {
-                if st.stopped || st.output_closed || st.output_error.is_some() {
-                    break;
-                }
-                if !st.retained.is_empty() {
-                    st.replaying = true;
-                } else {
+        // The first repetition streams from the sources to the sinks, and
+        // keeps its batches for replay where they fit.
+        st.retain = self.cfg.repeat > 1 && replay_ok;
+        st.ended = vec![false; self.ports.sources.len()];
+        st.peeked = vec![None; self.ports.sources.len()];
+        self.run_phase(&mut st, &mut instances);
+        st.retain = false;
+        if !st.retained_complete {
+            st.retained.clear();
+        }
+        st.trace = st.retained.iter().flat_map(|b| b.descs.iter().copied()).collect();
+        if st.trace.is_empty() {
+            st.retained.clear();
+        } else {
+            // Extended cyclically by a batch (see `next_batch`).
+            let (total, chunk) = (st.trace.len(), self.cfg.batch * self.cfg.workers.max(1));
+            for k in 0..chunk {
+                st.trace.push(st.trace[k % total]);
+            }
+        }
+        // The other repetitions produce no output: from memory in one pass
+        // (batches run across the repetitions' boundaries), or from the
+        // sources again, one pass each.
+        let more = self.cfg.repeat - 1;
+        if more > 0 && !st.halted() {
+            st.rep = 1;
+            if !st.trace.is_empty() {
+                st.replaying = true;
+                st.trace_len = st.retained.iter().map(Batch::len).sum::<usize>() as u64;
+                st.replay_end = st.trace_len * more;
+                self.run_phase(&mut st, &mut instances);
+            } else {
+                for _ in 0..more {
                     for s in &mut self.ports.sources {
                         match s.rewind() {
                             Ok(true) => {}
@@ -289,25 +313,7 @@ impl Driver {
                     }
                     st.ended = vec![false; self.ports.sources.len()];
                     st.peeked = vec![None; self.ports.sources.len()];
-                }
-            } else {
-                st.retain = self.cfg.repeat > 1 && replay_ok;
-                st.ended = vec![false; self.ports.sources.len()];
-                st.peeked = vec![None; self.ports.sources.len()];
-            }
-            if self.cfg.workers == 1 {
-                self.run_inline(&mut st);
-            } else {
-                self.run_workers(&mut st, &mut instances);
-            }
-            if rep == 0 {
-                st.retain = false;
-                if !st.retained_complete {
-                    st.retained.clear();
-                }
-                st.trace = st.retained.iter().flat_map(|b| b.descs.iter().copied()).collect();
-                if st.trace.is_empty() {
-                    st.retained.clear();
+                    self.run_phase(&mut st, &mut instances);
                 }
             }
         }
@@ -336,6 +342,15 @@ impl Driver {
         report.pool_overflow = self.pool.overflow();
         report.replayed = st.replaying;
         Ok(report)
+    }
+
+    /// One pass over the inputs (or the replayed trace).
+    fn run_phase(&mut self, st: &mut RunState, instances: &mut [Application]) {
+        if self.cfg.workers == 1 {
+            self.run_inline(st);
+        } else {
+            self.run_workers(st, instances);
+        }
     }
 
     /// One worker, on this thread.
@@ -576,36 +591,34 @@ impl Ports {
     /// replaying, else from the sources merged by time; numbers them.
     fn next_batch(&mut self, st: &mut RunState, cfg: &DriverConfig, max: usize, batch: &mut Batch) -> Next {
         if st.replaying {
-            let total = st.trace.len() as u64;
-            let end = total * (st.rep + 1);
-            if st.replay_pos < total * st.rep {
-                st.replay_pos = total * st.rep;
-            }
+            let total = st.trace_len;
+            let end = st.replay_end;
             if st.replay_pos >= end {
                 return Next::End;
             }
+            // `trace` is the kept packets followed by their first `max - 1`
+            // again (cyclically), so that any window of a batch is one slice.
+            let start = batch.len();
             while batch.len() < max && st.replay_pos < end {
-                let mut d: XbDesc = st.trace[(st.replay_pos % total) as usize];
-                d.seq = st.next_seq;
-                st.next_seq += 1;
-                st.replay_pos += 1;
+                let i = (st.replay_pos % total) as usize;
+                let run = (max - batch.len()).min((end - st.replay_pos) as usize).min(st.trace.len() - i);
                 // SAFETY: the retained batches hold this memory until the
                 // run ends, and the application never writes packet memory
                 // (replay is only used then), so descriptors may share bytes.
-                unsafe { batch.push_external(d) };
+                unsafe { batch.extend_external(&st.trace[i..i + run]) };
+                st.replay_pos += run as u64;
             }
+            st.next_seq = number(&mut batch.descs[start..], st.next_seq);
             return Next::Batch;
         }
         let start = batch.len();
         let _ = cfg;
         let r = self.fill_merged(st, max, batch);
-        for d in &mut batch.descs[start..] {
-            d.seq = st.next_seq;
-            st.next_seq += 1;
-            if st.rep == 0 {
-                st.report.input_packets += 1;
-                st.report.input_bytes += u64::from(d.caplen);
-            }
+        let new = &mut batch.descs[start..];
+        st.next_seq = number(new, st.next_seq);
+        if st.rep == 0 {
+            st.report.input_packets += new.len() as u64;
+            st.report.input_bytes += new.iter().map(|d| u64::from(d.caplen)).sum::<u64>();
         }
         if batch.len() > start {
             Next::Batch
@@ -696,6 +709,16 @@ impl Ports {
     }
 }
 
+/// Numbers packets from `next` on; returns the next number.
+#[inline]
+fn number(descs: &mut [XbDesc], mut next: u64) -> u64 {
+    for d in descs {
+        d.seq = next;
+        next += 1;
+    }
+    next
+}
+
 /// What [`Driver::next_batch`] could do.
 enum Next {
     Batch,
@@ -782,6 +805,9 @@ struct RunState {
     trace: Vec<XbDesc>,
     replaying: bool,
     replay_pos: u64,
+    replay_end: u64,
+    /// Packets in the kept trace (before its cyclic extension).
+    trace_len: u64,
     /// Reorder scratch: packet position in a chunk → (part, index).
     order: Vec<(u32, u32)>,
     cursors: Vec<usize>,
@@ -811,6 +837,8 @@ impl RunState {
             trace: Vec::new(),
             replaying: false,
             replay_pos: 0,
+            replay_end: 0,
+            trace_len: 0,
             order: Vec::new(),
             cursors: Vec::new(),
             event_scratch: Vec::new(),

@@ -364,6 +364,11 @@ impl PacketPool {
         self.shared.overflow.load(Ordering::Relaxed)
     }
 
+    /// Whether `other` is a handle on this same pool.
+    pub fn same(&self, other: &PacketPool) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
     /// Standard buffers not in use.
     pub fn available(&self) -> usize {
         self.shared.classes[0].free.len()
@@ -529,6 +534,14 @@ impl Batch {
     /// batch is cleared or dropped.
     pub unsafe fn push_external(&mut self, desc: XbDesc) {
         self.descs.push(desc);
+    }
+
+    /// Adds packets whose memory the caller keeps alive (see [`Batch::push_external`]).
+    ///
+    /// # Safety
+    /// As [`Batch::push_external`], for every descriptor.
+    pub unsafe fn extend_external(&mut self, descs: &[XbDesc]) {
+        self.descs.extend_from_slice(descs);
     }
 
     /// Replaces packet `i`'s bytes by a private copy from `pool` (before a
