@@ -1299,6 +1299,11 @@ fn hook_symbols() -> Vec<(&'static str, *const u8)> {
     ]
 }
 
+/// Padding around per-worker memory written per packet, in bytes (a cache line).
+const PAD_BYTES: usize = 64;
+/// The same in counters.
+const PAD_WORDS: usize = PAD_BYTES / 8;
+
 /// The compiled code of an application, shared by every worker's [`LinkedApp`].
 struct LinkedProgram {
     run: RunFn,
@@ -1386,8 +1391,11 @@ impl LinkedApp {
     /// A fresh context (zeroed counters) over compiled code.
     fn context(prog: Arc<LinkedProgram>) -> LinkedApp {
         LinkedApp {
-            counters: vec![0; prog.layout.counters],
-            info: vec![0; prog.layout.info_size.max(1)],
+            // Padded by a cache line on each side: each worker's context
+            // writes these per packet, and must not share a line with
+            // another's (the contexts are made one after another).
+            counters: vec![0; prog.layout.counters + 2 * PAD_WORDS],
+            info: vec![0; prog.layout.info_size.max(1) + 2 * PAD_BYTES],
             node_mem: Vec::new(),
             fanout: Box::default(),
             prog,
@@ -1406,7 +1414,7 @@ impl LinkedApp {
 
     /// The raw counters ([`AppLayout`]).
     pub fn raw_counters(&self) -> &[u64] {
-        &self.counters
+        &self.counters[PAD_WORDS..self.counters.len() - PAD_WORDS]
     }
 
     /// Points the node table at `states`' memories.
@@ -1429,9 +1437,9 @@ impl LinkedApp {
     fn ctx(&mut self) -> AppCtx {
         AppCtx {
             budget: self.prog.budget,
-            info: self.info.as_mut_ptr(),
+            info: self.info[PAD_BYTES..].as_mut_ptr(),
             nodes: self.node_mem.as_ptr(),
-            counters: self.counters.as_mut_ptr(),
+            counters: self.counters[PAD_WORDS..].as_mut_ptr(),
             rt: (&mut *self.fanout as *mut FanoutState).cast(),
             fanned: 0,
             reserved: 0,
@@ -1506,9 +1514,18 @@ impl LinkedCode for LinkedApp {
         unsafe { (self.prog.run)(&mut ctx, batch.descs.as_mut_ptr(), n as u32, out.verdicts.as_mut_ptr()) };
         let fo = &mut self.fanout;
         if !fo.fanned().is_empty() {
+            // Exits are in packet order: count each fanned packet's in one pass.
+            let mut e = 0;
+            let emitted = fo.emitted();
             for &i in fo.fanned() {
-                let outputs = fo.emitted().iter().filter(|e| e.0 == i).count() as u32;
-                out.verdicts[i as usize] = Verdict::Fanout { outputs }.encode();
+                while emitted.get(e).is_some_and(|x| x.0 < i) {
+                    e += 1;
+                }
+                let start = e;
+                while emitted.get(e).is_some_and(|x| x.0 == i) {
+                    e += 1;
+                }
+                out.verdicts[i as usize] = Verdict::Fanout { outputs: (e - start) as u32 }.encode();
             }
             fo.take_exits(&mut out.fanout);
         }
@@ -1516,7 +1533,7 @@ impl LinkedCode for LinkedApp {
     }
 
     fn flow(&self) -> FlowCounts {
-        self.prog.layout.flow(&self.prog.graph, &self.counters)
+        self.prog.layout.flow(&self.prog.graph, self.raw_counters())
     }
 
     fn fork(&self) -> Box<dyn LinkedCode> {

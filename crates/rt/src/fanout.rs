@@ -15,7 +15,9 @@ struct Pending {
     route: i32,
     data: *mut u8,
     len: u64,
-    orig: bool,
+    /// The copy it runs on (its slot among the batch's copies), or `None`
+    /// for the packet's original buffer.
+    slot: Option<usize>,
     info_at: usize,
 }
 
@@ -37,8 +39,8 @@ pub enum Emitted {
 /// keeps its capacity, so a run allocates nothing per packet once warm.
 #[derive(Debug, Default)]
 pub struct FanoutState {
-    /// Whether the buffer the code works on is the packet's original.
-    cur_orig: bool,
+    /// The copy the code works on now (its slot), or `None` for the packet's original.
+    cur: Option<usize>,
     pending: Vec<Pending>,
     /// Copies made in this batch.
     copies: Vec<Option<PacketBuf>>,
@@ -76,7 +78,7 @@ impl FanoutState {
         self.infos.clear();
         self.emitted.clear();
         self.fanned.clear();
-        self.cur_orig = true;
+        self.cur = None;
     }
 
     /// Indices (in the batch) of the packets that were duplicated, in order.
@@ -112,11 +114,12 @@ impl FanoutState {
     fn at(&mut self, idx: u64) {
         if self.fanned.last() != Some(&(idx as u32)) {
             self.fanned.push(idx as u32);
-            self.cur_orig = true;
+            self.cur = None;
         }
     }
 
-    fn copy_of(&mut self, data: *const u8, len: u64) -> *mut u8 {
+    /// A copy of `(data, len)` from the pool; returns its bytes and its slot.
+    fn copy_of(&mut self, data: *const u8, len: u64) -> (*mut u8, usize) {
         // SAFETY (of the caller's pointer): compiled code passes the current
         // buffer, a live allocation of `len` bytes.
         let bytes = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data, len as usize) } };
@@ -126,12 +129,7 @@ impl FanoutState {
         let mut buf = pool.copy_of(bytes);
         let p = buf.as_mut_ptr();
         self.copies.push(Some(buf));
-        p
-    }
-
-    /// The slot of the copy whose bytes start at `data`.
-    fn copy_slot(&self, data: *const u8) -> Option<usize> {
-        self.copies.iter().rposition(|c| c.as_ref().is_some_and(|b| b.bytes().as_ptr() == data))
+        (p, self.copies.len() - 1)
     }
 }
 
@@ -161,8 +159,13 @@ pub unsafe extern "C" fn netvm_rt_fanout_save(
         // SAFETY: `(info, info_len)` is the live info memory.
         st.infos.extend_from_slice(unsafe { std::slice::from_raw_parts(info, info_len as usize) });
     }
-    let (data, orig) = if keep != 0 { (data, st.cur_orig) } else { (st.copy_of(data, len), false) };
-    st.pending.push(Pending { route: route as i32, data, len, orig, info_at });
+    let (data, slot) = if keep != 0 {
+        (data, st.cur)
+    } else {
+        let (d, s) = st.copy_of(data, len);
+        (d, Some(s))
+    };
+    st.pending.push(Pending { route: route as i32, data, len, slot, info_at });
 }
 
 /// Hook: a fresh copy of the current buffer, which the code continues on.
@@ -174,8 +177,9 @@ pub unsafe extern "C" fn netvm_rt_fanout_copy(rt: *mut FanoutState, idx: u64, da
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
     st.at(idx);
-    st.cur_orig = false;
-    st.copy_of(data, len)
+    let (d, slot) = st.copy_of(data, len);
+    st.cur = Some(slot);
+    d
 }
 
 /// Hook: the next pending copy of packet `idx`: restores its info memory,
@@ -202,7 +206,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, inf
         *out = p.data as u64;
         *out.add(1) = p.len;
     }
-    st.cur_orig = p.orig;
+    st.cur = p.slot;
     p.route
 }
 
@@ -216,14 +220,10 @@ pub unsafe extern "C" fn netvm_rt_emit(rt: *mut FanoutState, idx: u64, port: u32
     let st = unsafe { &mut *rt };
     st.at(idx);
     let _ = len;
-    let e = if st.cur_orig {
-        Emitted::Original
-    } else {
-        match st.copy_slot(data) {
-            Some(slot) => Emitted::Copy(slot),
-            // Not a copy of this batch: cannot happen with compiled code; keep the original's.
-            None => Emitted::Original,
-        }
+    let _ = data;
+    let e = match st.cur {
+        None => Emitted::Original,
+        Some(slot) => Emitted::Copy(slot),
     };
     st.emitted.push((idx as u32, port as u16, e));
 }

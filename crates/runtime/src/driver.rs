@@ -160,7 +160,10 @@ pub struct Driver {
     app: Application,
     cfg: DriverConfig,
     blocks: BlockPool,
-    pool: PacketPool,
+    /// One packet pool per worker (DPDK's per-lcore mempools): a worker's
+    /// copies come from its own pool, so that no two workers write the same
+    /// buffers' memory.
+    pools: Vec<PacketPool>,
     ports: Ports,
 }
 
@@ -194,8 +197,17 @@ impl Driver {
         let replay_blocks = if cfg.repeat > 1 { cfg.replay_memory / cfg.block_size } else { 0 };
         let working = cfg.blocks.max(2) + 2 * cfg.workers * cfg.queue_depth;
         let blocks = BlockPool::new(cfg.block_size, working + replay_blocks);
-        let pool = PacketPool::new(cfg.packet_pool);
-        Driver { app, cfg, blocks, pool, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
+        let mut pool_cfg = cfg.packet_pool;
+        if cfg.repeat > 1 && app.writes_packets() {
+            // Every packet a worker has in flight is a private copy (see
+            // `RunState::private`): at most its queue, the one it runs, and
+            // those waiting to be reordered.
+            let n = cfg.workers;
+            let in_flight = if n == 1 { 2 * cfg.batch } else { (3 * cfg.queue_depth + 2) * n * 4 * cfg.batch };
+            pool_cfg.buffers = pool_cfg.buffers.max(in_flight + 1024);
+        }
+        let pools = (0..cfg.workers).map(|_| PacketPool::new(pool_cfg)).collect();
+        Driver { app, cfg, blocks, pools, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
     }
 
     /// The memory sources fill.
@@ -260,14 +272,14 @@ impl Driver {
         let start = Instant::now();
         let mut st = RunState::new(&self.cfg, self.ports.sinks.len().max(self.app.graph().sink_ports));
         st.distribution = (self.cfg.workers > 1).then(|| self.distribution());
-        let replay_ok = !self.app.writes_packets();
-        let mut instances = Vec::new();
-        for _ in 1..self.cfg.workers {
-            instances.push(self.app.fork()?);
-        }
+        // An application that writes packet memory runs every repetition
+        // on private copies (from the packet pool), so that the kept bytes
+        // stay as they were read.
+        st.private = self.cfg.repeat > 1 && self.app.writes_packets();
+        let mut instances = if self.cfg.workers > 1 { fork_apart(&mut self.app, self.cfg.workers)? } else { Vec::new() };
         // The first repetition streams from the sources to the sinks, and
         // keeps its batches for replay where they fit.
-        st.retain = self.cfg.repeat > 1 && replay_ok;
+        st.retain = self.cfg.repeat > 1;
         st.ended = vec![false; self.ports.sources.len()];
         st.peeked = vec![None; self.ports.sources.len()];
         self.run_phase(&mut st, &mut instances);
@@ -280,7 +292,7 @@ impl Driver {
             st.retained.clear();
         } else {
             // Extended cyclically by a batch (see `next_batch`).
-            let (total, chunk) = (st.trace.len(), self.cfg.batch * self.cfg.workers.max(1));
+            let (total, chunk) = (st.trace.len(), 4 * self.cfg.batch * self.cfg.workers.max(1));
             for k in 0..chunk {
                 st.trace.push(st.trace[k % total]);
             }
@@ -303,9 +315,8 @@ impl Driver {
                             Ok(true) => {}
                             Ok(false) => {
                                 return Err(RuntimeError::Config(format!(
-                                    "--repeat: input {} cannot be read again, and its packets do not fit in memory{}",
-                                    s.name(),
-                                    if replay_ok { "" } else { " (the application writes packet memory, so they are not kept)" }
+                                    "--repeat: input {} cannot be read again, and its packets do not fit in memory",
+                                    s.name()
                                 )))
                             }
                             Err(e) => st.input_errors.push(e.to_string()),
@@ -339,7 +350,7 @@ impl Driver {
         report.stopped = st.stopped;
         report.exits = st.exits;
         report.blocks_high_water = self.blocks.high_water();
-        report.pool_overflow = self.pool.overflow();
+        report.pool_overflow = self.pools.iter().map(PacketPool::overflow).sum();
         report.replayed = st.replaying;
         Ok(report)
     }
@@ -363,7 +374,7 @@ impl Driver {
         }
         while !st.halted() {
             batch.clear();
-            match self.ports.next_batch(st, &self.cfg, self.cfg.batch, &mut batch) {
+            match self.ports.next_batch(st, &self.cfg, &self.blocks, self.cfg.batch, &mut batch) {
                 Next::Batch => {}
                 Next::End => break,
                 Next::Starved => {
@@ -374,7 +385,10 @@ impl Driver {
                 }
             }
             let t0 = Instant::now();
-            self.app.run_batch(&mut batch, &self.pool, &mut out);
+            if st.private {
+                privatize(&mut batch, &self.pools[0]);
+            }
+            self.app.run_batch(&mut batch, &self.pools[0], &mut out);
             let w = &mut st.report.workers[0];
             w.busy += t0.elapsed();
             w.packets += batch.len() as u64;
@@ -388,7 +402,7 @@ impl Driver {
                 st.emit(&mut self.ports.sinks, &batch, &out, &self.cfg);
             }
             out.clear();
-            if st.retain {
+            if st.retain && !st.private {
                 st.keep(std::mem::replace(&mut batch, Batch::with_capacity(self.cfg.batch)), &self.cfg, &self.blocks);
             }
         }
@@ -400,13 +414,19 @@ impl Driver {
         let depth = self.cfg.queue_depth;
         let flow = st.distribution == Some(Distribution::Flow);
         let want_events = self.ports.events.is_some() && st.rep == 0;
+        let private = st.private;
+        let discard = st.rep > 0;
         if st.report.workers.is_empty() {
             st.report.workers = vec![WorkerReport::default(); n];
         }
         // Round robin: whole batches, from one queue every worker takes
         // from. Flow: chunks of `n` batches' worth, split by flow hash into
         // one part per worker (a part averages a batch), one queue each.
-        let chunk_size = if flow { self.cfg.batch * n } else { self.cfg.batch };
+        // A job is four batches: long enough (tens of microseconds and up)
+        // that waking a worker and handing back its result cost little
+        // beside it.
+        let job = 4 * self.cfg.batch;
+        let chunk_size = if flow { job * n } else { job };
         let max_inflight = if flow { 2 * depth } else { n * depth + n };
         let jobs = if flow { max_inflight * n } else { max_inflight };
         let queues: Vec<Queue<Job>> = (0..if flow { n } else { 1 }).map(|_| Queue::new(if flow { depth } else { n * depth })).collect();
@@ -425,18 +445,18 @@ impl Driver {
                 spare_parts_b.push(Batch::with_capacity(chunk_size));
             }
         }
-        let mut spare_outs: Vec<BatchOutput> = (0..jobs + n).map(|_| BatchOutput::with_capacity(2 * chunk_size)).collect();
+        let mut spare_outs: Vec<BatchOutput> = (0..jobs + n).map(|_| BatchOutput::with_capacity(chunk_size)).collect();
         let mut spare_parts: Vec<Vec<Part>> = (0..max_inflight + 1).map(|_| Vec::with_capacity(n)).collect();
         let mut parts: Vec<Batch> = Vec::with_capacity(n);
         let mut inflight: VecDeque<Chunk> = VecDeque::with_capacity(max_inflight + 1);
-        let (pool, cfg, blocks, ports) = (&self.pool, &self.cfg, &self.blocks, &mut self.ports);
-        let (first, rest) = (&mut self.app, instances);
-        let mut apps: Vec<&mut Application> = std::iter::once(first).chain(rest.iter_mut()).collect();
+        let (pools, cfg, blocks, ports) = (&self.pools, &self.cfg, &self.blocks, &mut self.ports);
+        let mut apps: Vec<&mut Application> = instances.iter_mut().collect();
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
             for (w, app) in apps.drain(..).enumerate() {
                 let (rx, done) = (&queues[if flow { w } else { 0 }], &done);
-                handles.push(scope.spawn(move || worker_loop(app, rx, done, pool, want_events)));
+                let pool = &pools[w];
+                handles.push(scope.spawn(move || worker_loop(app, rx, done, pool, want_events, private, discard)));
             }
             let mut first_chunk = 0u64;
             let mut input_done = false;
@@ -450,7 +470,7 @@ impl Driver {
                 if !input_done && !st.halted() && inflight.len() < max_inflight {
                     let mut chunk_batch = spare_batches.pop().unwrap_or_else(|| Batch::with_capacity(chunk_size));
                     chunk_batch.clear();
-                    match ports.next_batch(st, cfg, chunk_size, &mut chunk_batch) {
+                    match ports.next_batch(st, cfg, blocks, chunk_size, &mut chunk_batch) {
                         Next::Batch => {
                             let id = first_chunk + inflight.len() as u64;
                             let base = chunk_batch.descs[0].seq;
@@ -558,7 +578,7 @@ impl Ports {
             for (b, mut o, _) in parts.iter_mut().filter_map(Option::take) {
                 o.clear();
                 spare_outs.push(o);
-                if c.batch.is_none() && st.retain {
+                if c.batch.is_none() && st.retain && !st.private {
                     kept = Some(b);
                 } else {
                     let mut b = b;
@@ -571,7 +591,7 @@ impl Ports {
                 }
             }
             if let Some(mut b) = c.batch.take() {
-                if st.retain {
+                if st.retain && !st.private {
                     kept = Some(b);
                 } else {
                     b.clear();
@@ -589,7 +609,21 @@ impl Ports {
 
     /// Fills `batch` with the next packets: from the retained trace when
     /// replaying, else from the sources merged by time; numbers them.
-    fn next_batch(&mut self, st: &mut RunState, cfg: &DriverConfig, max: usize, batch: &mut Batch) -> Next {
+    fn next_batch(&mut self, st: &mut RunState, cfg: &DriverConfig, blocks: &BlockPool, max: usize, batch: &mut Batch) -> Next {
+        let r = self.next_shared(st, cfg, max, batch);
+        if st.private && st.retain && !batch.is_empty() {
+            // Keep the bytes as read, before the application writes them
+            // (each worker runs on private copies: `privatize`).
+            if let Some(b) = batch.clone_shared() {
+                st.keep(b, cfg, blocks);
+            }
+        }
+        r
+    }
+
+    /// [`Ports::next_batch`] before private copies: descriptors over the
+    /// sources' blocks, or over the kept trace.
+    fn next_shared(&mut self, st: &mut RunState, cfg: &DriverConfig, max: usize, batch: &mut Batch) -> Next {
         if st.replaying {
             let total = st.trace_len;
             let end = st.replay_end;
@@ -603,8 +637,8 @@ impl Ports {
                 let i = (st.replay_pos % total) as usize;
                 let run = (max - batch.len()).min((end - st.replay_pos) as usize).min(st.trace.len() - i);
                 // SAFETY: the retained batches hold this memory until the
-                // run ends, and the application never writes packet memory
-                // (replay is only used then), so descriptors may share bytes.
+                // run ends; an application that writes packet memory gets
+                // private copies (`next_batch`), so descriptors may share bytes.
                 unsafe { batch.extend_external(&st.trace[i..i + run]) };
                 st.replay_pos += run as u64;
             }
@@ -760,13 +794,45 @@ impl Chunk {
     }
 }
 
-fn worker_loop(app: &mut Application, jobs: &Queue<Job>, done: &Queue<Job>, pool: &PacketPool, want_events: bool) -> WorkerReport {
+/// One instance per worker, each forked from `base` on a thread of its
+/// own. Everything a worker writes per packet (its coprocessors' registers,
+/// its counters, its data memory, its compiled context) is then allocated
+/// by a different thread than the other workers' — with the system
+/// allocator's per-thread arenas, in different memory — so that no two
+/// workers write to the same cache line (which, on every packet, costs
+/// more than the packet's processing). `base` stays idle during the run and
+/// absorbs the instances at its end.
+fn fork_apart(base: &mut Application, n: usize) -> Result<Vec<Application>, RuntimeError> {
+    let base = std::sync::Mutex::new(base);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| s.spawn(|| base.lock().unwrap_or_else(|e| e.into_inner()).fork()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
+}
+
+/// Gives every packet of `batch` a private copy (an application that
+/// writes packet memory, over bytes kept for other repetitions).
+fn privatize(batch: &mut Batch, pool: &PacketPool) {
+    for i in 0..batch.len() {
+        batch.make_private(i, pool);
+    }
+}
+
+/// One worker: runs the jobs it receives. With `discard` (a repetition
+/// whose output nobody writes), it releases a batch's packets and copies
+/// itself when done, so that buffers return to the thread that used them.
+fn worker_loop(app: &mut Application, jobs: &Queue<Job>, done: &Queue<Job>, pool: &PacketPool, want_events: bool, private: bool, discard: bool) -> WorkerReport {
     let mut r = WorkerReport::default();
     loop {
         let t = Instant::now();
         let Some(mut job) = jobs.recv() else { break };
         r.wait += t.elapsed();
         let t0 = Instant::now();
+        if private {
+            privatize(&mut job.batch, pool);
+        }
         app.run_batch(&mut job.batch, pool, &mut job.out);
         r.busy += t0.elapsed();
         r.packets += job.batch.len() as u64;
@@ -774,6 +840,10 @@ fn worker_loop(app: &mut Application, jobs: &Queue<Job>, done: &Queue<Job>, pool
         if want_events {
             job.events.clear();
             app.drain_events(&mut job.events);
+        }
+        if discard {
+            job.out.clear();
+            job.batch.clear();
         }
         if done.send(job).is_err() {
             break;
@@ -797,8 +867,12 @@ struct RunState {
     exits: Vec<u64>,
     stop_port: Option<u16>,
     stop_left: Option<u64>,
-    /// Keep processed batches for replay (first repetition).
+    /// Keep batches for replay (first repetition): processed ones, or,
+    /// with `private`, copies of their descriptors made before processing.
     retain: bool,
+    /// The application writes packet memory and runs several repetitions:
+    /// every packet is processed on a private copy.
+    private: bool,
     retained: Vec<Batch>,
     retained_bytes: usize,
     retained_complete: bool,
@@ -831,6 +905,7 @@ impl RunState {
             stop_port: cfg.stop_after.map(|(p, _)| p),
             stop_left: cfg.stop_after.map(|(_, n)| n),
             retain: false,
+            private: false,
             retained: Vec::new(),
             retained_bytes: 0,
             retained_complete: true,

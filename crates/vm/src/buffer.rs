@@ -25,7 +25,7 @@
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -89,6 +89,11 @@ impl FreeList {
 
     fn pop(&self) -> Option<u32> {
         self.lock().pop()
+    }
+
+    /// Pushes without waking anyone (lists nobody waits on).
+    fn push_quiet(&self, i: u32) {
+        self.lock().push(i);
     }
 
     fn pop_wait(&self, timeout: Option<Duration>) -> Option<u32> {
@@ -297,16 +302,199 @@ struct BufClass {
     free: FreeList,
 }
 
+/// The memory and free lists of a [`PacketPool`], shared by its handles,
+/// its buffers and the threads' caches.
+///
+/// Lifetime: `refs` counts the pool's handles plus every slot that is not
+/// in a shared free list (each buffer out, each slot in a thread's cache);
+/// whoever takes it to zero frees the pool. Slots move between the shared
+/// lists and the caches in bulk, so the count changes once per
+/// [`CACHE_BULK`] buffers, not per buffer: unlike an `Arc` per buffer, the
+/// workers and the I/O stage do not fight over one counter per packet.
 struct PoolShared {
+    /// Unique among the pools of the process (keys the per-thread caches).
+    id: u64,
+    refs: AtomicUsize,
     classes: [BufClass; 2],
     /// Copies that found their class exhausted and went to the heap.
     overflow: AtomicU64,
 }
 
+/// Source of [`PoolShared::id`].
+static NEXT_POOL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A counted pointer to a [`PoolShared`] (see its lifetime rules).
+#[derive(Clone, Copy)]
+struct PoolPtr(NonNull<PoolShared>);
+
+// SAFETY: the pool is shared between threads by design: its counters are
+// atomic, its free lists behind mutexes, and its buffer memory is handed to
+// one owner at a time.
+unsafe impl Send for PoolPtr {}
+// SAFETY: as above.
+unsafe impl Sync for PoolPtr {}
+
+impl PoolPtr {
+    /// The pool.
+    ///
+    /// # Safety
+    /// The caller must hold one of the pool's references (a handle, a
+    /// buffer, or a non-empty cache of its slots).
+    unsafe fn get<'a>(self) -> &'a PoolShared {
+        // SAFETY: the caller's contract keeps the pool alive.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Drops `n` references, freeing the pool at zero.
+    ///
+    /// # Safety
+    /// The caller holds those `n` references and does not use the pointer
+    /// afterwards.
+    unsafe fn release(self, n: usize) {
+        // SAFETY: the caller holds references, so the pool is alive.
+        let prev = unsafe { self.get() }.refs.fetch_sub(n, Ordering::AcqRel);
+        if prev == n {
+            // SAFETY: allocated by `Box::into_raw` in `PacketPool::new`; the
+            // count reached zero here, so nothing refers to it any more.
+            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        }
+    }
+}
+
+/// Free slots a thread keeps for itself, per pool and class, as DPDK's
+/// mempool cache does: a thread that takes and returns buffers touches the
+/// shared free list (and the pool's reference count) once per
+/// [`CACHE_BULK`] of them.
+struct LocalCache {
+    pool: u64,
+    class: u8,
+    slots: Vec<u32>,
+    ptr: PoolPtr,
+}
+
+/// Slots a thread's cache holds at most (per pool and class).
+const CACHE_MAX: usize = 128;
+/// Slots moved between a thread's cache and the shared free list at once.
+const CACHE_BULK: usize = 32;
+
+impl LocalCache {
+    /// Moves the top `n` cached slots back to the shared list.
+    fn flush(&mut self, n: usize) {
+        let n = n.min(self.slots.len());
+        if n == 0 {
+            return;
+        }
+        let at = self.slots.len() - n;
+        // SAFETY: the cached slots are references, so the pool is alive.
+        let shared = unsafe { self.ptr.get() };
+        shared.classes[self.class as usize].free.lock().extend(self.slots.drain(at..));
+        // SAFETY: the `n` slots just returned were `n` references.
+        unsafe { self.ptr.release(n) };
+    }
+}
+
+impl Drop for LocalCache {
+    fn drop(&mut self) {
+        self.flush(self.slots.len());
+    }
+}
+
+thread_local! {
+    static CACHES: std::cell::RefCell<Vec<LocalCache>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// This thread's cache for `(pool, class)`, made on first use; empty
+/// caches of other pools are dropped on the way (they may be stale).
+fn cache_of<'a>(caches: &'a mut Vec<LocalCache>, ptr: PoolPtr, id: u64, class: usize) -> &'a mut LocalCache {
+    if let Some(i) = caches.iter().position(|c| c.pool == id && c.class as usize == class) {
+        return &mut caches[i];
+    }
+    caches.retain(|c| !c.slots.is_empty());
+    caches.push(LocalCache { pool: id, class: class as u8, slots: Vec::with_capacity(CACHE_MAX + CACHE_BULK), ptr });
+    caches.last_mut().expect("just pushed")
+}
+
+impl PoolShared {
+    /// A free slot of `class` (counted as a reference): from this thread's
+    /// cache, refilled in bulk from the shared list.
+    fn take(&self, ptr: PoolPtr, class: usize) -> Option<u32> {
+        let cached = CACHES.try_with(|caches| {
+            let mut caches = caches.try_borrow_mut().ok()?;
+            let c = cache_of(&mut caches, ptr, self.id, class);
+            if c.slots.is_empty() {
+                let mut free = self.classes[class].free.lock();
+                let n = free.len().min(CACHE_BULK);
+                let at = free.len() - n;
+                // The slots leave the shared list: `n` more references.
+                self.refs.fetch_add(n, Ordering::Relaxed);
+                c.slots.extend(free.drain(at..));
+            }
+            c.slots.pop()
+        });
+        match cached {
+            Ok(Some(slot)) => Some(slot),
+            Ok(None) => None,
+            // No cache (the thread is ending): the shared list directly.
+            Err(_) => {
+                let slot = self.classes[class].free.pop()?;
+                self.refs.fetch_add(1, Ordering::Relaxed);
+                Some(slot)
+            }
+        }
+    }
+
+    /// Returns a slot (and its reference): to this thread's cache, flushed
+    /// in bulk when full.
+    ///
+    /// # Safety
+    /// `slot` is out of `ptr`'s pool, and the caller does not use `ptr` afterwards.
+    unsafe fn give(ptr: PoolPtr, class: usize, slot: u32) {
+        let kept = CACHES.try_with(|caches| {
+            let Ok(mut caches) = caches.try_borrow_mut() else { return false };
+            // SAFETY: the slot is a reference, so the pool is alive.
+            let id = unsafe { ptr.get() }.id;
+            let c = cache_of(&mut caches, ptr, id, class);
+            c.slots.push(slot);
+            if c.slots.len() > CACHE_MAX {
+                c.flush(CACHE_BULK);
+            }
+            true
+        });
+        if kept != Ok(true) {
+            // SAFETY: the slot is a reference, so the pool is alive; it goes
+            // back to the shared list, then its reference is dropped.
+            unsafe {
+                ptr.get().classes[class].free.push_quiet(slot);
+                ptr.release(1);
+            }
+        }
+    }
+}
+
 /// A pool of fixed-size packet buffers (see the module docs).
-#[derive(Clone)]
 pub struct PacketPool {
-    shared: Arc<PoolShared>,
+    ptr: PoolPtr,
+}
+
+impl PacketPool {
+    fn shared(&self) -> &PoolShared {
+        // SAFETY: a handle is a reference.
+        unsafe { self.ptr.get() }
+    }
+}
+
+impl Clone for PacketPool {
+    fn clone(&self) -> PacketPool {
+        self.shared().refs.fetch_add(1, Ordering::Relaxed);
+        PacketPool { ptr: self.ptr }
+    }
+}
+
+impl Drop for PacketPool {
+    fn drop(&mut self) {
+        // SAFETY: the handle's reference, not used afterwards.
+        unsafe { self.ptr.release(1) };
+    }
 }
 
 impl std::fmt::Debug for PacketPool {
@@ -327,16 +515,13 @@ impl PacketPool {
         let class = |headroom: usize, room: usize, n: usize| {
             let stride = (headroom + room).max(1).next_multiple_of(ALIGN);
             let n = n.min(u32::MAX as usize);
-            BufClass {
-                region: Region::new(stride.checked_mul(n).expect("pool size overflows")),
-                stride,
-                headroom,
-                free: FreeList::new(n as u32),
-            }
+            BufClass { region: Region::new(stride.checked_mul(n).expect("pool size overflows")), stride, headroom, free: FreeList::new(n as u32) }
         };
         let standard = class(cfg.headroom, cfg.data_room.min(MAX_PACKET), cfg.buffers);
         let jumbo = class(0, MAX_PACKET, cfg.jumbo_buffers);
-        PacketPool { shared: Arc::new(PoolShared { classes: [standard, jumbo], overflow: AtomicU64::new(0) }) }
+        let id = NEXT_POOL_ID.fetch_add(1, Ordering::Relaxed);
+        let shared = Box::new(PoolShared { id, refs: AtomicUsize::new(1), classes: [standard, jumbo], overflow: AtomicU64::new(0) });
+        PacketPool { ptr: PoolPtr(NonNull::from(Box::leak(shared))) }
     }
 
     /// A buffer holding a copy of `bytes` (at most [`MAX_PACKET`] of them):
@@ -344,10 +529,10 @@ impl PacketPool {
     /// exhausted (counted by [`PacketPool::overflow`]).
     pub fn copy_of(&self, bytes: &[u8]) -> PacketBuf {
         let len = bytes.len().min(MAX_PACKET);
-        let s = &self.shared;
+        let s = self.shared();
         let c = usize::from(len > s.classes[0].stride - s.classes[0].headroom);
-        let inner = match s.classes[c].free.pop() {
-            Some(index) => BufInner::Pooled { shared: Arc::clone(s), class: c as u8, index },
+        let inner = match s.take(self.ptr, c) {
+            Some(index) => BufInner::Pooled { ptr: self.ptr, class: c as u8, index },
             None => {
                 s.overflow.fetch_add(1, Ordering::Relaxed);
                 BufInner::Heap(vec![0; len.max(1)].into_boxed_slice())
@@ -361,22 +546,22 @@ impl PacketPool {
     /// Copies that went to the heap because their class was exhausted (the
     /// pool is too small for the run's fan-out).
     pub fn overflow(&self) -> u64 {
-        self.shared.overflow.load(Ordering::Relaxed)
+        self.shared().overflow.load(Ordering::Relaxed)
     }
 
     /// Whether `other` is a handle on this same pool.
     pub fn same(&self, other: &PacketPool) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
+        self.ptr.0 == other.ptr.0
     }
 
-    /// Standard buffers not in use.
+    /// Standard buffers in the shared free list (not counting those cached by threads).
     pub fn available(&self) -> usize {
-        self.shared.classes[0].free.len()
+        self.shared().classes[0].free.len()
     }
 }
 
 enum BufInner {
-    Pooled { shared: Arc<PoolShared>, class: u8, index: u32 },
+    Pooled { ptr: PoolPtr, class: u8, index: u32 },
     Heap(Box<[u8]>),
 }
 
@@ -394,8 +579,9 @@ impl PacketBuf {
 
     fn data_ptr(&self) -> *mut u8 {
         match &self.inner {
-            BufInner::Pooled { shared, class, index } => {
-                let c = &shared.classes[*class as usize];
+            BufInner::Pooled { ptr, class, index } => {
+                // SAFETY: the buffer's slot is a reference to the pool.
+                let c = &unsafe { ptr.get() }.classes[*class as usize];
                 // SAFETY: `index` is a slot of this class, so the offset stays inside its region.
                 unsafe { c.region.ptr.as_ptr().add(*index as usize * c.stride + c.headroom) }
             }
@@ -435,8 +621,10 @@ impl PacketBuf {
 
 impl Drop for PacketBuf {
     fn drop(&mut self) {
-        if let BufInner::Pooled { shared, class, index } = &self.inner {
-            shared.classes[*class as usize].free.push(*index);
+        if let BufInner::Pooled { ptr, class, index } = self.inner {
+            // SAFETY: the slot is out of the pool and goes back with its
+            // reference; the buffer is gone after this.
+            unsafe { PoolShared::give(ptr, class as usize, index) };
         }
     }
 }
@@ -447,7 +635,7 @@ impl std::fmt::Debug for PacketBuf {
     }
 }
 
-// SAFETY: a buffer is owned by its handle (the slot is off the free list
+// SAFETY: a buffer is owned by its handle (the slot is off the free lists
 // until the handle drops), so it may move between threads.
 unsafe impl Send for PacketBuf {}
 // SAFETY: shared access only reads the data.
@@ -534,6 +722,19 @@ impl Batch {
     /// batch is cleared or dropped.
     pub unsafe fn push_external(&mut self, desc: XbDesc) {
         self.descs.push(desc);
+    }
+
+    /// Another batch of the same packets, sharing their memory: `None` if
+    /// some packet is in a buffer of its own (which cannot be shared).
+    pub fn clone_shared(&self) -> Option<Batch> {
+        let mut holds = Vec::with_capacity(self.holds.len());
+        for h in &self.holds {
+            match h {
+                Hold::Block(b) => holds.push(Hold::Block(b.clone())),
+                Hold::Buf(_) => return None,
+            }
+        }
+        Some(Batch { descs: self.descs.clone(), holds })
     }
 
     /// Adds packets whose memory the caller keeps alive (see [`Batch::push_external`]).
