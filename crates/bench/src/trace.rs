@@ -254,9 +254,31 @@ fn ipv4_frame(rng: &mut Rng) -> Ipv4Frame {
 /// 100 IPv6, 80 ARP, 40 802.1Q-tagged IPv4, 40 other ethertypes, 40 runts
 /// (prefixes of 0-33 bytes of the full-path frame). Timestamps advance 1 µs a frame.
 pub fn mixed_trace(n: usize, seed: u64) -> Vec<Packet> {
-    let mut rng = Rng::new(seed);
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n {
+    MixedTrace::new(seed).take(n).collect()
+}
+
+/// The frames of [`mixed_trace`], generated one at a time: the same
+/// sequence for the same seed, for traces too large to hold in memory.
+#[derive(Clone, Debug)]
+pub struct MixedTrace {
+    rng: Rng,
+    i: usize,
+}
+
+impl MixedTrace {
+    /// The trace of `seed`, from its first frame.
+    pub fn new(seed: u64) -> MixedTrace {
+        MixedTrace { rng: Rng::new(seed), i: 0 }
+    }
+}
+
+impl Iterator for MixedTrace {
+    type Item = Packet;
+
+    fn next(&mut self) -> Option<Packet> {
+        let mut rng = self.rng.clone();
+        let i = self.i;
+        self.i += 1;
         let r = rng.below(1000);
         let mut p = if r < 700 {
             let f = ipv4_frame(&mut rng);
@@ -298,9 +320,23 @@ pub fn mixed_trace(n: usize, seed: u64) -> Vec<Packet> {
             captured(f, SNAPLEN)
         };
         p.ts = Timestamp { sec: 1_700_000_000 + (i / 1_000_000) as u64, nsec: ((i % 1_000_000) * 1000) as u32 };
-        out.push(p);
+        self.rng = rng;
+        Some(p)
     }
-    out
+}
+
+/// Writes `n` frames of the mixed trace of `seed` to a pcap file, as they
+/// are generated (microsecond timestamps when `micro`, else nanosecond).
+pub fn write_mixed_pcap(path: &Path, n: u64, seed: u64, micro: bool) -> Result<(), String> {
+    let spec = netvm_io::PcapHeaderSpec {
+        precision: if micro { netvm_io::TsPrecision::Micro } else { netvm_io::TsPrecision::Nano },
+        ..netvm_io::PcapHeaderSpec::default()
+    };
+    let mut w = netvm_io::PcapWriter::create_with(path, spec).map_err(|e| e.to_string())?;
+    for p in MixedTrace::new(seed).take(n as usize) {
+        w.write(&p).map_err(|e| e.to_string())?;
+    }
+    w.finish().map(|_| ()).map_err(|e| e.to_string())
 }
 
 /// Frames at every boundary the five filters check: each prefix (0 to 64

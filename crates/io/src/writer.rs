@@ -3,7 +3,10 @@
 //! application).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+use netvm_vm::queue::Queue;
 use std::path::Path;
 
 use netvm_vm::port::{OutPacket, PortError, Sink};
@@ -15,6 +18,32 @@ use crate::format::{PcapHeaderSpec, MAX_CAPLEN};
 /// The write buffer of [`PcapWriter::create`] and [`PcapSink`]: records are
 /// copied into it and written 256 KiB at a time.
 pub const WRITE_BUFFER: usize = 256 * 1024;
+
+/// The 16-byte record header libpcap's `pcap_dump` writes for a packet of
+/// `data` bytes in a file of format `spec` (see [`PcapWriter`] for what is
+/// kept and how); an error says why a pcap file cannot hold the packet.
+#[inline]
+fn record_header(spec: PcapHeaderSpec, data: &[u8], wire_len: u32, ts: Timestamp) -> Result<[u8; 16], String> {
+    let caplen = match u32::try_from(data.len()) {
+        Ok(n) if n <= MAX_CAPLEN => n,
+        _ => return Err(format!("{} captured bytes, more than the maximum {MAX_CAPLEN}", data.len())),
+    };
+    let (sec, nsec) = if ts.nsec < 1_000_000_000 {
+        (ts.sec, ts.nsec)
+    } else {
+        (ts.sec.saturating_add(u64::from(ts.nsec / 1_000_000_000)), ts.nsec % 1_000_000_000)
+    };
+    // libpcap's `(bpf_int32)h->ts.tv_sec`: the low 32 bits (after 2106, the
+    // seconds wrap around, as in every pcap file tcpdump writes).
+    let sec = sec as u32;
+    let frac = spec.precision.fraction(Timestamp { sec: u64::from(sec), nsec });
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&sec.to_ne_bytes());
+    h[4..8].copy_from_slice(&frac.to_ne_bytes());
+    h[8..12].copy_from_slice(&caplen.to_ne_bytes());
+    h[12..16].copy_from_slice(&wire_len.to_ne_bytes());
+    Ok(h)
+}
 
 /// Writes packets to a pcap file: libpcap's `pcap_dump`.
 ///
@@ -29,30 +58,41 @@ pub const WRITE_BUFFER: usize = 256 * 1024;
 /// [`MAX_CAPLEN`] captured bytes is refused ([`CaptureError::Unwritable`]).
 /// `in_port` is not stored.
 ///
-/// Writes are buffered when created with [`PcapWriter::create`] (a
-/// [`WRITE_BUFFER`] buffer); call [`PcapWriter::finish`] to flush and see
-/// write errors (dropping the writer flushes too, but ignores errors).
+/// Records are assembled in a [`WRITE_BUFFER`] buffer of the writer's own
+/// (header and bytes appended with one capacity check, no per-record call
+/// into `W`) and written to `W` a buffer at a time; call
+/// [`PcapWriter::finish`] to flush and see write errors (dropping the
+/// writer flushes too, but ignores errors).
 #[derive(Debug)]
-pub struct PcapWriter<W: Write = BufWriter<File>> {
-    out: W,
+pub struct PcapWriter<W: Write = File> {
+    /// `None` only once `finish` took it.
+    out: Option<W>,
+    buf: Vec<u8>,
     name: String,
     header: PcapHeaderSpec,
     written: u64,
 }
 
-impl PcapWriter<BufWriter<File>> {
+impl<W: Write> Drop for PcapWriter<W> {
+    fn drop(&mut self) {
+        // Errors are seen by `flush` and `finish`; here they can only be dropped.
+        let _ = self.drain();
+    }
+}
+
+impl PcapWriter<File> {
     /// Creates (or truncates) the file at `path` and writes the default pcap
     /// file header (nanoseconds, Ethernet, snaplen [`MAX_CAPLEN`]).
-    pub fn create(path: &Path) -> Result<PcapWriter<BufWriter<File>>, CaptureError> {
+    pub fn create(path: &Path) -> Result<PcapWriter<File>, CaptureError> {
         PcapWriter::create_with(path, PcapHeaderSpec::default())
     }
 
     /// Creates (or truncates) the file at `path` and writes the pcap file
     /// header `header` describes.
-    pub fn create_with(path: &Path, header: PcapHeaderSpec) -> Result<PcapWriter<BufWriter<File>>, CaptureError> {
+    pub fn create_with(path: &Path, header: PcapHeaderSpec) -> Result<PcapWriter<File>, CaptureError> {
         let name = path.display().to_string();
         let file = File::create(path).map_err(|e| CaptureError::Io { file: name.clone(), source: e })?;
-        PcapWriter::with_header(BufWriter::with_capacity(WRITE_BUFFER, file), &name, header)
+        PcapWriter::with_header(file, &name, header)
     }
 }
 
@@ -65,9 +105,20 @@ impl<W: Write> PcapWriter<W> {
 
     /// Writes the pcap file header `header` describes to `out`; `name` names
     /// it in errors.
-    pub fn with_header(mut out: W, name: &str, header: PcapHeaderSpec) -> Result<PcapWriter<W>, CaptureError> {
-        out.write_all(&header.to_bytes()).map_err(|e| CaptureError::Io { file: name.to_string(), source: e })?;
-        Ok(PcapWriter { out, name: name.to_string(), header, written: 0 })
+    pub fn with_header(out: W, name: &str, header: PcapHeaderSpec) -> Result<PcapWriter<W>, CaptureError> {
+        let mut buf = Vec::with_capacity(WRITE_BUFFER);
+        buf.extend_from_slice(&header.to_bytes());
+        Ok(PcapWriter { out: Some(out), buf, name: name.to_string(), header, written: 0 })
+    }
+
+    /// Writes the assembled records to `W`.
+    fn drain(&mut self) -> io::Result<()> {
+        if let (false, Some(out)) = (self.buf.is_empty(), self.out.as_mut()) {
+            let r = out.write_all(&self.buf);
+            self.buf.clear();
+            r?;
+        }
+        Ok(())
     }
 
     /// Appends one packet record.
@@ -79,27 +130,12 @@ impl<W: Write> PcapWriter<W> {
     /// (a nanosecond fraction of 10^9 or more carries into the seconds).
     #[inline]
     pub fn write_record(&mut self, data: &[u8], wire_len: u32, ts: Timestamp) -> Result<(), CaptureError> {
-        let caplen = match u32::try_from(data.len()) {
-            Ok(n) if n <= MAX_CAPLEN => n,
-            _ => return Err(self.unwritable(format!("{} captured bytes, more than the maximum {MAX_CAPLEN}", data.len()))),
-        };
-        let (sec, nsec) = if ts.nsec < 1_000_000_000 {
-            (ts.sec, ts.nsec)
-        } else {
-            (ts.sec.saturating_add(u64::from(ts.nsec / 1_000_000_000)), ts.nsec % 1_000_000_000)
-        };
-        // libpcap's `(bpf_int32)h->ts.tv_sec`: the low 32 bits (after 2106, the
-        // seconds wrap around, as in every pcap file tcpdump writes).
-        let sec = sec as u32;
-        let frac = self.header.precision.fraction(Timestamp { sec: u64::from(sec), nsec });
-        let mut h = [0u8; 16];
-        h[0..4].copy_from_slice(&sec.to_ne_bytes());
-        h[4..8].copy_from_slice(&frac.to_ne_bytes());
-        h[8..12].copy_from_slice(&caplen.to_ne_bytes());
-        h[12..16].copy_from_slice(&wire_len.to_ne_bytes());
-        if let Err(e) = self.out.write_all(&h).and_then(|()| self.out.write_all(data)) {
-            return Err(self.io(e));
+        let h = record_header(self.header, data, wire_len, ts).map_err(|d| self.unwritable(d))?;
+        if self.buf.len() + h.len() + data.len() > WRITE_BUFFER {
+            self.drain().map_err(|e| self.io(e))?;
         }
+        self.buf.extend_from_slice(&h);
+        self.buf.extend_from_slice(data);
         self.written += 1;
         Ok(())
     }
@@ -121,13 +157,13 @@ impl<W: Write> PcapWriter<W> {
 
     /// Flushes buffered records to the underlying writer.
     pub fn flush(&mut self) -> Result<(), CaptureError> {
-        self.out.flush().map_err(|e| self.io(e))
+        self.drain().and_then(|()| self.out.as_mut().map_or(Ok(()), Write::flush)).map_err(|e| self.io(e))
     }
 
     /// Flushes and returns the underlying writer.
     pub fn finish(mut self) -> Result<W, CaptureError> {
         self.flush()?;
-        Ok(self.out)
+        Ok(self.out.take().expect("the writer is not finished yet"))
     }
 
     fn io(&self, source: io::Error) -> CaptureError {
@@ -140,22 +176,37 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
-/// A pcap file, or the standard output (`-`), as a [`Sink`]: what
-/// `tcpdump -w` writes.
-///
-/// Given the input's [`PcapHeaderSpec`] (from
-/// [`CaptureSource::header`](crate::CaptureSource::header)), the output is
-/// byte for byte what `tcpdump -r IN -w OUT` writes for the same packets
-/// (with `--time-stamp-precision nano` for a nanosecond input): the file
-/// header of [`PcapWriter`], then one record per packet, copied from where
-/// the packet lies into a [`WRITE_BUFFER`] buffer and written with it.
+/// A pcap file (or the standard output) as a [`Sink`] of a running
+/// application: the records [`PcapWriter`] writes, assembled in one of
+/// three [`WRITE_BUFFER`] buffers and written by a thread of the sink's own,
+/// so that the kernel's copy of one buffer into the file overlaps the
+/// processing of the packets that fill the next (memory: the three buffers,
+/// whatever the output). Errors of the background writes are reported by
+/// the next `write`, `flush` or `finish`.
 ///
 /// A closed pipe (`EPIPE`, `| head`) is [`PortError::Closed`]; other errors,
 /// and packets a pcap file cannot hold, are [`PortError::Failed`].
-#[derive(Debug)]
-pub struct PcapSink<W: Write + Send = File> {
-    writer: PcapWriter<BufWriter<W>>,
+pub struct PcapSink<W: Write + Send + 'static = File> {
+    name: String,
+    header: PcapHeaderSpec,
+    written: u64,
+    /// The buffer being filled.
+    buf: Vec<u8>,
+    /// Full buffers to the writer thread; empty ones back.
+    full: Arc<Queue<Vec<u8>>>,
+    empty: Arc<Queue<Vec<u8>>>,
+    failed: Arc<Mutex<Option<io::Error>>>,
+    thread: Option<std::thread::JoinHandle<W>>,
 }
+
+impl<W: Write + Send + 'static> std::fmt::Debug for PcapSink<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PcapSink").field("name", &self.name).field("header", &self.header).field("written", &self.written).finish()
+    }
+}
+
+/// Buffers of a [`PcapSink`]: one being filled, one being written, one spare.
+const SINK_BUFFERS: usize = 3;
 
 impl PcapSink<File> {
     /// Creates (or truncates) the file at `path` (`-`: the standard output)
@@ -181,33 +232,129 @@ fn stdout() -> io::Result<File> {
     Err(io::Error::new(io::ErrorKind::Unsupported, "writing a capture to stdout needs a Unix system"))
 }
 
-impl<W: Write + Send> PcapSink<W> {
-    /// A sink writing to `out` (buffered here); `name` names it in errors.
-    /// Writes the file header.
+impl<W: Write + Send + 'static> PcapSink<W> {
+    /// A sink writing to `out` on a thread of its own; `name` names it in
+    /// errors. The file header is its first bytes.
     pub fn from_writer(out: W, name: &str, header: PcapHeaderSpec) -> Result<PcapSink<W>, CaptureError> {
-        Ok(PcapSink { writer: PcapWriter::with_header(BufWriter::with_capacity(WRITE_BUFFER, out), name, header)? })
+        let full: Arc<Queue<Vec<u8>>> = Arc::new(Queue::new(SINK_BUFFERS));
+        let empty: Arc<Queue<Vec<u8>>> = Arc::new(Queue::new(SINK_BUFFERS));
+        for _ in 1..SINK_BUFFERS {
+            let _ = empty.send(Vec::with_capacity(WRITE_BUFFER));
+        }
+        let failed: Arc<Mutex<Option<io::Error>>> = Arc::default();
+        let (f, e, err) = (Arc::clone(&full), Arc::clone(&empty), Arc::clone(&failed));
+        let thread = std::thread::Builder::new()
+            .name("netvm-pcap-writer".into())
+            .spawn(move || {
+                let mut out = out;
+                while let Some(mut buf) = f.recv() {
+                    let mut slot = err.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.is_none() {
+                        if let Err(x) = out.write_all(&buf).and_then(|()| out.flush()) {
+                            *slot = Some(x);
+                        }
+                    }
+                    drop(slot);
+                    buf.clear();
+                    let _ = e.send(buf);
+                }
+                out
+            })
+            .map_err(|e| CaptureError::Io { file: name.to_string(), source: e })?;
+        let mut buf = Vec::with_capacity(WRITE_BUFFER);
+        buf.extend_from_slice(&header.to_bytes());
+        Ok(PcapSink { name: name.to_string(), header, written: 0, buf, full, empty, failed, thread: Some(thread) })
     }
 
     /// The file header written.
     pub fn header(&self) -> PcapHeaderSpec {
-        self.writer.header()
+        self.header
     }
 
     /// Number of packets written so far.
     pub fn packets_written(&self) -> u64 {
-        self.writer.packets_written()
+        self.written
+    }
+
+    fn io(&self, source: io::Error) -> CaptureError {
+        CaptureError::Io { file: self.name.clone(), source }
+    }
+
+    /// The error of an earlier background write, if any.
+    fn check(&self) -> Result<(), CaptureError> {
+        match self.failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            Some(e) => Err(self.io(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands the filled buffer to the writer thread and takes an empty one
+    /// (waiting for the writer to return one if none is free).
+    fn submit(&mut self) -> Result<(), CaptureError> {
+        self.check()?;
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let ended = || io::Error::other("the writer thread ended");
+        let next = self.empty.recv().ok_or_else(|| self.io(ended()))?;
+        let full = std::mem::replace(&mut self.buf, next);
+        self.full.send(full).map_err(|_| self.io(ended()))?;
+        Ok(())
+    }
+
+    /// Waits until every buffer handed over is written: until the buffers
+    /// other than the one being filled are all back.
+    fn settle(&mut self) -> Result<(), CaptureError> {
+        let mut back: [Option<Vec<u8>>; SINK_BUFFERS - 1] = Default::default();
+        for slot in &mut back {
+            *slot = self.empty.recv();
+        }
+        for b in back.into_iter().flatten() {
+            let _ = self.empty.send(b);
+        }
+        self.check()
     }
 
     /// Writes one packet, with the typed error.
     #[inline]
     pub fn write_packet(&mut self, data: &[u8], wire_len: u32, ts: Timestamp) -> Result<(), CaptureError> {
-        self.writer.write_record(data, wire_len, ts)
+        let h = record_header(self.header, data, wire_len, ts).map_err(|detail| CaptureError::Unwritable {
+            file: self.name.clone(),
+            index: self.written,
+            detail,
+        })?;
+        if self.buf.len() + h.len() + data.len() > WRITE_BUFFER {
+            self.submit()?;
+        }
+        self.buf.extend_from_slice(&h);
+        self.buf.extend_from_slice(data);
+        self.written += 1;
+        Ok(())
     }
 
-    /// Flushes and returns the underlying writer.
-    pub fn into_inner(self) -> Result<W, CaptureError> {
-        let name = self.writer.name().to_string();
-        self.writer.finish()?.into_inner().map_err(|e| CaptureError::Io { file: name, source: e.into_error() })
+    /// Writes everything so far and waits until it is written.
+    pub fn flush_all(&mut self) -> Result<(), CaptureError> {
+        self.submit()?;
+        self.settle()
+    }
+
+    /// Flushes, stops the writer thread and returns the output.
+    pub fn into_inner(mut self) -> Result<W, CaptureError> {
+        self.flush_all()?;
+        self.full.close();
+        let t = self.thread.take().expect("the writer thread runs until the sink ends");
+        t.join().map_err(|_| self.io(io::Error::other("the writer thread panicked")))
+    }
+}
+
+impl<W: Write + Send + 'static> Drop for PcapSink<W> {
+    fn drop(&mut self) {
+        // Errors are seen by `flush` and `finish`; here they can only be dropped.
+        let _ = self.submit();
+        self.full.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
@@ -219,17 +366,17 @@ fn port_error(e: CaptureError) -> PortError {
     }
 }
 
-impl<W: Write + Send> Sink for PcapSink<W> {
+impl<W: Write + Send + 'static> Sink for PcapSink<W> {
     fn name(&self) -> &str {
-        self.writer.name()
+        &self.name
     }
 
     #[inline]
     fn write(&mut self, packet: &OutPacket<'_>) -> Result<(), PortError> {
-        self.writer.write_record(packet.data, packet.wire_len, packet.ts).map_err(port_error)
+        self.write_packet(packet.data, packet.wire_len, packet.ts).map_err(port_error)
     }
 
     fn flush(&mut self) -> Result<(), PortError> {
-        self.writer.flush().map_err(port_error)
+        self.flush_all().map_err(port_error)
     }
 }

@@ -1501,7 +1501,7 @@ impl LinkedCode for LinkedApp {
         self.bind(states);
         if self.prog.fanout {
             self.fanout.set_pool(pool);
-            self.fanout.reserve(n);
+            self.fanout.reserve(n, self.prog.layout.info_size);
             out.fanout.reserve(2 * n);
         }
         let mut ctx = self.ctx();
@@ -1538,5 +1538,12 @@ impl LinkedCode for LinkedApp {
 
     fn fork(&self) -> Box<dyn LinkedCode> {
         Box::new(LinkedApp::context(Arc::clone(&self.prog)))
+    }
+
+    fn reserve(&mut self, packets: usize) {
+        self.node_mem.reserve(self.prog.layout.node_base.len());
+        if self.prog.fanout {
+            self.fanout.reserve(packets, self.prog.layout.info_size);
+        }
     }
 }

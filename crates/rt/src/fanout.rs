@@ -64,7 +64,8 @@ impl FanoutState {
     /// Makes room for the fan-out of a batch of `packets` packets (each
     /// duplicated once), so that a run that stays within that allocates
     /// nothing per batch.
-    pub fn reserve(&mut self, packets: usize) {
+    pub fn reserve(&mut self, packets: usize, info_size: usize) {
+        self.infos.reserve(packets * info_size);
         self.pending.reserve(packets);
         self.copies.reserve(packets);
         self.emitted.reserve(2 * packets);

@@ -242,7 +242,18 @@ impl Application {
         };
         let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
-        let meta = AppMeta { fanout: graph.has_fanout(), graph, names, copro_names, info_size, limits, engine: engine.name(), link, writes_packets, writes_data };
+        let meta = AppMeta {
+            fanout: graph.has_fanout(),
+            graph,
+            names,
+            copro_names,
+            info_size,
+            limits,
+            engine: engine.name(),
+            link,
+            writes_packets,
+            writes_data,
+        };
         let mut app = Application::instance(Arc::new(meta), binding, states, counters);
         let meta = Arc::clone(&app.meta);
         let name = |i: usize| meta.names[i].clone();
@@ -357,6 +368,23 @@ impl Application {
     /// The application input ports that have a source.
     pub fn input_ports(&self) -> Vec<u16> {
         self.meta.graph.sources.iter().enumerate().filter(|(_, d)| !d.is_empty()).map(|(p, _)| p as u16).collect()
+    }
+
+    /// Makes room for batches of up to `packets` packets now (the
+    /// engine's context, the graph walk's scratch), so that running them
+    /// allocates nothing.
+    pub fn reserve(&mut self, packets: usize) {
+        match &mut self.binding {
+            Binding::Linked(l) => l.reserve(packets),
+            Binding::Dispatch(_) => {
+                let n = self.meta.graph.out.len() + 1;
+                self.work.reserve(4 * n);
+                self.exits.reserve(4 * n);
+                while self.info_pool.len() < 4 * n && self.meta.info_size > 0 {
+                    self.info_pool.push(vec![0; self.meta.info_size]);
+                }
+            }
+        }
     }
 
     /// Processes a batch in order, writing packets in place: `out` receives

@@ -32,8 +32,8 @@ use netvm_vm::port::{Fill, OutPacket, PortError, Sink, Source};
 use netvm_vm::{CoproEvent, Timestamp, XbDesc};
 
 use crate::distribute::{flow_hash, Distribution};
-use crate::queue::Queue;
 use crate::{Application, RuntimeError};
+use netvm_vm::queue::Queue;
 
 /// How a [`Driver`] runs.
 #[derive(Clone, Debug)]
@@ -366,6 +366,8 @@ impl Driver {
 
     /// One worker, on this thread.
     fn run_inline(&mut self, st: &mut RunState) {
+        self.app.reserve(self.cfg.batch);
+        self.pools[0].prepare_thread();
         let mut batch = Batch::with_capacity(self.cfg.batch);
         let mut out = BatchOutput::default();
         let mut events = Vec::new();
@@ -429,7 +431,10 @@ impl Driver {
         let chunk_size = if flow { job * n } else { job };
         let max_inflight = if flow { 2 * depth } else { n * depth + n };
         let jobs = if flow { max_inflight * n } else { max_inflight };
-        let queues: Vec<Queue<Job>> = (0..if flow { n } else { 1 }).map(|_| Queue::new(if flow { depth } else { n * depth })).collect();
+        // Room for every job in flight: handing one out never waits (the
+        // in-flight limit is the back-pressure), so the I/O stage is free to
+        // run jobs itself.
+        let queues: Vec<Queue<Job>> = (0..if flow { n } else { 1 }).map(|_| Queue::new(max_inflight)).collect();
         // Room for every job in flight, so that a worker never waits to hand one back.
         let done: Queue<Job> = Queue::new(jobs + n);
         // Every batch, output and chunk the run can have in flight, made
@@ -450,10 +455,20 @@ impl Driver {
         let mut parts: Vec<Batch> = Vec::with_capacity(n);
         let mut inflight: VecDeque<Chunk> = VecDeque::with_capacity(max_inflight + 1);
         let (pools, cfg, blocks, ports) = (&self.pools, &self.cfg, &self.blocks, &mut self.ports);
-        let mut apps: Vec<&mut Application> = instances.iter_mut().collect();
+        // The calling thread is the last worker too: between reading and
+        // writing, it runs the jobs it would otherwise wait for (as DPDK's
+        // main lcore works), so N workers are N threads.
+        for app in instances.iter_mut() {
+            app.reserve(chunk_size);
+        }
+        self.pools[n - 1].prepare_thread();
+        let (others, mine) = instances.split_at_mut(n - 1);
+        let me = n - 1;
+        let my_app = &mut mine[0];
+        let mut my_report = WorkerReport::default();
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
-            for (w, app) in apps.drain(..).enumerate() {
+            for (w, app) in others.iter_mut().enumerate() {
                 let (rx, done) = (&queues[if flow { w } else { 0 }], &done);
                 let pool = &pools[w];
                 handles.push(scope.spawn(move || worker_loop(app, rx, done, pool, want_events, private, discard)));
@@ -528,7 +543,13 @@ impl Driver {
                 if inflight.is_empty() && (input_done || st.halted()) {
                     break;
                 }
-                // Wait for a worker.
+                // Nothing to read now: run a job here if one is queued, else
+                // wait for a worker.
+                if let Some(job) = queues[if flow { me } else { 0 }].try_recv() {
+                    let job = run_job(my_app, job, &pools[me], want_events, private, discard, &mut my_report);
+                    st.complete(&mut inflight, first_chunk, job);
+                    continue;
+                }
                 let t = Instant::now();
                 match done.recv() {
                     Some(job) => st.complete(&mut inflight, first_chunk, job),
@@ -539,14 +560,13 @@ impl Driver {
             for q in &queues {
                 q.close();
             }
-            for (w, h) in handles.into_iter().enumerate() {
-                if let Ok(r) = h.join() {
-                    let t = &mut st.report.workers[w];
-                    t.packets += r.packets;
-                    t.batches += r.batches;
-                    t.busy += r.busy;
-                    t.wait += r.wait;
-                }
+            let reports = handles.into_iter().map(|h| h.join().unwrap_or_default()).chain(std::iter::once(my_report));
+            for (w, r) in reports.enumerate() {
+                let t = &mut st.report.workers[w];
+                t.packets += r.packets;
+                t.batches += r.batches;
+                t.busy += r.busy;
+                t.wait += r.wait;
             }
         });
     }
@@ -555,6 +575,7 @@ impl Driver {
 impl Ports {
     /// Writes the chunks at the head of `inflight` that are complete, in
     /// order, and recycles them; returns how many were retired.
+    #[allow(clippy::too_many_arguments)]
     fn retire(
         &mut self,
         st: &mut RunState,
@@ -805,9 +826,7 @@ impl Chunk {
 fn fork_apart(base: &mut Application, n: usize) -> Result<Vec<Application>, RuntimeError> {
     let base = std::sync::Mutex::new(base);
     std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .map(|_| s.spawn(|| base.lock().unwrap_or_else(|e| e.into_inner()).fork()))
-            .collect();
+        let handles: Vec<_> = (0..n).map(|_| s.spawn(|| base.lock().unwrap_or_else(|e| e.into_inner()).fork())).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     })
 }
@@ -823,33 +842,56 @@ fn privatize(batch: &mut Batch, pool: &PacketPool) {
 /// One worker: runs the jobs it receives. With `discard` (a repetition
 /// whose output nobody writes), it releases a batch's packets and copies
 /// itself when done, so that buffers return to the thread that used them.
-fn worker_loop(app: &mut Application, jobs: &Queue<Job>, done: &Queue<Job>, pool: &PacketPool, want_events: bool, private: bool, discard: bool) -> WorkerReport {
+fn worker_loop(
+    app: &mut Application,
+    jobs: &Queue<Job>,
+    done: &Queue<Job>,
+    pool: &PacketPool,
+    want_events: bool,
+    private: bool,
+    discard: bool,
+) -> WorkerReport {
+    pool.prepare_thread();
     let mut r = WorkerReport::default();
     loop {
         let t = Instant::now();
-        let Some(mut job) = jobs.recv() else { break };
+        let Some(job) = jobs.recv() else { break };
         r.wait += t.elapsed();
-        let t0 = Instant::now();
-        if private {
-            privatize(&mut job.batch, pool);
-        }
-        app.run_batch(&mut job.batch, pool, &mut job.out);
-        r.busy += t0.elapsed();
-        r.packets += job.batch.len() as u64;
-        r.batches += 1;
-        if want_events {
-            job.events.clear();
-            app.drain_events(&mut job.events);
-        }
-        if discard {
-            job.out.clear();
-            job.batch.clear();
-        }
+        let job = run_job(app, job, pool, want_events, private, discard, &mut r);
         if done.send(job).is_err() {
             break;
         }
     }
     r
+}
+
+/// Runs one job on `app` (see [`worker_loop`]), counting it in `r`.
+fn run_job(
+    app: &mut Application,
+    mut job: Job,
+    pool: &PacketPool,
+    want_events: bool,
+    private: bool,
+    discard: bool,
+    r: &mut WorkerReport,
+) -> Job {
+    let t0 = Instant::now();
+    if private {
+        privatize(&mut job.batch, pool);
+    }
+    app.run_batch(&mut job.batch, pool, &mut job.out);
+    r.busy += t0.elapsed();
+    r.packets += job.batch.len() as u64;
+    r.batches += 1;
+    if want_events {
+        job.events.clear();
+        app.drain_events(&mut job.events);
+    }
+    if discard {
+        job.out.clear();
+        job.batch.clear();
+    }
+    job
 }
 
 /// The state of one run that the loops share.
@@ -972,15 +1014,44 @@ impl RunState {
 
     /// Writes what left a batch, packet by packet, in order.
     fn emit(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput, cfg: &DriverConfig) {
-        let mut cursor = 0;
-        for i in 0..batch.len() {
-            if self.halted() {
-                return;
+        if out.fanout.is_empty() && self.stop_port.is_none() && !self.halted() {
+            self.emit_plain(sinks, batch, out);
+        } else {
+            let mut cursor = 0;
+            for i in 0..batch.len() {
+                if self.halted() {
+                    return;
+                }
+                self.emit_packet(sinks, batch, out, i, &mut cursor);
             }
-            self.emit_packet(sinks, batch, out, i, &mut cursor);
         }
         if cfg.packet_buffered {
             self.flush(sinks);
+        }
+    }
+
+    /// [`RunState::emit`] of a batch that nothing duplicated, with no stop
+    /// condition: each packet left on its verdict's port, or not at all.
+    fn emit_plain(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput) {
+        for (d, &v) in batch.descs.iter().zip(&out.verdicts) {
+            let p = v as usize;
+            if v >= 0x1_0000 || p >= self.exits.len() {
+                continue;
+            }
+            self.exits[p] += 1;
+            let Some(ss) = sinks.get_mut(p) else { continue };
+            if ss.is_empty() {
+                continue;
+            }
+            // SAFETY: the batch holds the memory of its descriptors and is
+            // not being processed.
+            let pkt = OutPacket { data: unsafe { d.bytes() }, wire_len: d.wirelen, ts: d.ts(), in_port: d.in_port, seq: d.seq };
+            for s in ss.iter_mut() {
+                if let Err(e) = s.write(&pkt) {
+                    self.sink_error(e);
+                    return;
+                }
+            }
         }
     }
 

@@ -26,7 +26,6 @@ mod distribute;
 mod driver;
 pub mod manifest;
 pub mod program;
-mod queue;
 mod stats;
 
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};

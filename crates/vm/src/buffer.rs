@@ -403,13 +403,16 @@ thread_local! {
     static CACHES: std::cell::RefCell<Vec<LocalCache>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// This thread's cache for `(pool, class)`, made on first use; empty
-/// caches of other pools are dropped on the way (they may be stale).
-fn cache_of<'a>(caches: &'a mut Vec<LocalCache>, ptr: PoolPtr, id: u64, class: usize) -> &'a mut LocalCache {
+/// This thread's cache for `(pool, class)`, made on first use; when the
+/// thread has many, empty caches (of pools that may be gone) are dropped on
+/// the way.
+fn cache_of(caches: &mut Vec<LocalCache>, ptr: PoolPtr, id: u64, class: usize) -> &mut LocalCache {
     if let Some(i) = caches.iter().position(|c| c.pool == id && c.class as usize == class) {
         return &mut caches[i];
     }
-    caches.retain(|c| !c.slots.is_empty());
+    if caches.len() >= 64 {
+        caches.retain(|c| !c.slots.is_empty());
+    }
     caches.push(LocalCache { pool: id, class: class as u8, slots: Vec::with_capacity(CACHE_MAX + CACHE_BULK), ptr });
     caches.last_mut().expect("just pushed")
 }
@@ -515,7 +518,12 @@ impl PacketPool {
         let class = |headroom: usize, room: usize, n: usize| {
             let stride = (headroom + room).max(1).next_multiple_of(ALIGN);
             let n = n.min(u32::MAX as usize);
-            BufClass { region: Region::new(stride.checked_mul(n).expect("pool size overflows")), stride, headroom, free: FreeList::new(n as u32) }
+            BufClass {
+                region: Region::new(stride.checked_mul(n).expect("pool size overflows")),
+                stride,
+                headroom,
+                free: FreeList::new(n as u32),
+            }
         };
         let standard = class(cfg.headroom, cfg.data_room.min(MAX_PACKET), cfg.buffers);
         let jumbo = class(0, MAX_PACKET, cfg.jumbo_buffers);
@@ -541,6 +549,18 @@ impl PacketPool {
         let mut buf = PacketBuf { inner, len: len as u32 };
         buf.bytes_mut().copy_from_slice(&bytes[..len]);
         buf
+    }
+
+    /// Makes this thread's caches of the pool's buffers now (a thread's
+    /// first copy would make them), so that a warm run allocates nothing.
+    pub fn prepare_thread(&self) {
+        let _ = CACHES.try_with(|caches| {
+            if let Ok(mut caches) = caches.try_borrow_mut() {
+                for class in 0..2 {
+                    cache_of(&mut caches, self.ptr, self.shared().id, class);
+                }
+            }
+        });
     }
 
     /// Copies that went to the heap because their class was exhausted (the

@@ -128,9 +128,10 @@ pub struct BatchOutput {
 }
 
 impl BatchOutput {
-    /// An output with room for `n` packets' verdicts and exits.
+    /// An output with room for `n` packets' verdicts and the exits of
+    /// their duplicates (two per packet; more grow the output once).
     pub fn with_capacity(n: usize) -> BatchOutput {
-        BatchOutput { verdicts: Vec::with_capacity(n), fanout: Vec::with_capacity(n) }
+        BatchOutput { verdicts: Vec::with_capacity(n), fanout: Vec::with_capacity(2 * n) }
     }
 
     /// Forgets the last batch (releasing its copies), keeping the capacity.
@@ -234,4 +235,9 @@ pub trait LinkedCode: Send {
     /// A context for another worker over the same compiled code, with its
     /// own counters (at zero) and scratch memory.
     fn fork(&self) -> Box<dyn LinkedCode>;
+    /// Makes room for batches of up to `packets` packets now, so that
+    /// running them allocates nothing.
+    fn reserve(&mut self, packets: usize) {
+        let _ = packets;
+    }
 }

@@ -27,6 +27,7 @@ mod copro;
 mod engine;
 pub mod graph;
 pub mod port;
+pub mod queue;
 pub mod region;
 
 pub use copro::{CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, InvokeContext, WorkerShare};

@@ -73,6 +73,7 @@ struct RunArgs {
 fn usage() -> ExitCode {
     eprintln!(
         "usage: filterbench gen --out DIR [--packets N] [--seed S]\n       \
+         filterbench gen-stream --out FILE.pcap --packets N [--seed S] [--precision micro|nano]\n       \
          filterbench run --traces DIR [--filters DIR] [--reps N] [--target-ms MS] [--engines a,b] [--filter NAME]\n       \
          filterbench report --dir DIR [--meta FILE] [--json OUT]\n       \
          filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]\n       \
@@ -112,6 +113,15 @@ fn main() -> ExitCode {
         "gen" => (|| {
             let out = PathBuf::from(opts.get("out").ok_or("gen needs --out DIR")?);
             gen(&out, num("packets", trace::MIXED_PACKETS as u64)? as usize, num("seed", trace::MIXED_SEED)?)
+        })(),
+        "gen-stream" => (|| {
+            let out = PathBuf::from(opts.get("out").ok_or("gen-stream needs --out FILE")?);
+            let micro = opts.get("precision").map_or(Ok(true), |p| match p.as_str() {
+                "micro" => Ok(true),
+                "nano" => Ok(false),
+                other => Err(format!("--precision {other}: micro or nano")),
+            })?;
+            trace::write_mixed_pcap(&out, num("packets", trace::MIXED_PACKETS as u64)?, num("seed", trace::MIXED_SEED)?, micro)
         })(),
         "run" => (|| {
             let a = RunArgs {
@@ -252,7 +262,7 @@ impl Workload {
 /// Something that runs whole workloads in batches.
 pub(crate) enum Runner {
     /// `Application::process_batch`, batches of [`BATCH`].
-    App(Application, Vec<Verdict>),
+    App(Box<Application>, Vec<Verdict>),
     /// The linked batch function on the workload's descriptors, batches of [`BATCH`].
     Linked(Linked),
 }
@@ -261,7 +271,7 @@ impl Runner {
     /// An application of `engine` built from `manifest`.
     pub fn app(manifest: &Manifest, engine: &dyn netvm_runtime::Engine) -> Result<Runner, String> {
         let app = Application::build(manifest, engine, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
-        Ok(Runner::App(app, Vec::with_capacity(BATCH)))
+        Ok(Runner::App(Box::new(app), Vec::with_capacity(BATCH)))
     }
 
     /// One pass over `w`; returns how many packets left on [`ACCEPT_PORT`].

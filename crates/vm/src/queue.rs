@@ -1,14 +1,15 @@
-//! A bounded queue between the driver's threads: a ring of fixed capacity
-//! under a mutex, with condition variables to wait on. It allocates its
-//! ring once, when it is made, and never again (a general-purpose channel
-//! allocates when waiters register), so that a run allocates nothing per
-//! batch once it is warm. Several threads may send and receive.
+//! A bounded queue between the threads of a run (the driver's workers and
+//! I/O stage, a sink's background writer): a ring of fixed capacity under a
+//! mutex, with condition variables to wait on. It allocates its ring once,
+//! when it is made, and never again (a general-purpose channel allocates
+//! when waiters register), so that a run allocates nothing per batch once
+//! it is warm. Several threads may send and receive.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// A bounded multi-producer, multi-consumer queue.
-pub(crate) struct Queue<T> {
+pub struct Queue<T> {
     state: Mutex<State<T>>,
     not_empty: Condvar,
     not_full: Condvar,
@@ -22,7 +23,7 @@ struct State<T> {
 
 impl<T> Queue<T> {
     /// A queue holding at most `capacity` items (at least one).
-    pub(crate) fn new(capacity: usize) -> Queue<T> {
+    pub fn new(capacity: usize) -> Queue<T> {
         let capacity = capacity.max(1);
         Queue {
             state: Mutex::new(State { items: VecDeque::with_capacity(capacity), closed: false }),
@@ -40,7 +41,7 @@ impl<T> Queue<T> {
 
     /// Adds an item, waiting while the queue is full; gives it back if the
     /// queue is closed.
-    pub(crate) fn send(&self, item: T) -> Result<(), T> {
+    pub fn send(&self, item: T) -> Result<(), T> {
         let mut s = self.lock();
         while s.items.len() >= self.capacity && !s.closed {
             s = self.not_full.wait(s).unwrap_or_else(|e| e.into_inner());
@@ -56,7 +57,7 @@ impl<T> Queue<T> {
 
     /// Takes the oldest item, waiting while the queue is empty; `None` once
     /// it is closed and empty.
-    pub(crate) fn recv(&self) -> Option<T> {
+    pub fn recv(&self) -> Option<T> {
         let mut s = self.lock();
         loop {
             if let Some(item) = s.items.pop_front() {
@@ -72,7 +73,7 @@ impl<T> Queue<T> {
     }
 
     /// Takes the oldest item if there is one.
-    pub(crate) fn try_recv(&self) -> Option<T> {
+    pub fn try_recv(&self) -> Option<T> {
         let item = self.lock().items.pop_front();
         if item.is_some() {
             self.not_full.notify_one();
@@ -81,7 +82,7 @@ impl<T> Queue<T> {
     }
 
     /// Closes the queue: receivers get what is left, then `None`; senders are refused.
-    pub(crate) fn close(&self) {
+    pub fn close(&self) {
         self.lock().closed = true;
         self.not_empty.notify_all();
         self.not_full.notify_all();
