@@ -206,6 +206,14 @@ impl Driver {
             let in_flight = if n == 1 { 2 * cfg.batch } else { (3 * cfg.queue_depth + 2) * n * 4 * cfg.batch };
             pool_cfg.buffers = pool_cfg.buffers.max(in_flight + 1024);
         }
+        // Fan-out copies a worker may hold at once: every copy of the packets
+        // of the jobs it has in flight (up to a bound: beyond it, copies
+        // come from the heap and are counted).
+        let copies = app.graph().max_exits(64).saturating_sub(1) as usize;
+        if copies > 0 {
+            let job = if cfg.workers == 1 { cfg.batch } else { 4 * cfg.batch };
+            pool_cfg.buffers = pool_cfg.buffers.max((copies * job * (cfg.queue_depth + 2)).min(1 << 16));
+        }
         let pools = (0..cfg.workers).map(|_| PacketPool::new(pool_cfg)).collect();
         Driver { app, cfg, blocks, pools, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
     }

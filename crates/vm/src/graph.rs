@@ -48,6 +48,23 @@ impl AppGraph {
         self.out.iter().flatten().chain(&self.sources).any(|d| d.len() > 1)
     }
 
+    /// The most exchange buffers one packet can become (copies at fan-outs,
+    /// counted to the ports they leave on), capped at `cap`: what sizes the
+    /// packet pool of a run.
+    pub fn max_exits(&self, cap: u64) -> u64 {
+        // NetPEs in reverse topological order: each after those it feeds.
+        let mut exits = vec![0u64; self.out.len()];
+        let value = |d: &Dest, exits: &[u64]| match d {
+            Dest::Sink(_) => 1,
+            Dest::Pe { node, .. } => exits.get(*node as usize).copied().unwrap_or(0),
+        };
+        for &n in self.order.iter().rev() {
+            let best = self.out[n].iter().map(|ds| ds.iter().map(|d| value(d, &exits)).fold(0u64, |a, b| a.saturating_add(b))).max();
+            exits[n] = best.unwrap_or(0).clamp(1, cap);
+        }
+        self.sources.iter().map(|ds| ds.iter().map(|d| value(d, &exits)).fold(0u64, |a, b| a.saturating_add(b))).max().unwrap_or(1).clamp(1, cap)
+    }
+
     /// Number of input ports of each NetPE that something feeds (largest wired input port + 1).
     pub fn wired_inputs(&self) -> Vec<usize> {
         let mut n = vec![0usize; self.out.len()];
