@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use netvm_vm::graph::add_counts;
 use netvm_vm::FaultKind;
 
 /// Counters of one NetPE instance.
@@ -60,22 +61,13 @@ impl PeCounters {
 
     /// Adds `other`'s counts (the same NetPE on another worker).
     pub(crate) fn add(&mut self, other: &PeCounters) {
-        add_vec(&mut self.packets_in, &other.packets_in);
-        add_vec(&mut self.packets_out, &other.packets_out);
+        add_counts(&mut self.packets_in, &other.packets_in);
+        add_counts(&mut self.packets_out, &other.packets_out);
         self.dropped += other.dropped;
         self.unconnected += other.unconnected;
         for (a, b) in self.faults.iter_mut().zip(other.faults) {
             *a += b;
         }
-    }
-}
-
-fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
-    if a.len() < b.len() {
-        a.resize(b.len(), 0);
-    }
-    for (x, y) in a.iter_mut().zip(b) {
-        *x += y;
     }
 }
 

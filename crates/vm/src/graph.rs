@@ -62,7 +62,12 @@ impl AppGraph {
             let best = self.out[n].iter().map(|ds| ds.iter().map(|d| value(d, &exits)).fold(0u64, |a, b| a.saturating_add(b))).max();
             exits[n] = best.unwrap_or(0).clamp(1, cap);
         }
-        self.sources.iter().map(|ds| ds.iter().map(|d| value(d, &exits)).fold(0u64, |a, b| a.saturating_add(b))).max().unwrap_or(1).clamp(1, cap)
+        self.sources
+            .iter()
+            .map(|ds| ds.iter().map(|d| value(d, &exits)).fold(0u64, |a, b| a.saturating_add(b)))
+            .max()
+            .unwrap_or(1)
+            .clamp(1, cap)
     }
 
     /// Number of input ports of each NetPE that something feeds (largest wired input port + 1).
@@ -192,8 +197,8 @@ pub struct NodeFlow {
 impl NodeFlow {
     /// Adds `other`'s counts to these (another worker's).
     pub fn add(&mut self, other: &NodeFlow) {
-        add_vec(&mut self.packets_in, &other.packets_in);
-        add_vec(&mut self.packets_out, &other.packets_out);
+        add_counts(&mut self.packets_in, &other.packets_in);
+        add_counts(&mut self.packets_out, &other.packets_out);
         self.dropped += other.dropped;
         self.unconnected += other.unconnected;
         for (a, b) in self.faults.iter_mut().zip(other.faults) {
@@ -202,7 +207,9 @@ impl NodeFlow {
     }
 }
 
-fn add_vec(a: &mut Vec<u64>, b: &[u64]) {
+/// Adds `b` to `a` element by element, growing `a` to `b`'s length (the
+/// counters of two workers of one application).
+pub fn add_counts(a: &mut Vec<u64>, b: &[u64]) {
     if a.len() < b.len() {
         a.resize(b.len(), 0);
     }
@@ -231,7 +238,7 @@ impl FlowCounts {
         for (a, b) in self.nodes.iter_mut().zip(&other.nodes) {
             a.add(b);
         }
-        add_vec(&mut self.sinks, &other.sinks);
+        add_counts(&mut self.sinks, &other.sinks);
         self.no_source += other.no_source;
     }
 }
