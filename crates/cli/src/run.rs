@@ -159,19 +159,10 @@ pub fn cmd_run(args: RunArgs) -> u8 {
         eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
         return EXIT_USAGE;
     }
-    if let Some(d) = &manifest.distribution {
-        if netvm_runtime::Distribution::from_name(d).is_none() {
-            eprintln!("netvm: manifest: distribution `{d}` is neither `flow` nor `round-robin`");
-            return EXIT_USAGE;
-        }
-    }
 
     // The packet engine.
     let mut cfg = args.engine_opts.config(app.keeps_state(), true);
     cfg.repeat = args.repeat;
-    if cfg.distribution.is_none() {
-        cfg.distribution = manifest.distribution.as_deref().and_then(netvm_runtime::Distribution::from_name);
-    }
     let mut driver = Driver::new(app, cfg);
     let mut specs = Vec::new();
     for (port, path) in &inputs {

@@ -25,6 +25,7 @@ use netvm_vm::{
     WorkerShare, XbDesc, XbView,
 };
 
+use crate::distribute::Distribution;
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
 use crate::stats::{fault_index, AppStats, PeCounters};
 use crate::{program, RuntimeError};
@@ -51,6 +52,8 @@ struct AppMeta {
     writes_data: bool,
     /// Some port or source has several destinations.
     fanout: bool,
+    /// The manifest's distribution.
+    distribution: Option<Distribution>,
 }
 
 /// A built NetVM application: one worker's instance (see the module docs).
@@ -111,6 +114,8 @@ pub struct AppPlan {
     pub info_size: usize,
     /// The limits handlers run under.
     pub limits: Limits,
+    /// How the manifest asks packets to be spread over workers, if it does.
+    pub distribution: Option<Distribution>,
 }
 
 impl Application {
@@ -204,7 +209,13 @@ impl Application {
         let sink_ports = manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0);
         let graph = AppGraph { out, sources, sink_ports, order };
         let names = manifest.netpes.iter().map(|n| n.name.clone()).collect();
-        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits })
+        let distribution = match manifest.distribution.as_deref() {
+            None => None,
+            Some(d) => {
+                Some(Distribution::from_name(d).ok_or_else(|| bad(format!("distribution `{d}` is neither `flow` nor `round-robin`")))?)
+            }
+        };
+        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution })
     }
 
     /// Builds an application: [`Application::plan`], then compiles it with
@@ -222,7 +233,7 @@ impl Application {
 
     /// Compiles a plan with `engine` and runs every `.init` handler.
     pub fn from_plan(plan: AppPlan, engine: &dyn Engine) -> Result<Application, RuntimeError> {
-        let AppPlan { graph, verified, states, copro_names, names, info_size, limits } = plan;
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
@@ -243,6 +254,7 @@ impl Application {
         let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
         let meta = AppMeta {
+            distribution,
             fanout: graph.has_fanout(),
             graph,
             names,
@@ -363,6 +375,13 @@ impl Application {
     /// spread over workers.
     pub fn keeps_state(&self) -> bool {
         self.meta.writes_data || self.states.iter().flat_map(|s| &s.copros).any(|c| c.share() == WorkerShare::PerWorker)
+    }
+
+    /// How packets are best spread over several workers: the manifest's
+    /// `distribution`, else round robin when the application keeps no state
+    /// ([`Application::keeps_state`]) and flow otherwise.
+    pub fn distribution(&self) -> Distribution {
+        self.meta.distribution.unwrap_or(if self.keeps_state() { Distribution::Flow } else { Distribution::RoundRobin })
     }
 
     /// The application input ports that have a source.

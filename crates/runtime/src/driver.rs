@@ -44,8 +44,7 @@ pub struct DriverConfig {
     /// Packets per batch.
     pub batch: usize,
     /// How packets are spread over workers; `None`: the application's
-    /// manifest, else round robin for stateless applications and flow for
-    /// the others.
+    /// choice ([`Application::distribution`]).
     pub distribution: Option<Distribution>,
     /// Times the inputs are run (for measurement): outputs and events are
     /// produced by the first repetition only. Later repetitions replay the
@@ -267,7 +266,7 @@ impl Driver {
 
     /// How packets would be spread over workers.
     pub fn distribution(&self) -> Distribution {
-        self.cfg.distribution.unwrap_or(if self.app.keeps_state() { Distribution::Flow } else { Distribution::RoundRobin })
+        self.cfg.distribution.unwrap_or_else(|| self.app.distribution())
     }
 
     /// Runs every source to its end (or until a sink stops the run), then

@@ -142,6 +142,7 @@ fn manifest_errors_are_clear() {
         ("[[netpe]]\nname = \"x\"\nprogram = \"missing.nil\"\n[[source]]\nto = \"x\"\n", "missing.nil"),
         ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\nbogus = 1\n", "unknown field"),
         ("[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[source]]\nto = \"x\"\n[[sink]]\nfrom = \"x\"\nport = 1\n", "NETPE.PORT"),
+        ("distribution = \"hash\"\n[[netpe]]\nname = \"x\"\nprogram = \"p.nil\"\n[[source]]\nto = \"x\"\n", "distribution `hash`"),
     ];
     for (manifest, want) in cases {
         let e = match build(manifest, &[("p.nil", PASS)]) {
