@@ -439,173 +439,16 @@ impl Application {
         if self.meta.fanout {
             out.fanout.reserve(2 * batch.len());
         }
+        let Application { meta, binding, states, counters, stats, port_counts, fault_counts, work, info_pool, exits, .. } = self;
+        let Binding::Dispatch(codes) = binding else { unreachable!("linked bindings returned above") };
+        let mut walk = Walk { meta, codes, states, counters, stats, port_counts, fault_counts, work, info_pool, exits };
         for i in 0..batch.len() {
             let d = batch.descs[i];
             // SAFETY: the batch holds the memory of its descriptors and is
             // borrowed exclusively; packet `i` is processed alone here.
-            let v = unsafe { self.process_one(i as u32, &d, pool, out) };
+            let v = unsafe { walk.process_one(i as u32, &d, pool, out) };
             out.verdicts.push(v);
         }
-    }
-
-    /// Runs packet `idx` (descriptor `d`) through the graph; returns its verdict code.
-    ///
-    /// # Safety
-    /// `d` must describe `caplen` writable bytes that nothing else accesses
-    /// during the call.
-    unsafe fn process_one(&mut self, idx: u32, d: &XbDesc, pool: &PacketPool, out: &mut BatchOutput) -> u32 {
-        let meta = Arc::clone(&self.meta);
-        let Binding::Dispatch(codes) = &self.binding else { unreachable!("dispatch binding") };
-        let codes = Arc::clone(codes);
-        let Some(dests) = meta.graph.sources.get(d.in_port as usize).filter(|d| !d.is_empty()) else {
-            self.stats.dropped += 1;
-            self.stats.no_source += 1;
-            return Verdict::Drop.encode();
-        };
-        let info = self.info_buffer();
-        let mut work = std::mem::take(&mut self.work);
-        let mut exits = std::mem::take(&mut self.exits);
-        // `next` carries the buffer along single-destination hops without
-        // touching the work stack; only real fan-out pushes copies there.
-        let mut next = None;
-        let mut copies = dests.len() as u32;
-        // SAFETY: the caller's contract for `d`.
-        let orig_bytes = unsafe { d.bytes() };
-        self.fan_out(&mut work, &mut next, dests, Buf::Orig, info, orig_bytes, pool);
-        let mut last = Verdict::Drop;
-        while let Some((dest, mut buf, mut info)) = next.take().or_else(|| work.pop()) {
-            let finished = match dest {
-                Dest::Sink(port) => {
-                    self.port_counts[port as usize] += 1;
-                    exits.push((
-                        port,
-                        match buf {
-                            Buf::Orig => None,
-                            Buf::Copy(b) => Some(b),
-                        },
-                    ));
-                    buf = Buf::Orig;
-                    last = Verdict::Output(port);
-                    true
-                }
-                Dest::Pe { node, in_port } => {
-                    let node = node as usize;
-                    self.counters[node].count_in(in_port);
-                    let packet = match &mut buf {
-                        // SAFETY: the caller's contract for `d`; no other
-                        // borrow of the original bytes is alive while the
-                        // handler runs (copies are separate buffers).
-                        Buf::Orig => unsafe { d.bytes_mut() },
-                        Buf::Copy(b) => b.bytes_mut(),
-                    };
-                    let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut info[..] };
-                    let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &meta.limits);
-                    let counters = &mut self.counters[node];
-                    match outcome {
-                        Outcome::Forward(p) => {
-                            if let Some(c) = counters.packets_out.get_mut(p as usize) {
-                                *c += 1;
-                            }
-                            match meta.graph.out[node].get(p as usize) {
-                                Some(ds) if !ds.is_empty() => {
-                                    copies += ds.len() as u32 - 1;
-                                    // SAFETY: as above: the bytes of the buffer now.
-                                    let bytes: &[u8] = match &buf {
-                                        Buf::Orig => unsafe { d.bytes() },
-                                        Buf::Copy(b) => b.bytes(),
-                                    };
-                                    // Copies are made from a snapshot of `bytes` before `buf` moves on.
-                                    let bytes = bytes as *const [u8];
-                                    // SAFETY: `bytes` stays valid: `buf` (or the batch) owns it.
-                                    self.fan_out(&mut work, &mut next, ds, buf, info, unsafe { &*bytes }, pool);
-                                    continue;
-                                }
-                                _ => {
-                                    counters.unconnected += 1;
-                                    self.stats.dropped += 1;
-                                    last = Verdict::Drop;
-                                }
-                            }
-                        }
-                        Outcome::Drop | Outcome::Exit => {
-                            counters.dropped += 1;
-                            self.stats.dropped += 1;
-                            last = Verdict::Drop;
-                        }
-                        Outcome::Fault(k) => {
-                            counters.faults[fault_index(k)] += 1;
-                            self.fault_counts[fault_index(k)] += 1;
-                            last = Verdict::Fault(k);
-                        }
-                    }
-                    true
-                }
-            };
-            if finished {
-                drop(buf);
-                if info.capacity() != 0 {
-                    self.info_pool.push(info);
-                }
-            }
-        }
-        self.work = work;
-        let verdict = if copies > 1 {
-            let outputs = exits.len() as u32;
-            out.fanout.extend(exits.drain(..).map(|(port, copy)| FanoutExit { idx, port, copy }));
-            Verdict::Fanout { outputs }
-        } else {
-            exits.clear();
-            last
-        };
-        self.exits = exits;
-        verdict.encode()
-    }
-
-    /// Zeroed info memory for a packet or a copy.
-    fn info_buffer(&mut self) -> Vec<u8> {
-        let mut info = if self.meta.info_size == 0 { Vec::new() } else { self.info_pool.pop().unwrap_or_default() };
-        info.clear();
-        info.resize(self.meta.info_size, 0);
-        info
-    }
-
-    /// Sends the buffer to every destination so that the first destination
-    /// runs first: copies (from `pool`, with copies of the info memory) for
-    /// all but the last, the buffer itself for the last. The first
-    /// destination goes to `next` (run immediately), the others onto the
-    /// work stack in reverse order.
-    #[allow(clippy::too_many_arguments)]
-    fn fan_out(
-        &mut self,
-        work: &mut Vec<Work>,
-        next: &mut Option<Work>,
-        dests: &[Dest],
-        buf: Buf,
-        info: Vec<u8>,
-        bytes: &[u8],
-        pool: &PacketPool,
-    ) {
-        if let [only] = dests {
-            *next = Some((*only, buf, info));
-            return;
-        }
-        let (last, rest) = dests.split_last().expect("non-empty destinations");
-        let (first, middle) = rest.split_first().expect("at least two destinations");
-        // Copies are made from `bytes`, the buffer's bytes, which stay where
-        // they are while the buffer's handle moves. The first destination
-        // runs next, then the middle ones in order, the last one (on the
-        // buffer itself) last: the stack holds them in reverse.
-        let mut i0 = self.info_buffer();
-        i0.copy_from_slice(&info);
-        let b0 = Buf::Copy(pool.copy_of(bytes));
-        work.push((*last, buf, info));
-        let base = work.len() - 1;
-        for d in middle.iter().rev() {
-            let mut i = self.info_buffer();
-            i.copy_from_slice(&work[base].2);
-            work.push((*d, Buf::Copy(pool.copy_of(bytes)), i));
-        }
-        *next = Some((*first, b0, i0));
     }
 
     /// Processes owned packets in order, for tests and small programs:
@@ -814,6 +657,181 @@ impl Application {
             }
         }
         out
+    }
+}
+
+/// The runtime's graph walk over one batch (the `dispatch` binding): the
+/// parts of an [`Application`] it reads and writes, borrowed apart.
+struct Walk<'a> {
+    meta: &'a AppMeta,
+    codes: &'a [Arc<dyn PeCode>],
+    states: &'a mut [PeState],
+    counters: &'a mut [PeCounters],
+    stats: &'a mut AppStats,
+    port_counts: &'a mut [u64],
+    fault_counts: &'a mut [u64; FaultKind::ALL.len()],
+    work: &'a mut Vec<Work>,
+    info_pool: &'a mut Vec<Vec<u8>>,
+    exits: &'a mut Vec<(u16, Option<PacketBuf>)>,
+}
+
+impl Walk<'_> {
+    /// Runs packet `idx` (descriptor `d`) through the graph; returns its verdict code.
+    ///
+    /// # Safety
+    /// `d` must describe `caplen` writable bytes that nothing else accesses
+    /// during the call.
+    unsafe fn process_one(&mut self, idx: u32, d: &XbDesc, pool: &PacketPool, out: &mut BatchOutput) -> u32 {
+        let (meta, codes) = (self.meta, self.codes);
+        let Some(dests) = meta.graph.sources.get(d.in_port as usize).filter(|d| !d.is_empty()) else {
+            self.stats.dropped += 1;
+            self.stats.no_source += 1;
+            return Verdict::Drop.encode();
+        };
+        let info = self.info_buffer();
+        let mut work = std::mem::take(&mut *self.work);
+        let mut exits = std::mem::take(&mut *self.exits);
+        // `next` carries the buffer along single-destination hops without
+        // touching the work stack; only real fan-out pushes copies there.
+        let mut next = None;
+        let mut copies = dests.len() as u32;
+        // SAFETY: the caller's contract for `d`.
+        let orig_bytes = unsafe { d.bytes() };
+        self.fan_out(&mut work, &mut next, dests, Buf::Orig, info, orig_bytes, pool);
+        let mut last = Verdict::Drop;
+        while let Some((dest, mut buf, mut info)) = next.take().or_else(|| work.pop()) {
+            let finished = match dest {
+                Dest::Sink(port) => {
+                    self.port_counts[port as usize] += 1;
+                    exits.push((
+                        port,
+                        match buf {
+                            Buf::Orig => None,
+                            Buf::Copy(b) => Some(b),
+                        },
+                    ));
+                    buf = Buf::Orig;
+                    last = Verdict::Output(port);
+                    true
+                }
+                Dest::Pe { node, in_port } => {
+                    let node = node as usize;
+                    self.counters[node].count_in(in_port);
+                    let packet = match &mut buf {
+                        // SAFETY: the caller's contract for `d`; no other
+                        // borrow of the original bytes is alive while the
+                        // handler runs (copies are separate buffers).
+                        Buf::Orig => unsafe { d.bytes_mut() },
+                        Buf::Copy(b) => b.bytes_mut(),
+                    };
+                    let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut info[..] };
+                    let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &meta.limits);
+                    let counters = &mut self.counters[node];
+                    match outcome {
+                        Outcome::Forward(p) => {
+                            if let Some(c) = counters.packets_out.get_mut(p as usize) {
+                                *c += 1;
+                            }
+                            match meta.graph.out[node].get(p as usize) {
+                                Some(ds) if !ds.is_empty() => {
+                                    copies += ds.len() as u32 - 1;
+                                    // SAFETY: as above: the bytes of the buffer now.
+                                    let bytes: &[u8] = match &buf {
+                                        Buf::Orig => unsafe { d.bytes() },
+                                        Buf::Copy(b) => b.bytes(),
+                                    };
+                                    // Copies are made from a snapshot of `bytes` before `buf` moves on.
+                                    let bytes = bytes as *const [u8];
+                                    // SAFETY: `bytes` stays valid: `buf` (or the batch) owns it.
+                                    self.fan_out(&mut work, &mut next, ds, buf, info, unsafe { &*bytes }, pool);
+                                    continue;
+                                }
+                                _ => {
+                                    counters.unconnected += 1;
+                                    self.stats.dropped += 1;
+                                    last = Verdict::Drop;
+                                }
+                            }
+                        }
+                        Outcome::Drop | Outcome::Exit => {
+                            counters.dropped += 1;
+                            self.stats.dropped += 1;
+                            last = Verdict::Drop;
+                        }
+                        Outcome::Fault(k) => {
+                            counters.faults[fault_index(k)] += 1;
+                            self.fault_counts[fault_index(k)] += 1;
+                            last = Verdict::Fault(k);
+                        }
+                    }
+                    true
+                }
+            };
+            if finished {
+                drop(buf);
+                if info.capacity() != 0 {
+                    self.info_pool.push(info);
+                }
+            }
+        }
+        *self.work = work;
+        let verdict = if copies > 1 {
+            let outputs = exits.len() as u32;
+            out.fanout.extend(exits.drain(..).map(|(port, copy)| FanoutExit { idx, port, copy }));
+            Verdict::Fanout { outputs }
+        } else {
+            exits.clear();
+            last
+        };
+        *self.exits = exits;
+        verdict.encode()
+    }
+
+    /// Zeroed info memory for a packet or a copy.
+    fn info_buffer(&mut self) -> Vec<u8> {
+        let mut info = if self.meta.info_size == 0 { Vec::new() } else { self.info_pool.pop().unwrap_or_default() };
+        info.clear();
+        info.resize(self.meta.info_size, 0);
+        info
+    }
+
+    /// Sends the buffer to every destination so that the first destination
+    /// runs first: copies (from `pool`, with copies of the info memory) for
+    /// all but the last, the buffer itself for the last. The first
+    /// destination goes to `next` (run immediately), the others onto the
+    /// work stack in reverse order.
+    #[allow(clippy::too_many_arguments)]
+    fn fan_out(
+        &mut self,
+        work: &mut Vec<Work>,
+        next: &mut Option<Work>,
+        dests: &[Dest],
+        buf: Buf,
+        info: Vec<u8>,
+        bytes: &[u8],
+        pool: &PacketPool,
+    ) {
+        if let [only] = dests {
+            *next = Some((*only, buf, info));
+            return;
+        }
+        let (last, rest) = dests.split_last().expect("non-empty destinations");
+        let (first, middle) = rest.split_first().expect("at least two destinations");
+        // Copies are made from `bytes`, the buffer's bytes, which stay where
+        // they are while the buffer's handle moves. The first destination
+        // runs next, then the middle ones in order, the last one (on the
+        // buffer itself) last: the stack holds them in reverse.
+        let mut i0 = self.info_buffer();
+        i0.copy_from_slice(&info);
+        let b0 = Buf::Copy(pool.copy_of(bytes));
+        work.push((*last, buf, info));
+        let base = work.len() - 1;
+        for d in middle.iter().rev() {
+            let mut i = self.info_buffer();
+            i.copy_from_slice(&work[base].2);
+            work.push((*d, Buf::Copy(pool.copy_of(bytes)), i));
+        }
+        *next = Some((*first, b0, i0));
     }
 }
 
