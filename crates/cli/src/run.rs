@@ -26,7 +26,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "EXPR")]
     filter: Option<String>,
     /// Input capture, optionally on an application input port: `-r IN.pcap` (port 0) or `-r 2=IN.pcap`;
-    /// `-` reads standard input. Several inputs are merged in timestamp order (ties: lower port first).
+    /// `-` reads standard input. Several inputs are merged in timestamp order (ties: lower port first, then the input given first).
     #[arg(short = 'r', value_name = "[PORT=]IN.pcap", required = true)]
     read: Vec<String>,
     /// Output capture for output port 1 (`-`: standard output); with `{port}` in the name, one file per output port.

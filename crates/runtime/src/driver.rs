@@ -757,7 +757,14 @@ impl Ports {
                 return if batch.is_empty() { Next::End } else { Next::Batch };
             };
             st.peeked[i] = None;
-            match self.sources[i].fill(batch, max - batch.len(), second) {
+            // A source whose next packet ties with another input's (same
+            // time, same port) appends nothing up to `second`: it goes first
+            // (the input given first wins), one packet at a time.
+            let r = match self.sources[i].fill(batch, max - batch.len(), second) {
+                Ok(Fill::Packets(0)) => self.sources[i].fill(batch, 1, None),
+                r => r,
+            };
+            match r {
                 Ok(Fill::Packets(_)) => {}
                 Ok(Fill::Starved) => return if batch.is_empty() { Next::Starved } else { Next::Batch },
                 Ok(Fill::End) => st.ended[i] = true,
