@@ -70,6 +70,19 @@ pub struct DriverConfig {
     pub stop_after: Option<(u16, u64)>,
 }
 
+impl DriverConfig {
+    /// Packets per job: a batch for one worker; four batches for several,
+    /// long enough (tens of microseconds and up) that waking a worker and
+    /// handing back its result cost little beside it.
+    pub fn job(&self) -> usize {
+        if self.workers <= 1 {
+            self.batch
+        } else {
+            4 * self.batch
+        }
+    }
+}
+
 impl Default for DriverConfig {
     fn default() -> Self {
         DriverConfig {
@@ -202,7 +215,7 @@ impl Driver {
             // `RunState::private`): at most its queue, the one it runs, and
             // those waiting to be reordered.
             let n = cfg.workers;
-            let in_flight = if n == 1 { 2 * cfg.batch } else { (3 * cfg.queue_depth + 2) * n * 4 * cfg.batch };
+            let in_flight = if n == 1 { 2 * cfg.batch } else { (3 * cfg.queue_depth + 2) * n * cfg.job() };
             pool_cfg.buffers = pool_cfg.buffers.max(in_flight + 1024);
         }
         // Fan-out copies a worker may hold at once: every copy of the packets
@@ -210,7 +223,7 @@ impl Driver {
         // come from the heap and are counted).
         let copies = app.graph().max_exits(64).saturating_sub(1) as usize;
         if copies > 0 {
-            let job = if cfg.workers == 1 { cfg.batch } else { 4 * cfg.batch };
+            let job = cfg.job();
             pool_cfg.buffers = pool_cfg.buffers.max((copies * job * (cfg.queue_depth + 2)).min(1 << 16));
         }
         let pools = (0..cfg.workers).map(|_| PacketPool::new(pool_cfg)).collect();
@@ -299,7 +312,7 @@ impl Driver {
             st.retained.clear();
         } else {
             // Extended cyclically by a batch (see `next_batch`).
-            let (total, chunk) = (st.trace.len(), 4 * self.cfg.batch * self.cfg.workers.max(1));
+            let (total, chunk) = (st.trace.len(), self.cfg.job() * self.cfg.workers);
             for k in 0..chunk {
                 st.trace.push(st.trace[k % total]);
             }
@@ -431,10 +444,7 @@ impl Driver {
         // Round robin: whole batches, from one queue every worker takes
         // from. Flow: chunks of `n` batches' worth, split by flow hash into
         // one part per worker (a part averages a batch), one queue each.
-        // A job is four batches: long enough (tens of microseconds and up)
-        // that waking a worker and handing back its result cost little
-        // beside it.
-        let job = 4 * self.cfg.batch;
+        let job = self.cfg.job();
         let chunk_size = if flow { job * n } else { job };
         let max_inflight = if flow { 2 * depth } else { n * depth + n };
         let jobs = if flow { max_inflight * n } else { max_inflight };
@@ -1028,44 +1038,15 @@ impl RunState {
 
     /// Writes what left a batch, packet by packet, in order.
     fn emit(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput, cfg: &DriverConfig) {
-        if out.fanout.is_empty() && self.stop_port.is_none() && !self.halted() {
-            self.emit_plain(sinks, batch, out);
-        } else {
-            let mut cursor = 0;
-            for i in 0..batch.len() {
-                if self.halted() {
-                    return;
-                }
-                self.emit_packet(sinks, batch, out, i, &mut cursor);
+        let mut cursor = 0;
+        for i in 0..batch.len() {
+            if self.halted() {
+                return;
             }
+            self.emit_packet(sinks, batch, out, i, &mut cursor);
         }
         if cfg.packet_buffered {
             self.flush(sinks);
-        }
-    }
-
-    /// [`RunState::emit`] of a batch that nothing duplicated, with no stop
-    /// condition: each packet left on its verdict's port, or not at all.
-    fn emit_plain(&mut self, sinks: &mut [Vec<Box<dyn Sink>>], batch: &Batch, out: &BatchOutput) {
-        for (d, &v) in batch.descs.iter().zip(&out.verdicts) {
-            let p = v as usize;
-            if v >= 0x1_0000 || p >= self.exits.len() {
-                continue;
-            }
-            self.exits[p] += 1;
-            let Some(ss) = sinks.get_mut(p) else { continue };
-            if ss.is_empty() {
-                continue;
-            }
-            // SAFETY: the batch holds the memory of its descriptors and is
-            // not being processed.
-            let pkt = OutPacket { data: unsafe { d.bytes() }, wire_len: d.wirelen, ts: d.ts(), in_port: d.in_port, seq: d.seq };
-            for s in ss.iter_mut() {
-                if let Err(e) = s.write(&pkt) {
-                    self.sink_error(e);
-                    return;
-                }
-            }
         }
     }
 
