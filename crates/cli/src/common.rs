@@ -73,8 +73,8 @@ pub struct EngineOpts {
     /// manifest; else round robin when it keeps no state, else flow).
     #[arg(long, value_enum)]
     pub distribution: Option<DistributionArg>,
-    /// Packets per batch.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// Packets per batch (1 to 8192).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=8192))]
     pub batch: u32,
     /// Write each packet as it is processed (flush outputs after every batch), as tcpdump's -U.
     #[arg(short = 'U', long = "packet-buffered")]

@@ -35,6 +35,9 @@ use crate::distribute::{flow_hash, Distribution};
 use crate::{Application, RuntimeError};
 use netvm_vm::queue::Queue;
 
+/// The most packets per batch a driver takes (larger are cut to it).
+pub const MAX_BATCH: usize = 8192;
+
 /// How a [`Driver`] runs.
 #[derive(Clone, Debug)]
 pub struct DriverConfig {
@@ -200,7 +203,7 @@ impl Driver {
     pub fn new(app: Application, cfg: DriverConfig) -> Driver {
         let cfg = DriverConfig {
             workers: cfg.workers.max(1),
-            batch: cfg.batch.clamp(1, 1 << 16),
+            batch: cfg.batch.clamp(1, MAX_BATCH),
             repeat: cfg.repeat.max(1),
             queue_depth: cfg.queue_depth.max(1),
             block_size: cfg.block_size.max(1 << 20),
@@ -461,10 +464,11 @@ impl Driver {
         for _ in 0..max_inflight + 1 {
             spare_batches.push(Batch::with_capacity(chunk_size));
         }
-        // A part may hold a whole chunk when every flow hashes to one worker.
+        // A part averages a job; one that gets more (flows hashing unevenly)
+        // grows once and keeps its room.
         if flow {
             for _ in 0..jobs + n {
-                spare_parts_b.push(Batch::with_capacity(chunk_size));
+                spare_parts_b.push(Batch::with_capacity(2 * job));
             }
         }
         let mut spare_outs: Vec<BatchOutput> = (0..jobs + n).map(|_| BatchOutput::with_capacity(chunk_size)).collect();
@@ -510,7 +514,7 @@ impl Driver {
                             if flow {
                                 parts.clear();
                                 for _ in 0..n {
-                                    let mut b = spare_parts_b.pop().unwrap_or_else(|| Batch::with_capacity(chunk_size));
+                                    let mut b = spare_parts_b.pop().unwrap_or_else(|| Batch::with_capacity(2 * job));
                                     b.clear();
                                     parts.push(b);
                                 }

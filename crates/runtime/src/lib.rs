@@ -30,7 +30,7 @@ mod stats;
 
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};
 pub use distribute::{flow_hash, Distribution};
-pub use driver::{Driver, DriverConfig, RunReport, WorkerReport};
+pub use driver::{Driver, DriverConfig, RunReport, WorkerReport, MAX_BATCH};
 pub use manifest::Manifest;
 #[cfg(feature = "interp")]
 pub use netvm_interp::InterpEngine;
