@@ -11,11 +11,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 
-use netvm_fuzzgen::workloads::{ids_rules, ids_trace};
-use netvm_fuzzgen::SplitMix;
 use netvm_ids::rules::{Content, Matcher, Pcre, Proto};
 use netvm_ids::{parse_rules, Action, Rule};
 use netvm_io::{read_capture, PcapWriter};
+use netvm_traffic::apps::{ids_rules, ids_trace};
+use netvm_traffic::SplitMix64;
 use netvm_vm::Packet;
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
@@ -187,7 +187,7 @@ fn reference(rules: &[Rule], pkts: &[Packet]) -> (BTreeSet<(u64, u32)>, BTreeSet
 
 fn check(seed: u64, nrules: usize, npkts: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let mut r = SplitMix(seed);
+    let mut r = SplitMix64::new(seed);
     let text = ids_rules(&mut r, nrules);
     let pkts = ids_trace(&mut r, npkts);
     let set = parse_rules(&text, &HashMap::new());

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use netvm_fuzzgen::workloads::{internet_checksum, route_file, router_trace, routes4};
-use netvm_fuzzgen::SplitMix;
 use netvm_io::{read_capture, PcapWriter};
+use netvm_traffic::apps::{route_file, router_trace, routes4};
+use netvm_traffic::{internet_checksum, SplitMix64};
 use netvm_vm::Packet;
 
 fn example(rel: &str) -> String {
@@ -132,7 +132,7 @@ fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: &str) -> (BTree
 
 fn check(seed: u64, nroutes: usize, npkts: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let mut r = SplitMix(seed);
+    let mut r = SplitMix64::new(seed);
     // Next hops up to 17: routes to ports 16 and 17 exercise `bad_port`.
     let routes = routes4(&mut r, nroutes, 18);
     let text = format!("# generated, seed {seed}\n\n{}", route_file(&routes));

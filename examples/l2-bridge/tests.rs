@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use netvm_fuzzgen::workloads::{bridge_trace, BridgeTraffic};
-use netvm_fuzzgen::SplitMix;
 use netvm_io::{read_capture, PcapWriter};
+use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
+use netvm_traffic::SplitMix64;
 use netvm_vm::Packet;
 
 const AGING_NS: u64 = 300 * 1_000_000_000;
@@ -103,7 +103,7 @@ fn run_bridge(dir: &Path, frames: &[Packet], ports: &[u16], engine: &str) -> (Ha
 
 fn check(seed: u64, traffic: &BridgeTraffic) {
     let dir = tempfile::tempdir().unwrap();
-    let mut frames = bridge_trace(&mut SplitMix(seed), traffic);
+    let mut frames = bridge_trace(&mut SplitMix64::new(seed), traffic);
     // The merge `netvm run` does: timestamp order, ties on the lower port.
     frames.sort_by_key(|f| (f.ts, f.in_port));
     let ports: Vec<u16> = (1..=traffic.ports).collect();

@@ -4,19 +4,19 @@
 //! packet by packet, on the interpreter and on every JIT binding, and
 //! never fault. So does the f4 branch of the 10-NetPE benches/apps/tree10.toml
 //! (sink 6), which also runs without faults the JIT and the interpreter
-//! agree on. Packets: `trace::edge_cases` and 20,000 mixed-trace frames.
+//! agree on. Packets: `mixed::edge_cases` and 20,000 mixed-trace frames.
 
 use std::path::PathBuf;
 
 use netvm_bench::filters::{self, ACCEPT_PORT, FILTERS};
 use netvm_bench::linked::{Descs, Linked};
-use netvm_bench::trace;
 use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
+use netvm_traffic::mixed;
 use netvm_vm::Packet;
 
 fn packets() -> Vec<Packet> {
-    let mut p = trace::edge_cases();
-    p.extend(trace::mixed_trace(20_000, 7));
+    let mut p = mixed::edge_cases();
+    p.extend(mixed::mixed_trace(20_000, 7));
     p
 }
 

@@ -1,7 +1,7 @@
 //! The five NetIL filters of benches/filters accept exactly the packets that
 //! libpcap accepts for their tcpdump expressions, and never fault.
 //!
-//! Packets: the boundary cases of `trace::edge_cases`, 40,000 frames of the
+//! Packets: the boundary cases of `mixed::edge_cases`, 40,000 frames of the
 //! mixed-trace generator, and every Ethernet capture of
 //! ../shared/corpus/tcpdump-tests that netvm reads cleanly (skipped with a
 //! message when the corpus is absent). Each filter runs on the reference
@@ -23,6 +23,7 @@ use std::process::Command;
 use netvm_bench::filters::{self, Filter, ACCEPT_PORT, FILTERS};
 use netvm_bench::trace;
 use netvm_runtime::{Engine, InterpEngine};
+use netvm_traffic::mixed;
 use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeState};
 
 /// `tcpdump -ddd -y EN10MB EXPR` for each filter, in FILTERS order: (code, jt, jf, k).
@@ -93,9 +94,9 @@ fn bpf_filter(prog: &Bpf, p: &[u8]) -> u32 {
 
 /// The packets every check runs on: edge cases, generated frames, the corpus.
 fn packets() -> Vec<Packet> {
-    let mut pkts = trace::edge_cases();
-    pkts.push(trace::full_path_packet());
-    pkts.extend(trace::mixed_trace(40_000, 0x5eed));
+    let mut pkts = mixed::edge_cases();
+    pkts.push(mixed::full_path_packet());
+    pkts.extend(mixed::mixed_trace(40_000, 0x5eed));
     let corpus = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus/tcpdump-tests"));
     match std::fs::read_dir(&corpus) {
         Ok(rd) => {
@@ -150,7 +151,7 @@ fn describe(p: &Packet) -> String {
 
 #[test]
 fn full_path_frame_is_accepted_by_every_filter() {
-    let p = trace::full_path_packet();
+    let p = mixed::full_path_packet();
     assert_eq!(p.data.len(), 64);
     for f in &FILTERS {
         assert_eq!(netvm_verdicts(f, std::slice::from_ref(&p)), [true], "{}", f.name);

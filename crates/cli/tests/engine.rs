@@ -12,8 +12,8 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use netvm_fuzzgen::SplitMix;
 use netvm_io::{read_capture, PcapWriter};
+use netvm_traffic::SplitMix64;
 use netvm_vm::Packet;
 
 fn netvm(args: &[&str]) -> Output {
@@ -51,10 +51,10 @@ fn write_pcap(p: &Path, pkts: &[Packet]) {
 
 /// A trace of `n` frames of every kind the filter tests generate.
 fn generated_trace(dir: &Path, n: usize, seed: u64) -> PathBuf {
-    let mut rng = SplitMix(seed);
-    let packets = netvm_fuzzgen::traces::generate_trace(&mut rng, n);
+    let mut rng = SplitMix64::new(seed);
+    let packets = netvm_traffic::frames::generate_trace(&mut rng, n);
     let p = dir.join(format!("trace-{seed:x}.pcap"));
-    netvm_fuzzgen::traces::write_pcap(std::io::BufWriter::new(std::fs::File::create(&p).unwrap()), &packets).unwrap();
+    netvm_traffic::write_pcap(std::io::BufWriter::new(std::fs::File::create(&p).unwrap()), &packets).unwrap();
     p
 }
 
@@ -120,12 +120,12 @@ fn example_applications_give_the_same_output_on_any_number_of_workers() {
         same_with_workers("filter", &["filter", "-r", t, "-w", "{out}/match.pcap", "tcp or udp port 53"]);
     }
     // The router, on a generated trace over generated routes.
-    let mut rng = SplitMix(0x726f);
-    let routes = netvm_fuzzgen::workloads::routes4(&mut rng, 2000, 4);
+    let mut rng = SplitMix64::new(0x726f);
+    let routes = netvm_traffic::apps::routes4(&mut rng, 2000, 4);
     let rfile = dir.path().join("routes.txt");
-    std::fs::write(&rfile, netvm_fuzzgen::workloads::route_file(&routes)).unwrap();
+    std::fs::write(&rfile, netvm_traffic::apps::route_file(&routes)).unwrap();
     let rtrace = dir.path().join("router.pcap");
-    write_pcap(&rtrace, &netvm_fuzzgen::workloads::router_trace(&mut rng, &routes, 5000));
+    write_pcap(&rtrace, &netvm_traffic::apps::router_trace(&mut rng, &routes, 5000));
     let load = format!("routes={}", rfile.display());
     same_with_workers(
         "ipv4-router",
@@ -133,9 +133,9 @@ fn example_applications_give_the_same_output_on_any_number_of_workers() {
     );
     // The IDS: alerts and the packets not dropped.
     let rules = dir.path().join("ids.rules");
-    std::fs::write(&rules, netvm_fuzzgen::workloads::ids_rules(&mut rng, 300)).unwrap();
+    std::fs::write(&rules, netvm_traffic::apps::ids_rules(&mut rng, 300)).unwrap();
     let itrace = dir.path().join("ids.pcap");
-    write_pcap(&itrace, &netvm_fuzzgen::workloads::ids_trace(&mut rng, 3000));
+    write_pcap(&itrace, &netvm_traffic::apps::ids_trace(&mut rng, 3000));
     same_with_workers(
         "ids",
         &[
@@ -180,7 +180,7 @@ fn bridge_with_workers_keeps_its_promise() {
     let dir = tempfile::tempdir().unwrap();
     // Stations on 4 ports talking to each other: each frame carries its
     // index in the payload, so that frames can be told apart.
-    let mut rng = SplitMix(0x6272);
+    let mut rng = SplitMix64::new(0x6272);
     let mac = |s: u64| [2, 0, 0, 0, (s >> 8) as u8, s as u8];
     let stations: Vec<(u64, u16)> = (0..24).map(|s| (s, 1 + (s % 4) as u16)).collect();
     let mut per_port: BTreeMap<u16, Vec<Packet>> = BTreeMap::new();
@@ -441,10 +441,10 @@ fn run_streamed(args: &[&str], feed: impl FnOnce(&mut dyn Write) + Send) -> (i32
 /// A pcap stream of `n` packets (a few hundred distinct frames, repeated
 /// with increasing timestamps), generated as it is written.
 fn stream(n: u64, out: &mut dyn Write) {
-    let mut rng = SplitMix(0x6d65);
-    let frames = netvm_fuzzgen::traces::generate_trace(&mut rng, 512);
+    let mut rng = SplitMix64::new(0x6d65);
+    let frames = netvm_traffic::frames::generate_trace(&mut rng, 512);
     let mut head = Vec::new();
-    netvm_fuzzgen::traces::write_pcap(&mut head, &[]).unwrap();
+    netvm_traffic::write_pcap(&mut head, &[]).unwrap();
     if out.write_all(&head).is_err() {
         return;
     }

@@ -4,13 +4,7 @@ use arbitrary::Unstructured;
 
 fn main() {
     let seed: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let mut s = seed;
-    let buf: Vec<u8> = (0..8192)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (s >> 33) as u8
-        })
-        .collect();
+    let buf = netvm_traffic::SplitMix64::new(seed).bytes(8192);
     let g = netvm_fuzzgen::generate_program(&mut Unstructured::new(&buf), &netvm_fuzzgen::GenConfig::default()).expect("generate");
     print!("{}", g.listing);
     match netvm_verify::verify(&g.module) {

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 
 use arbitrary::Unstructured;
 
-use crate::{generate_program, GenConfig, SplitMix};
+use netvm_traffic::SplitMix64;
+
+use crate::{generate_program, GenConfig};
 
 /// A generated application: its manifest text and program files.
 pub struct GenApp {
@@ -19,8 +21,8 @@ pub struct GenApp {
 
 /// Generates an application of 1-6 NetPEs (programs from `cfg`) from
 /// `rng`; `None` if a program could not be generated from the bytes drawn.
-pub fn generate_app(rng: &mut SplitMix, cfg: &GenConfig) -> Option<GenApp> {
-    let n = 1 + (rng.next_u64() % 6) as usize;
+pub fn generate_app(rng: &mut SplitMix64, cfg: &GenConfig) -> Option<GenApp> {
+    let n = 1 + rng.below(6) as usize;
     let mut programs = Vec::new();
     let mut ports = Vec::new();
     for i in 0..n {
@@ -33,7 +35,7 @@ pub fn generate_app(rng: &mut SplitMix, cfg: &GenConfig) -> Option<GenApp> {
     for (i, (file, _, _)) in programs.iter().enumerate() {
         let _ = writeln!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"");
     }
-    let mut pick = |k: u64| rng.next_u64() % k;
+    let mut pick = |k: u64| rng.below(k);
     // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.
     let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe0\"");
     for port in 1..3u64 {

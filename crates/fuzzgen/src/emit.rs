@@ -12,6 +12,7 @@
 use std::fmt::Write;
 
 use netil::{encode, Mem, Opcode, OperandKind, Operands, SegmentKind, SwitchTable};
+use netvm_traffic::SplitMix64;
 
 /// A label of one segment (an index into [`SegBuilder::labels`]).
 pub(crate) type Label = usize;
@@ -226,24 +227,20 @@ pub(crate) fn insn_len(op: Opcode, arg: &Arg) -> u32 {
 /// A tiny deterministic generator (SplitMix64) for listing cosmetics, so that
 /// the text's spelling varies without consuming fuzzer input.
 #[derive(Clone, Debug)]
-pub(crate) struct Cosmetic(crate::SplitMix);
+pub(crate) struct Cosmetic(SplitMix64);
 
 impl Cosmetic {
     pub fn new(seed: u64) -> Cosmetic {
-        Cosmetic(crate::SplitMix(seed))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
+        Cosmetic(SplitMix64::new(seed))
     }
 
     /// True with probability `pct` percent.
     pub fn chance(&mut self, pct: u64) -> bool {
-        self.next() % 100 < pct
+        self.0.chance(pct)
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.below(n)
     }
 
     /// A 32-bit value in one of the spellings the assembler accepts.

@@ -47,8 +47,6 @@ mod emit;
 pub mod gen;
 pub mod harness;
 mod packet;
-pub mod traces;
-pub mod workloads;
 
 use std::fmt::Write;
 
@@ -61,6 +59,10 @@ pub use harness::{observe, Observation};
 /// The `arbitrary` crate the generators take their input from (re-exported
 /// so that users need no dependency of their own).
 pub use arbitrary;
+/// The seeded generator of `netvm-traffic` under its former name, for the
+/// users not yet moved to [`netvm_traffic::SplitMix64`] (the JIT's
+/// differential test).
+pub use netvm_traffic::SplitMix64 as SplitMix;
 /// The verifier every generated program passes (re-exported for tests that
 /// depend on this crate only).
 pub use netvm_verify;
@@ -133,27 +135,6 @@ pub struct Generated {
     pub module: Module,
     /// An assembly listing that [`netil::assemble`]s to exactly `module`.
     pub listing: String,
-}
-
-/// SplitMix64: a small deterministic generator, used for the listing's
-/// cosmetics and by tests that feed the generator seeded bytes.
-#[derive(Clone, Debug)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 pseudo-random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// `n` pseudo-random bytes.
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n.div_ceil(8)).flat_map(|_| self.next_u64().to_le_bytes()).take(n).collect()
-    }
 }
 
 /// The coprocessor kind generated programs declare.

@@ -5,22 +5,13 @@ use std::collections::BTreeMap;
 
 use arbitrary::Unstructured;
 use netil::Opcode;
+use netvm_traffic::SplitMix64;
 
 use super::*;
 
-/// Deterministic pseudo-random input buffers (SplitMix64).
+/// Deterministic pseudo-random input buffers.
 pub(crate) fn buffer(seed: u64, len: usize) -> Vec<u8> {
-    let mut s = seed;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = s;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(len);
-    out
+    SplitMix64::new(seed).bytes(len)
 }
 
 /// Opcodes of the reachable instructions of a verified module.

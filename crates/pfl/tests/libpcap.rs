@@ -6,7 +6,7 @@
 //! `pcap_offline_filter` over every packet) and by `netvm_pfl::compile`, then
 //! run with both the interpreter and the JIT on every packet of:
 //!
-//! - generated traces (`netvm_fuzzgen::traces`, several seeds), written as
+//! - generated traces (`netvm_traffic::frames`, several seeds), written as
 //!   pcap files;
 //! - every Ethernet capture of `../shared/corpus/tcpdump-tests` (when
 //!   present) that `netvm-io` reads without error;
@@ -40,10 +40,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use netvm_fuzzgen::traces::{generate_trace, write_pcap};
-use netvm_fuzzgen::SplitMix;
 use netvm_interp::InterpCode;
 use netvm_jit::JitCode;
+use netvm_traffic::frames::generate_trace;
+use netvm_traffic::{write_pcap, SplitMix64};
 use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeCode};
 
 /// Most expressions shown in the failure message (the file has them all).
@@ -212,7 +212,7 @@ fn captures(root: &Path, dir: &Path) -> (Vec<Capture>, usize) {
     for t in 0..traces {
         let n = total / traces + usize::from(t < total % traces);
         let s = seed.wrapping_add(t as u64);
-        let packets = generate_trace(&mut SplitMix(s), n);
+        let packets = generate_trace(&mut SplitMix64::new(s), n);
         let path = dir.join(format!("gen-{s:x}.pcap"));
         write_pcap(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), &packets).unwrap();
         // Read back with netvm-io, as every other capture is.

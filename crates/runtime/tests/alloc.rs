@@ -82,10 +82,10 @@ impl Sink for Probe {
 }
 
 fn trace(dir: &Path) -> std::path::PathBuf {
-    let mut rng = netvm_fuzzgen::SplitMix(0x0061_6c6c_6f63);
-    let packets = netvm_fuzzgen::traces::generate_trace(&mut rng, PACKETS);
+    let mut rng = netvm_traffic::SplitMix64::new(0x0061_6c6c_6f63);
+    let packets = netvm_traffic::frames::generate_trace(&mut rng, PACKETS);
     let path = dir.join("trace.pcap");
-    netvm_fuzzgen::traces::write_pcap(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), &packets).unwrap();
+    netvm_traffic::write_pcap(std::io::BufWriter::new(std::fs::File::create(&path).unwrap()), &packets).unwrap();
     path
 }
 

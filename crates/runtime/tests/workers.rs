@@ -13,9 +13,10 @@ use std::sync::{Arc, Mutex};
 
 use netvm_fuzzgen::app::generate_app;
 use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, GenConfig, SplitMix};
+use netvm_fuzzgen::{generate_packets, GenConfig};
 use netvm_io::CaptureSource;
 use netvm_runtime::{AppStats, Application, Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, Manifest};
+use netvm_traffic::SplitMix64;
 use netvm_vm::port::{OutPacket, PortError, Sink};
 use netvm_vm::Packet;
 
@@ -83,7 +84,7 @@ fn write_inputs(dir: &Path, packets: &[Packet]) -> Vec<(u16, std::path::PathBuf)
         .into_iter()
         .map(|(port, pkts)| {
             let path = dir.join(format!("in-{port}.pcap"));
-            netvm_fuzzgen::traces::write_pcap(std::fs::File::create(&path).unwrap(), &pkts).unwrap();
+            netvm_traffic::write_pcap(std::fs::File::create(&path).unwrap(), &pkts).unwrap();
             (port, path)
         })
         .collect()
@@ -93,7 +94,7 @@ fn write_inputs(dir: &Path, packets: &[Packet]) -> Vec<(u16, std::path::PathBuf)
 fn stateless_applications_give_the_same_output_on_any_number_of_workers() {
     let apps = env_num("NETVM_WORKER_APPS", 40);
     let seed = env_num("NETVM_WORKER_SEED", 0x776f_726b);
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     let engines: [(&str, Box<dyn Engine>); 2] = [("jit", Box::new(JitEngine::default())), ("interp", Box::new(InterpEngine))];
     let (mut compared, mut tried) = (0usize, 0u64);
     while (compared as u64) < apps && tried < apps * 20 {
@@ -158,10 +159,10 @@ fn stateless_applications_give_the_same_output_on_any_number_of_workers() {
 #[test]
 fn tied_inputs_merge() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = SplitMix(0x7469_6573);
-    let packets = netvm_fuzzgen::traces::generate_trace(&mut rng, 500);
+    let mut rng = SplitMix64::new(0x7469_6573);
+    let packets = netvm_traffic::frames::generate_trace(&mut rng, 500);
     let path = dir.path().join("t.pcap");
-    netvm_fuzzgen::traces::write_pcap(std::fs::File::create(&path).unwrap(), &packets).unwrap();
+    netvm_traffic::write_pcap(std::fs::File::create(&path).unwrap(), &packets).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let manifest = Manifest::load(&root.join("examples/classifier/app.toml")).unwrap();
     let inputs = [(0, path.clone()), (0, path)];

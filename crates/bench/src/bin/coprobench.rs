@@ -28,43 +28,26 @@ use std::time::Instant;
 use netvm_bench::measure::{median, round3};
 use netvm_copro::strmatch::{Backend, Pattern, PatternSet};
 use netvm_copro::{ExactTable, Lpm4};
-use netvm_fuzzgen::workloads::{ipv4_frame, tcp_frame};
-use netvm_fuzzgen::SplitMix;
+use netvm_traffic::apps::{ipv4_frame, tcp_frame};
+use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
 
-/// The generator of the inputs: SplitMix64 (`netvm_fuzzgen::SplitMix`), with `below`.
-struct Rng(SplitMix);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    /// `len` printable ASCII bytes.
-    fn printable(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| b' ' + self.below(95) as u8).collect()
-    }
-    /// A printable payload of 64 to 63 + `span` bytes; one in eight carries
-    /// one of `pats` at a random place.
-    fn payload(&mut self, span: u64, pats: &[Vec<u8>]) -> Vec<u8> {
-        let len = 64 + self.below(span) as usize;
-        let mut p = self.printable(len);
-        if self.below(8) == 0 {
-            let pat = &pats[self.below(pats.len() as u64) as usize];
-            let at = self.below((len - pat.len()) as u64) as usize;
-            p[at..at + pat.len()].copy_from_slice(pat);
-        }
-        p
-    }
+/// `len` printable ASCII bytes.
+fn printable(r: &mut SplitMix64, len: usize) -> Vec<u8> {
+    (0..len).map(|_| b' ' + r.below(95) as u8).collect()
 }
 
-/// The SplitMix64 finalizer: a bijection on u64, so distinct inputs give distinct keys.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+/// A printable payload of 64 to 63 + `span` bytes; one in eight carries
+/// one of `pats` at a random place.
+fn payload(r: &mut SplitMix64, span: u64, pats: &[Vec<u8>]) -> Vec<u8> {
+    let len = 64 + r.below(span) as usize;
+    let mut p = printable(r, len);
+    if r.below(8) == 0 {
+        let pat = &pats[r.below(pats.len() as u64) as usize];
+        let at = r.below((len - pat.len()) as u64) as usize;
+        p[at..at + pat.len()].copy_from_slice(pat);
+    }
+    p
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], flag: &str, default: T) -> T {
@@ -107,7 +90,7 @@ fn timed(reps: usize, ops: u64, mut pass: impl FnMut() -> u64) -> (Vec<f64>, u64
 
 /// `n` distinct IPv4 routes shaped like a BGP table: mostly /24, then
 /// /16 to /23, some /8 to /15 and longer than /24, next hops 0..16.
-fn routes(r: &mut Rng, n: usize) -> Vec<(u32, u8, u32)> {
+fn routes(r: &mut SplitMix64, n: usize) -> Vec<(u32, u8, u32)> {
     let mut seen = std::collections::HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
@@ -118,7 +101,7 @@ fn routes(r: &mut Rng, n: usize) -> Vec<(u32, u8, u32)> {
             _ => 25 + r.below(8) as u8,
         };
         // Unicast space, away from 0/8, 127/8 and multicast.
-        let a = ((1 + r.below(222)) as u32) << 24 | (r.next() as u32 & 0x00ff_ffff);
+        let a = ((1 + r.below(222)) as u32) << 24 | (r.next_u32() & 0x00ff_ffff);
         let net = a & (u32::MAX << (32 - u32::from(len)));
         if seen.insert((net, len)) {
             out.push((net, len, r.below(16) as u32));
@@ -133,7 +116,7 @@ fn gen(dir: &Path, args: &[String]) {
     let lookups = arg(args, "--lookups", 10_000_000usize);
     let payload_mb = arg(args, "--payload-mb", 100usize);
     let hash_sizes: Vec<usize> = arg(args, "--hash", "1000000,16000000".to_string()).split(',').filter_map(|s| s.parse().ok()).collect();
-    let mut r = Rng(SplitMix(0x5eed));
+    let mut r = SplitMix64::new(0x5eed);
 
     let rt = routes(&mut r, prefixes);
     let mut text = String::with_capacity(prefixes * 20);
@@ -144,16 +127,16 @@ fn gen(dir: &Path, args: &[String]) {
     let mut addrs = Vec::with_capacity(lookups * 4);
     let mut hits = Vec::with_capacity(lookups);
     for _ in 0..lookups {
-        let (net, len, _) = rt[r.below(rt.len() as u64) as usize];
-        let host = if len == 32 { 0 } else { r.next() as u32 & (u32::MAX >> len) };
+        let (net, len, _) = r.pick(&rt);
+        let host = if len == 32 { 0 } else { r.next_u32() & (u32::MAX >> len) };
         hits.push(net | host);
         addrs.extend_from_slice(&(net | host).to_le_bytes());
     }
     std::fs::write(dir.join("lpm_addrs.bin"), &addrs).unwrap();
 
     for n in hash_sizes {
-        let seed = r.next();
-        let key = |i: u64| mix(i ^ seed).to_le_bytes();
+        let seed = r.next_u64();
+        let key = |i: u64| SplitMix64::mix(i ^ seed).to_le_bytes();
         let mut keys = Vec::with_capacity(n * 8);
         for i in 0..n as u64 {
             keys.extend_from_slice(&key(i));
@@ -171,7 +154,7 @@ fn gen(dir: &Path, args: &[String]) {
     let mut plist: Vec<Vec<u8>> = Vec::new();
     for _ in 0..1500 {
         let len = 4 + r.below(29) as usize;
-        let p = r.printable(len);
+        let p = printable(&mut r, len);
         pats.push(u8::from(r.below(10) == 0));
         pats.extend_from_slice(&(len as u16).to_le_bytes());
         pats.extend_from_slice(&p);
@@ -181,7 +164,7 @@ fn gen(dir: &Path, args: &[String]) {
     // Payloads of 64 to 1500 printable bytes; one in eight carries a pattern.
     let mut pay = Vec::with_capacity(payload_mb << 20);
     while pay.len() < payload_mb << 20 {
-        let p = r.payload(1437, &plist);
+        let p = payload(&mut r, 1437, &plist);
         pay.extend_from_slice(&(p.len() as u16).to_le_bytes());
         pay.extend_from_slice(&p);
     }
@@ -220,14 +203,14 @@ fn gen(dir: &Path, args: &[String]) {
 /// a rule's content.
 fn gen_ids(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
-    let mut r = Rng(SplitMix(0x1d5));
+    let mut r = SplitMix64::new(0x1d5);
     let mut rules = String::from("# coprobench gen-ids: 1,500 TCP rules, one content each\n");
     let mut contents = Vec::new();
     for k in 0..1500u32 {
         let len = 4 + r.below(29) as usize;
-        let p = r.printable(len);
+        let p = printable(&mut r, len);
         let nocase = if r.below(10) == 0 { " nocase;" } else { "" };
-        let ports = ["any", "any", "80", "[80,443,8080]"][r.below(4) as usize];
+        let ports = r.pick(&["any", "any", "80", "[80,443,8080]"]);
         let action = if r.below(20) == 0 { "drop" } else { "alert" };
         let content = netvm_copro::strmatch::format_content(&p);
         rules += &format!("{action} tcp any any -> any {ports} (msg:\"content {k}\"; content:{content};{nocase} sid:{};)\n", 2_000_000 + k);
@@ -236,8 +219,8 @@ fn gen_ids(dir: &Path) {
     std::fs::write(dir.join("ids.rules"), rules).unwrap();
     let mut w = netvm_io::PcapWriter::create(&dir.join("ids.pcap")).unwrap();
     for i in 0..100_000u64 {
-        let p = r.payload(1397, &contents);
-        let dport = [80u16, 443, 8080, 25, 53][r.below(5) as usize];
+        let p = payload(&mut r, 1397, &contents);
+        let dport = r.pick(&[80u16, 443, 8080, 25, 53]);
         let src = 0x0a00_0000 | r.below(1 << 16) as u32;
         let mut pkt = Packet::from_bytes(tcp_frame(src, 0xc0a8_0001, 1024 + r.below(60000) as u16, dport, &p));
         pkt.ts = Timestamp::from_nanos(1_704_067_200_000_000_000 + i * 10_000);

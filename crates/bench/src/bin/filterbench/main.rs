@@ -47,6 +47,7 @@ use netvm_bench::measure::{self, median, time_passes, Record};
 use netvm_bench::report::Report;
 use netvm_bench::trace;
 use netvm_runtime::{Application, LinkMode, Manifest, Verdict};
+use netvm_traffic::mixed;
 use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeCode, PeState};
 
 mod binding;
@@ -112,7 +113,7 @@ fn main() -> ExitCode {
     let res = match cmd.as_str() {
         "gen" => (|| {
             let out = PathBuf::from(opts.get("out").ok_or("gen needs --out DIR")?);
-            gen(&out, num("packets", trace::MIXED_PACKETS as u64)? as usize, num("seed", trace::MIXED_SEED)?)
+            gen(&out, num("packets", mixed::MIXED_PACKETS as u64)? as usize, num("seed", mixed::MIXED_SEED)?)
         })(),
         "gen-stream" => (|| {
             let out = PathBuf::from(opts.get("out").ok_or("gen-stream needs --out FILE")?);
@@ -121,7 +122,7 @@ fn main() -> ExitCode {
                 "nano" => Ok(false),
                 other => Err(format!("--precision {other}: micro or nano")),
             })?;
-            trace::write_mixed_pcap(&out, num("packets", trace::MIXED_PACKETS as u64)?, num("seed", trace::MIXED_SEED)?, micro)
+            trace::write_mixed_pcap(&out, num("packets", mixed::MIXED_PACKETS as u64)?, num("seed", mixed::MIXED_SEED)?, micro)
         })(),
         "run" => (|| {
             let a = RunArgs {
@@ -165,10 +166,10 @@ fn main() -> ExitCode {
 
 fn gen(out: &Path, packets: usize, seed: u64) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    trace::write_pcap(&out.join("fullpath.pcap"), &[trace::full_path_packet()])?;
-    let mixed = trace::mixed_trace(packets, seed);
-    trace::write_pcap(&out.join("mixed.pcap"), &mixed)?;
-    eprintln!("filterbench: wrote {}/fullpath.pcap (1 frame) and mixed.pcap ({} frames, seed {seed:#x})", out.display(), mixed.len());
+    trace::write_pcap(&out.join("fullpath.pcap"), &[mixed::full_path_packet()])?;
+    let frames = mixed::mixed_trace(packets, seed);
+    trace::write_pcap(&out.join("mixed.pcap"), &frames)?;
+    eprintln!("filterbench: wrote {}/fullpath.pcap (1 frame) and mixed.pcap ({} frames, seed {seed:#x})", out.display(), frames.len());
     Ok(())
 }
 

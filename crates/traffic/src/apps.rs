@@ -1,27 +1,11 @@
 //! Traffic for the example applications (examples/l2-bridge,
-//! examples/ipv4-router): deterministic, seeded, with the malformed frames a
+//! examples/ipv4-router, examples/ids): deterministic, seeded, with the malformed frames a
 //! data path must drop and count. Tests run the applications on these and
 //! compare with straightforward models; benchmarks use the 64-byte variants.
 
 use netvm_vm::{Packet, Timestamp};
 
-use crate::SplitMix;
-
-/// Start of generated traces: 2024-01-01 00:00:00 UTC.
-pub const EPOCH: u64 = 1_704_067_200;
-
-fn below(r: &mut SplitMix, n: u64) -> u64 {
-    r.next_u64() % n.max(1)
-}
-
-fn chance(r: &mut SplitMix, percent: u64) -> bool {
-    below(r, 100) < percent
-}
-
-/// The Internet checksum (RFC 1071) of `b`.
-pub fn internet_checksum(b: &[u8]) -> u16 {
-    netvm_vm::region::internet_checksum(b) as u16
-}
+use crate::{internet_checksum, SplitMix64, EPOCH};
 
 /// A bridge host: its MAC address and the port it sits behind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +47,7 @@ impl Default for BridgeTraffic {
 /// on the wrong port (the host appears to move). Time advances by a few ms
 /// per frame, and sometimes by just under or just over the aging time
 /// (`gap_seconds`), so that entries expire, or nearly do.
-pub fn bridge_trace(r: &mut SplitMix, t: &BridgeTraffic) -> Vec<Packet> {
+pub fn bridge_trace(r: &mut SplitMix64, t: &BridgeTraffic) -> Vec<Packet> {
     let mut hosts: Vec<Host> = (0..t.hosts.max(1))
         .map(|i| {
             let mut mac = [0x02, 0, 0, 0, 0, 0];
@@ -74,44 +58,44 @@ pub fn bridge_trace(r: &mut SplitMix, t: &BridgeTraffic) -> Vec<Packet> {
     let mut ns: u64 = EPOCH * 1_000_000_000;
     let mut out = Vec::with_capacity(t.frames);
     for _ in 0..t.frames {
-        ns += 1_000 * (1 + below(r, 5_000)); // 1 µs to 5 ms
-        if chance(r, t.long_gaps) {
+        ns += 1_000 * (1 + r.below(5_000)); // 1 µs to 5 ms
+        if r.chance(t.long_gaps) {
             let g = t.gap_seconds * 1_000_000_000;
             // Just over, exactly at, or just under the gap.
-            ns += match below(r, 3) {
+            ns += match r.below(3) {
                 0 => g + 1_000,
                 1 => g,
                 _ => g - 1_000_000,
             };
         }
-        if chance(r, t.moves) {
-            let h = below(r, hosts.len() as u64) as usize;
-            hosts[h].port = 1 + below(r, u64::from(t.ports)) as u16;
+        if r.chance(t.moves) {
+            let h = r.below(hosts.len() as u64) as usize;
+            hosts[h].port = 1 + r.below(u64::from(t.ports)) as u16;
         }
-        let src = hosts[below(r, hosts.len() as u64) as usize];
+        let src = r.pick(&hosts);
         let mut port = src.port;
-        let kind = below(r, 100);
-        let mut f = vec![0u8; 60 + below(r, 40) as usize];
+        let kind = r.below(100);
+        let mut f = vec![0u8; 60 + r.below(40) as usize];
         let dst: [u8; 6] = match kind {
             0..=7 => [0xff; 6],
-            8..=11 => [0x01, 0x00, 0x5e, 0x00, 0x00, below(r, 4) as u8],
-            12..=16 => [0x02, 0xee, 0, 0, 0, below(r, 8) as u8], // nobody
-            _ => hosts[below(r, hosts.len() as u64) as usize].mac,
+            8..=11 => [0x01, 0x00, 0x5e, 0x00, 0x00, r.below(4) as u8],
+            12..=16 => [0x02, 0xee, 0, 0, 0, r.below(8) as u8], // nobody
+            _ => r.pick(&hosts).mac,
         };
         f[0..6].copy_from_slice(&dst);
         f[6..12].copy_from_slice(&src.mac);
-        if chance(r, 2) {
+        if r.chance(2) {
             f[6] |= 1; // a group address as source: never learnt
         }
-        if chance(r, 2) {
-            port = 1 + below(r, u64::from(t.ports)) as u16; // a stray frame on another port
+        if r.chance(2) {
+            port = 1 + r.below(u64::from(t.ports)) as u16; // a stray frame on another port
         }
         f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
         for (i, b) in f.iter_mut().enumerate().skip(14) {
             *b = i as u8;
         }
-        if chance(r, 2) {
-            f.truncate(below(r, 14) as usize); // runt
+        if r.chance(2) {
+            f.truncate(r.below(14) as usize); // runt
         }
         let mut p = Packet::from_bytes(f);
         p.ts = Timestamp::from_nanos(ns - ns % 1_000);
@@ -134,30 +118,30 @@ pub struct Route4 {
 
 /// `n` distinct IPv4 routes with nested prefixes (a default route, /8s,
 /// /16s, /24s, longer prefixes down to /32), next hops below `ports`.
-pub fn routes4(r: &mut SplitMix, n: usize, ports: u32) -> Vec<Route4> {
+pub fn routes4(r: &mut SplitMix64, n: usize, ports: u32) -> Vec<Route4> {
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::with_capacity(n);
     let mut attempts = 0;
     while out.len() < n && attempts < n * 20 + 100 {
         attempts += 1;
-        let len = match below(r, 100) {
+        let len = match r.below(100) {
             0 => 0,
             1..=5 => 8,
             6..=20 => 16,
             21..=70 => 24,
-            71..=85 => 17 + below(r, 7) as u8,
-            _ => 25 + below(r, 8) as u8,
+            71..=85 => 17 + r.below(7) as u8,
+            _ => 25 + r.below(8) as u8,
         };
         // Keep most routes under 10/8 and 192.168/16 so that they nest.
-        let base: u32 = match below(r, 4) {
-            0 => 0x0a00_0000 | (r.next_u64() as u32 & 0x00ff_ffff),
-            1 => 0xc0a8_0000 | (r.next_u64() as u32 & 0xffff),
-            _ => r.next_u64() as u32,
+        let base: u32 = match r.below(4) {
+            0 => 0x0a00_0000 | (r.next_u32() & 0x00ff_ffff),
+            1 => 0xc0a8_0000 | (r.next_u32() & 0xffff),
+            _ => r.next_u32(),
         };
         let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) };
         let addr = base & mask;
         if seen.insert((addr, len)) {
-            out.push(Route4 { addr, len, port: below(r, u64::from(ports)) as u32 });
+            out.push(Route4 { addr, len, port: r.below(u64::from(ports)) as u32 });
         }
     }
     out
@@ -216,31 +200,31 @@ pub fn tcp_frame(src: u32, dst: u32, sport: u16, dport: u16, payload: &[u8]) -> 
 /// next to, or outside the routes; the rest are broken in every way the
 /// router checks (ethertype, runt, truncated header, version, IHL, total
 /// length both ways, checksum, TTL 0 and 1), with IP options on some.
-pub fn router_trace(r: &mut SplitMix, routes: &[Route4], n: usize) -> Vec<Packet> {
+pub fn router_trace(r: &mut SplitMix64, routes: &[Route4], n: usize) -> Vec<Packet> {
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let dst = if !routes.is_empty() && chance(r, 80) {
-            let rt = routes[below(r, routes.len() as u64) as usize];
-            let host = if rt.len == 32 { 0 } else { (r.next_u64() as u32) & (u32::MAX >> rt.len) };
-            match below(r, 10) {
+        let dst = if !routes.is_empty() && r.chance(80) {
+            let rt = r.pick(routes);
+            let host = if rt.len == 32 { 0 } else { r.next_u32() & (u32::MAX >> rt.len) };
+            match r.below(10) {
                 0 => rt.addr.wrapping_sub(1),                                          // just below the prefix
                 1 => rt.addr | (u32::MAX.checked_shr(u32::from(rt.len)).unwrap_or(0)), // its last address
                 _ => rt.addr | host,
             }
         } else {
-            r.next_u64() as u32
+            r.next_u32()
         };
-        let ttl = match below(r, 20) {
+        let ttl = match r.below(20) {
             0 => 0,
             1 => 1,
             2 => 2,
             _ => 64,
         };
-        let size = 60 + below(r, 100) as usize;
+        let size = 60 + r.below(100) as usize;
         let mut f = ipv4_frame(0x0a00_0001, dst, ttl, size);
-        if chance(r, 10) {
+        if r.chance(10) {
             // IP options (NOPs): IHL 6 or 7.
-            let words = 1 + below(r, 2) as usize;
+            let words = 1 + r.below(2) as usize;
             f.splice(34..34, std::iter::repeat_n(1u8, words * 4));
             f[14] = 0x40 | (5 + words as u8);
             let total = (f.len() - 14) as u16;
@@ -249,18 +233,18 @@ pub fn router_trace(r: &mut SplitMix, routes: &[Route4], n: usize) -> Vec<Packet
             let c = internet_checksum(&f[14..14 + 20 + words * 4]);
             f[24..26].copy_from_slice(&c.to_be_bytes());
         }
-        match below(r, 100) {
+        match r.below(100) {
             0..=2 => f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes()),
-            3 => f.truncate(below(r, 14) as usize),
-            4 => f.truncate(14 + below(r, 20) as usize),
+            3 => f.truncate(r.below(14) as usize),
+            4 => f.truncate(14 + r.below(20) as usize),
             5 => f[14] = (f[14] & 0x0f) | 0x60,
-            6 => f[14] = (f[14] & 0xf0) | below(r, 5) as u8,
+            6 => f[14] = (f[14] & 0xf0) | r.below(5) as u8,
             7 => {
-                let t = f.len() as u16 - 14 + 1 + below(r, 100) as u16;
+                let t = f.len() as u16 - 14 + 1 + r.below(100) as u16;
                 f[16..18].copy_from_slice(&t.to_be_bytes());
             }
-            8 => f[16..18].copy_from_slice(&(below(r, 20) as u16).to_be_bytes()),
-            9..=10 => f[24] ^= 1 + below(r, 255) as u8,
+            8 => f[16..18].copy_from_slice(&(r.below(20) as u16).to_be_bytes()),
+            9..=10 => f[24] ^= 1 + r.below(255) as u8,
             11 => f[14] = 0x4f, // IHL 15: 60 bytes of header
             _ => {}
         }
@@ -304,71 +288,71 @@ pub const IDS_WORDS: &[&[u8]] = &[
 /// four contents with nocase, offset/depth, distance/within, negation and
 /// pcres, with sids from 1,000,000. Every rule is within the subset
 /// `netvm ids` compiles.
-pub fn ids_rules(r: &mut SplitMix, n: usize) -> String {
+pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
     let mut out = String::from("# generated rules\nvar WEB [10.0.0.0/8,!10.9.0.0/16]\n");
     for k in 0..n {
-        let action = match below(r, 20) {
+        let action = match r.below(20) {
             0 => "pass",
             1..=2 => "drop",
             _ => "alert",
         };
-        let proto = ["tcp", "tcp", "tcp", "udp", "udp", "icmp", "ip"][below(r, 7) as usize];
-        let addr = |r: &mut SplitMix| -> String {
-            match below(r, 8) {
+        let proto = r.pick(&["tcp", "tcp", "tcp", "udp", "udp", "icmp", "ip"]);
+        let addr = |r: &mut SplitMix64| -> String {
+            match r.below(8) {
                 0 => "10.0.0.0/8".into(),
                 1 => "!192.168.0.0/16".into(),
                 2 => "[10.1.0.0/16,192.168.1.1]".into(),
                 3 => "$WEB".into(),
-                4 => format!("10.{}.0.0/16", below(r, 4)),
+                4 => format!("10.{}.0.0/16", r.below(4)),
                 _ => "any".into(),
             }
         };
-        let port = |r: &mut SplitMix| -> String {
-            match below(r, 10) {
+        let port = |r: &mut SplitMix64| -> String {
+            match r.below(10) {
                 0 => "80".into(),
                 1 => "1024:".into(),
                 2 => ":1023".into(),
                 3 => "!53".into(),
                 4 => "[80,443,8000:8100]".into(),
-                5 => format!("{}", [22, 53, 80, 443, 8080][below(r, 5) as usize]),
+                5 => format!("{}", r.pick(&[22, 53, 80, 443, 8080])),
                 _ => "any".into(),
             }
         };
         let (src, sport, dst, dport) = (addr(r), port(r), addr(r), port(r));
         let mut opts = format!("msg:\"rule {k} \\\"q\\\"\"; ");
-        let contents = if below(r, 10) == 0 { 0 } else { 1 + below(r, 3) };
+        let contents = if r.below(10) == 0 { 0 } else { 1 + r.below(3) };
         for i in 0..contents {
-            let w = IDS_WORDS[below(r, IDS_WORDS.len() as u64) as usize];
+            let w = r.pick(IDS_WORDS);
             let text: String = w
                 .iter()
                 .map(
                     |b| if b.is_ascii_alphanumeric() || *b == b' ' || *b == b'/' { (*b as char).to_string() } else { format!("|{b:02x}|") },
                 )
                 .collect();
-            let neg = if i > 0 && below(r, 8) == 0 { "!" } else { "" };
+            let neg = if i > 0 && r.below(8) == 0 { "!" } else { "" };
             opts += &format!("content:{neg}\"{text}\"; ");
-            if below(r, 3) == 0 {
+            if r.below(3) == 0 {
                 opts += "nocase; ";
             }
             if i == 0 {
-                if below(r, 4) == 0 {
-                    opts += &format!("offset:{}; depth:{}; ", below(r, 4), w.len() as u64 + below(r, 40));
+                if r.below(4) == 0 {
+                    opts += &format!("offset:{}; depth:{}; ", r.below(4), w.len() as u64 + r.below(40));
                 }
             } else {
-                match below(r, 4) {
-                    0 => opts += &format!("distance:{}; ", below(r, 6) as i64 - 2),
-                    1 => opts += &format!("distance:{}; within:{}; ", below(r, 4), w.len() as u64 + below(r, 20)),
-                    2 => opts += &format!("within:{}; ", w.len() as u64 + below(r, 30)),
+                match r.below(4) {
+                    0 => opts += &format!("distance:{}; ", r.below(6) as i64 - 2),
+                    1 => opts += &format!("distance:{}; within:{}; ", r.below(4), w.len() as u64 + r.below(20)),
+                    2 => opts += &format!("within:{}; ", w.len() as u64 + r.below(30)),
                     _ => {}
                 }
             }
         }
-        if below(r, 6) == 0 {
-            let re = ["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"][below(r, 5) as usize];
-            let flags = ["", "i", "s", "R", "iR"][below(r, 5) as usize];
+        if r.below(6) == 0 {
+            let re = r.pick(&["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"]);
+            let flags = r.pick(&["", "i", "s", "R", "iR"]);
             opts += &format!("pcre:\"/{re}/{flags}\"; ");
         }
-        opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + below(r, 3));
+        opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + r.below(3));
         out += &format!("{action} {proto} {src} {sport} -> {dst} {dport} ({opts})\n");
     }
     out
@@ -378,42 +362,42 @@ pub fn ids_rules(r: &mut SplitMix, n: usize) -> String {
 /// fragments, VLAN tags, non-IPv4 and broken headers), between addresses
 /// and ports that the generated rules name, with payloads stitched from
 /// [`IDS_WORDS`] (sometimes in another case) and random bytes.
-pub fn ids_trace(r: &mut SplitMix, n: usize) -> Vec<Packet> {
+pub fn ids_trace(r: &mut SplitMix64, n: usize) -> Vec<Packet> {
     let addrs = [0x0a00_0001u32, 0x0a01_0203, 0x0a09_0001, 0xc0a8_0101, 0xc0a8_0202, 0x0808_0808, 0x0a02_0005];
     let ports = [22u16, 53, 80, 443, 1023, 1024, 8080, 8050, 40000];
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let mut payload = Vec::new();
-        for _ in 0..below(r, 6) {
-            if chance(r, 60) {
-                let mut w = IDS_WORDS[below(r, IDS_WORDS.len() as u64) as usize].to_vec();
-                if chance(r, 20) {
+        for _ in 0..r.below(6) {
+            if r.chance(60) {
+                let mut w = r.pick(IDS_WORDS).to_vec();
+                if r.chance(20) {
                     w.iter_mut().for_each(|b| *b = b.to_ascii_lowercase());
                 }
-                if chance(r, 10) {
+                if r.chance(10) {
                     w.iter_mut().for_each(|b| *b = b.to_ascii_uppercase());
                 }
                 payload.extend(w);
             } else {
-                let k = below(r, 8) as usize;
+                let k = r.below(8) as usize;
                 payload.extend(r.bytes(k));
             }
         }
-        let proto = [6u8, 6, 6, 17, 17, 1, 47][below(r, 7) as usize];
+        let proto = r.pick(&[6u8, 6, 6, 17, 17, 1, 47]);
         let l4_len = match proto {
-            6 => 20 + 4 * below(r, 3) as usize,
+            6 => 20 + 4 * r.below(3) as usize,
             17 | 1 => 8,
             _ => 0,
         };
-        let src = addrs[below(r, addrs.len() as u64) as usize];
-        let dst = addrs[below(r, addrs.len() as u64) as usize];
+        let src = r.pick(&addrs);
+        let dst = r.pick(&addrs);
         let mut f = ipv4_frame(src, dst, 64, 14 + 20 + l4_len + payload.len());
         f.truncate(34);
         f[23] = proto;
         let mut l4 = vec![0u8; l4_len];
         if proto == 6 || proto == 17 {
-            l4[0..2].copy_from_slice(&ports[below(r, ports.len() as u64) as usize].to_be_bytes());
-            l4[2..4].copy_from_slice(&ports[below(r, ports.len() as u64) as usize].to_be_bytes());
+            l4[0..2].copy_from_slice(&r.pick(&ports).to_be_bytes());
+            l4[2..4].copy_from_slice(&r.pick(&ports).to_be_bytes());
         }
         if proto == 6 {
             l4[12] = ((l4_len / 4) as u8) << 4;
@@ -425,9 +409,9 @@ pub fn ids_trace(r: &mut SplitMix, n: usize) -> Vec<Packet> {
         f[24..26].fill(0);
         let c = internet_checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        match below(r, 40) {
-            0 => f[21] = 0x10,                                          // a non-first fragment (offset 128 bytes)
-            1 => f.truncate(34 + below(r, l4_len as u64 + 1) as usize), // L4 header cut
+        match r.below(40) {
+            0 => f[21] = 0x10,                                         // a non-first fragment (offset 128 bytes)
+            1 => f.truncate(34 + r.below(l4_len as u64 + 1) as usize), // L4 header cut
             2 => f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes()),
             3 => f[14] = 0x44, // IHL 4
             4 => {
@@ -435,7 +419,7 @@ pub fn ids_trace(r: &mut SplitMix, n: usize) -> Vec<Packet> {
                 f.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
             }
             5 => f.extend([0u8; 12]), // Ethernet padding after the IP packet
-            6 => f.truncate(below(r, 14) as usize),
+            6 => f.truncate(r.below(14) as usize),
             7 if proto == 6 => f[34 + 12] = 0x20, // TCP data offset 2
             _ => {}
         }

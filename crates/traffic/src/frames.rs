@@ -2,8 +2,8 @@
 //! (tcpdump / pcap-filter expressions compiled by `netvm-pfl`) against
 //! libpcap.
 //!
-//! Unlike [`generate_packet`](crate::generate_packet), which draws addresses
-//! and ports uniformly, these frames take their addresses, ports, VLAN IDs,
+//! Unlike `netvm_fuzzgen::generate_packet`, which draws addresses and ports
+//! uniformly, these frames take their addresses, ports, VLAN IDs,
 //! MPLS labels, ICMP types and TCP flags from **small pools** of values that
 //! filter expressions name (`10.1.1.1`, `2001:db8::1`, `port 80`, `vlan 10`,
 //! `mpls 5`, `tcp-syn`, ...), so that expressions actually match something,
@@ -30,14 +30,13 @@
 //!   boundary), frames claiming a wire length beyond what was captured,
 //!   Ethernet padding, runts of 0 to 13 bytes, and random bytes.
 //!
-//! [`write_pcap`] writes a trace as a classic pcap file (link type Ethernet,
-//! microsecond timestamps, which libpcap, tcpdump and `netvm-io` read).
-
-use std::io::{self, Write};
+//! [`write_pcap`](crate::write_pcap) writes a trace as a classic pcap file
+//! (link type Ethernet, microsecond timestamps, which libpcap, tcpdump and
+//! `netvm-io` read).
 
 use netvm_vm::{Packet, Timestamp};
 
-use crate::SplitMix;
+use crate::{internet_checksum, SplitMix64, EPOCH};
 
 /// IPv4 addresses the frames use (and filter expressions name).
 /// The first four are drawn more often.
@@ -119,72 +118,46 @@ const OTHER_ETHERTYPES: &[u16] = &[0x6003, 0x6004, 0x809b, 0x80f3, 0x8137, 0x886
 /// OSPF, PIM, VRRP, CARP's 112, 0 (IPv6 hop-by-hop number), 255.
 const OTHER_PROTOS: &[u8] = &[50, 51, 89, 103, 112, 0, 255, 58, 3];
 
-/// A small deterministic helper over [`SplitMix`].
-struct Rng<'a>(&'a mut SplitMix);
+/// An IPv4 address: mostly from [`IPV4_POOL`] (its first four more often),
+/// sometimes random.
+fn pool_ipv4(r: &mut SplitMix64) -> [u8; 4] {
+    match r.below(100) {
+        0..=7 => r.next_u32().to_be_bytes(),
+        8..=47 => r.pick(&IPV4_POOL[..4]),
+        _ => r.pick(IPV4_POOL),
+    }
+}
 
-impl Rng<'_> {
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.0.next_u64() % n
+/// An IPv6 address: mostly from [`IPV6_POOL`], sometimes random.
+fn pool_ipv6(r: &mut SplitMix64) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    if r.chance(8) {
+        a.copy_from_slice(&r.bytes(16));
+    } else {
+        for (i, w) in r.pick(IPV6_POOL).iter().enumerate() {
+            a[2 * i..2 * i + 2].copy_from_slice(&w.to_be_bytes());
         }
     }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
+    a
+}
+
+/// A MAC address: mostly from [`MAC_POOL`], sometimes random.
+fn pool_mac(r: &mut SplitMix64) -> [u8; 6] {
+    if r.chance(15) {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&r.bytes(6));
+        m
+    } else {
+        r.pick(MAC_POOL)
     }
-    /// True with probability `pct` percent.
-    fn chance(&mut self, pct: u64) -> bool {
-        self.below(100) < pct
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-    fn u8(&mut self) -> u8 {
-        self.0.next_u64() as u8
-    }
-    fn u16(&mut self) -> u16 {
-        self.0.next_u64() as u16
-    }
-    fn u32(&mut self) -> u32 {
-        self.0.next_u64() as u32
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        self.0.bytes(n)
-    }
-    fn ipv4(&mut self) -> [u8; 4] {
-        match self.below(100) {
-            0..=7 => self.u32().to_be_bytes(),
-            8..=47 => self.pick(&IPV4_POOL[..4]),
-            _ => self.pick(IPV4_POOL),
-        }
-    }
-    fn ipv6(&mut self) -> [u8; 16] {
-        let mut a = [0u8; 16];
-        if self.chance(8) {
-            a.copy_from_slice(&self.bytes(16));
-        } else {
-            for (i, w) in self.pick(IPV6_POOL).iter().enumerate() {
-                a[2 * i..2 * i + 2].copy_from_slice(&w.to_be_bytes());
-            }
-        }
-        a
-    }
-    fn mac(&mut self) -> [u8; 6] {
-        if self.chance(15) {
-            let mut m = [0u8; 6];
-            m.copy_from_slice(&self.bytes(6));
-            m
-        } else {
-            self.pick(MAC_POOL)
-        }
-    }
-    fn port(&mut self) -> u16 {
-        match self.below(100) {
-            0..=9 => self.u16(),
-            10..=49 => self.pick(&PORT_POOL[..8]),
-            _ => self.pick(PORT_POOL),
-        }
+}
+
+/// A port: mostly from [`PORT_POOL`] (its first eight more often), sometimes random.
+fn pool_port(r: &mut SplitMix64) -> u16 {
+    match r.below(100) {
+        0..=9 => r.next_u16(),
+        10..=49 => r.pick(&PORT_POOL[..8]),
+        _ => r.pick(PORT_POOL),
     }
 }
 
@@ -248,7 +221,7 @@ impl Payload {
     }
 }
 
-fn choose_payload(r: &mut Rng<'_>, v6: bool, depth: u32) -> Payload {
+fn choose_payload(r: &mut SplitMix64, v6: bool, depth: u32) -> Payload {
     let tunnels = depth < 2;
     match r.below(100) {
         0..=29 => Payload::Tcp,
@@ -272,23 +245,23 @@ fn choose_payload(r: &mut Rng<'_>, v6: bool, depth: u32) -> Payload {
         78..=83 if tunnels => Payload::Gre,
         84..=87 if tunnels => Payload::Ipv4,
         88..=91 if tunnels => Payload::Ipv6,
-        92..=95 => Payload::Other(r.u8()),
+        92..=95 => Payload::Other(r.next_u8()),
         _ => Payload::Other(r.pick(OTHER_PROTOS)),
     }
 }
 
-fn tcp(r: &mut Rng<'_>, f: &mut Frame) {
+fn tcp(r: &mut SplitMix64, f: &mut Frame) {
     f.mark();
-    f.u16(r.port());
-    f.u16(r.port());
-    f.u32(r.u32());
-    f.u32(if r.chance(30) { 0 } else { r.u32() });
+    f.u16(pool_port(r));
+    f.u16(pool_port(r));
+    f.u32(r.next_u32());
+    f.u32(if r.chance(30) { 0 } else { r.next_u32() });
     let doff: u8 = match r.below(20) {
         0 => r.range(0, 4) as u8,
         1..=4 => r.range(6, 15) as u8,
         _ => 5,
     };
-    f.u8(doff << 4 | if r.chance(5) { r.u8() & 0x0f } else { 0 });
+    f.u8(doff << 4 | if r.chance(5) { r.next_u8() & 0x0f } else { 0 });
     let flags = match r.below(14) {
         0 => 0x02,         // SYN
         1 => 0x12,         // SYN|ACK
@@ -301,12 +274,12 @@ fn tcp(r: &mut Rng<'_>, f: &mut Frame) {
         10 => 0x20 | 0x10, // URG|ACK
         11 => 0xc2,        // SYN|ECE|CWR
         12 => 0,
-        _ => r.u8(),
+        _ => r.next_u8(),
     };
     f.u8(flags);
-    f.u16(r.u16());
+    f.u16(r.next_u16());
     f.u16(0);
-    f.u16(if flags & 0x20 != 0 { r.u16() } else { 0 });
+    f.u16(if flags & 0x20 != 0 { r.next_u16() } else { 0 });
     f.mark();
     if doff > 5 {
         // Options: MSS, NOPs, window scale, timestamps or garbage.
@@ -321,7 +294,7 @@ fn tcp(r: &mut Rng<'_>, f: &mut Frame) {
     payload_bytes(r, f);
 }
 
-fn payload_bytes(r: &mut Rng<'_>, f: &mut Frame) {
+fn payload_bytes(r: &mut SplitMix64, f: &mut Frame) {
     let n = match r.below(10) {
         0..=3 => 0,
         4..=8 => r.range(1, 64) as usize,
@@ -331,13 +304,13 @@ fn payload_bytes(r: &mut Rng<'_>, f: &mut Frame) {
     f.put(&b);
 }
 
-fn udp(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
+fn udp(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
     f.mark();
     let start = f.b.len();
     let vxlan = depth < 2 && r.chance(8);
-    let sport = r.port();
+    let sport = pool_port(r);
     f.u16(sport);
-    f.u16(if vxlan { 4789 } else { r.port() });
+    f.u16(if vxlan { 4789 } else { pool_port(r) });
     f.u16(0);
     f.u16(0);
     f.mark();
@@ -355,13 +328,13 @@ fn udp(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     }
 }
 
-fn icmp(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
+fn icmp(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
     f.mark();
-    let t = if r.chance(85) { r.pick(&[0u8, 0, 3, 3, 4, 5, 8, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]) } else { r.u8() };
+    let t = if r.chance(85) { r.pick(&[0u8, 0, 3, 3, 4, 5, 8, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18]) } else { r.next_u8() };
     f.u8(t);
-    f.u8(if r.chance(80) { r.range(0, 15) as u8 } else { r.u8() });
-    f.u16(r.u16());
-    f.u32(r.u32());
+    f.u8(if r.chance(80) { r.range(0, 15) as u8 } else { r.next_u8() });
+    f.u16(r.next_u16());
+    f.u32(r.next_u32());
     f.mark();
     if matches!(t, 3 | 11 | 12) && depth < 2 && r.chance(60) {
         // The offending datagram's header.
@@ -371,50 +344,51 @@ fn icmp(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     }
 }
 
-fn icmp6(r: &mut Rng<'_>, f: &mut Frame) {
+fn icmp6(r: &mut SplitMix64, f: &mut Frame) {
     f.mark();
-    let t = if r.chance(85) { r.pick(&[1u8, 2, 3, 4, 128, 128, 129, 129, 130, 131, 133, 134, 135, 135, 136, 137, 143]) } else { r.u8() };
+    let t =
+        if r.chance(85) { r.pick(&[1u8, 2, 3, 4, 128, 128, 129, 129, 130, 131, 133, 134, 135, 135, 136, 137, 143]) } else { r.next_u8() };
     f.u8(t);
-    f.u8(if r.chance(80) { r.range(0, 6) as u8 } else { r.u8() });
-    f.u16(r.u16());
-    f.u32(r.u32());
+    f.u8(if r.chance(80) { r.range(0, 6) as u8 } else { r.next_u8() });
+    f.u16(r.next_u16());
+    f.u32(r.next_u32());
     f.mark();
     if matches!(t, 135 | 136) {
-        let a = r.ipv6();
+        let a = pool_ipv6(r);
         f.put(&a);
         f.mark();
     }
     payload_bytes(r, f);
 }
 
-fn sctp(r: &mut Rng<'_>, f: &mut Frame) {
+fn sctp(r: &mut SplitMix64, f: &mut Frame) {
     f.mark();
-    f.u16(r.port());
-    f.u16(r.port());
-    f.u32(r.u32());
-    f.u32(r.u32());
+    f.u16(pool_port(r));
+    f.u16(pool_port(r));
+    f.u32(r.next_u32());
+    f.u32(r.next_u32());
     f.mark();
     // One chunk: DATA, INIT, SACK, HEARTBEAT, ABORT...
     let t = r.pick(&[0u8, 1, 2, 3, 4, 6, 7]);
     let n = r.range(0, 32) as u16;
     f.u8(t);
-    f.u8(r.u8());
+    f.u8(r.next_u8());
     f.u16(4 + n);
     let b = r.bytes(usize::from(n));
     f.put(&b);
 }
 
-fn igmp(r: &mut Rng<'_>, f: &mut Frame) {
+fn igmp(r: &mut SplitMix64, f: &mut Frame) {
     f.mark();
     f.u8(r.pick(&[0x11u8, 0x12, 0x16, 0x17, 0x22]));
-    f.u8(r.u8());
-    f.u16(r.u16());
-    let g = r.ipv4();
+    f.u8(r.next_u8());
+    f.u16(r.next_u16());
+    let g = pool_ipv4(r);
     f.put(&g);
     f.mark();
 }
 
-fn gre(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
+fn gre(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
     f.mark();
     // Flags: none, checksum, key, sequence; version 0 (or 1: PPTP).
     let flags: u16 = match r.below(8) {
@@ -428,13 +402,13 @@ fn gre(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
         0..=4 => (ETH_IPV4, 4),
         5..=7 => (ETH_IPV6, 6),
         8 => (0x6558, 2), // transparent Ethernet bridging
-        _ => (r.u16(), 0),
+        _ => (r.next_u16(), 0),
     };
     f.u16(flags);
     f.u16(ptype);
     for bit in [0x8000u16, 0x2000, 0x1000] {
         if flags & bit != 0 {
-            f.u32(r.u32());
+            f.u32(r.next_u32());
         }
     }
     f.mark();
@@ -446,7 +420,7 @@ fn gre(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     }
 }
 
-fn transport(r: &mut Rng<'_>, f: &mut Frame, p: Payload, depth: u32) {
+fn transport(r: &mut SplitMix64, f: &mut Frame, p: Payload, depth: u32) {
     match p {
         Payload::Tcp => tcp(r, f),
         Payload::Udp => udp(r, f, depth),
@@ -462,7 +436,7 @@ fn transport(r: &mut Rng<'_>, f: &mut Frame, p: Payload, depth: u32) {
 }
 
 /// An IPv4 datagram.
-fn ipv4(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
+fn ipv4(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
     f.mark();
     let start = f.b.len();
     let ihl: u8 = match r.below(20) {
@@ -473,9 +447,9 @@ fn ipv4(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     let version = if r.chance(3) { r.range(0, 15) as u8 } else { 4 };
     let p = choose_payload(r, false, depth);
     f.u8(version << 4 | ihl);
-    f.u8(if r.chance(20) { r.u8() } else { 0 });
+    f.u8(if r.chance(20) { r.next_u8() } else { 0 });
     f.u16(0); // total length, below
-    f.u16(r.u16());
+    f.u16(r.next_u16());
     // Fragmentation: none, DF, first (MF), middle (MF, offset), last (offset), odd.
     let frag: u16 = match r.below(20) {
         0..=9 => 0,
@@ -491,7 +465,7 @@ fn ipv4(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     f.u8(r.pick(&[64u8, 128, 255, 1, 0]));
     f.u8(p.proto());
     f.u16(0); // checksum, below
-    let (src, dst) = (r.ipv4(), r.ipv4());
+    let (src, dst) = (pool_ipv4(r), pool_ipv4(r));
     f.put(&src);
     f.put(&dst);
     f.mark();
@@ -516,25 +490,25 @@ fn ipv4(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     if r.chance(90) {
         f.set16(start + 2, total);
     } else {
-        f.set16(start + 2, r.u16());
+        f.set16(start + 2, r.next_u16());
     }
     if r.chance(90) {
-        let c = netvm_vm::region::internet_checksum(&f.b[start..start + hlen]) as u16;
+        let c = internet_checksum(&f.b[start..start + hlen]);
         f.set16(start + 10, c);
     }
 }
 
 /// An IPv6 datagram with 0 to 4 extension headers.
-fn ipv6(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
+fn ipv6(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
     f.mark();
     let start = f.b.len();
     let version = if r.chance(3) { r.range(0, 15) as u8 } else { 6 };
-    f.u32(u32::from(version) << 28 | if r.chance(30) { r.u32() & 0x0fff_ffff } else { 0 });
+    f.u32(u32::from(version) << 28 | if r.chance(30) { r.next_u32() & 0x0fff_ffff } else { 0 });
     f.u16(0); // payload length, below
     let nh_at = f.b.len();
     f.u8(0); // next header, below
     f.u8(r.pick(&[64u8, 255, 1]));
-    let (src, dst) = (r.ipv6(), r.ipv6());
+    let (src, dst) = (pool_ipv6(r), pool_ipv6(r));
     f.put(&src);
     f.put(&dst);
     f.mark();
@@ -556,7 +530,7 @@ fn ipv6(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
                 f.u8(0);
                 let off = if r.chance(50) { 0 } else { r.range(1, 100) as u16 };
                 f.u16(off << 3 | u16::from(r.chance(50)));
-                f.u32(r.u32());
+                f.u32(r.next_u32());
             }
             51 => {
                 // AH: length in 4-octet units minus 2.
@@ -581,16 +555,16 @@ fn ipv6(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     }
     let p = match r.below(20) {
         0 => Payload::Other(59), // no next header
-        1 => Payload::Other(r.u8()),
+        1 => Payload::Other(r.next_u8()),
         _ => choose_payload(r, true, depth),
     };
     f.b[prev] = p.proto();
     transport(r, f, p, depth);
     let plen = (f.b.len() - start - 40) as u16;
-    f.set16(start + 4, if r.chance(92) { plen } else { r.u16() });
+    f.set16(start + 4, if r.chance(92) { plen } else { r.next_u16() });
 }
 
-fn arp(r: &mut Rng<'_>, f: &mut Frame, rarp: bool) {
+fn arp(r: &mut SplitMix64, f: &mut Frame, rarp: bool) {
     f.mark();
     let odd = r.chance(10);
     f.u16(if odd { r.pick(&[6u16, 0x0800, 0]) } else { 1 });
@@ -600,7 +574,7 @@ fn arp(r: &mut Rng<'_>, f: &mut Frame, rarp: bool) {
     let op = if rarp { r.pick(&[3u16, 4, 1]) } else { r.pick(&[1u16, 2, 1, 2, 8, 9]) };
     f.u16(op);
     f.mark();
-    let (sha, spa, tha, tpa) = (r.mac(), r.ipv4(), r.mac(), r.ipv4());
+    let (sha, spa, tha, tpa) = (pool_mac(r), pool_ipv4(r), pool_mac(r), pool_ipv4(r));
     f.put(&sha);
     f.put(&spa);
     f.put(&tha);
@@ -609,7 +583,7 @@ fn arp(r: &mut Rng<'_>, f: &mut Frame, rarp: bool) {
 }
 
 /// An 802.3 frame body: LLC header (and SNAP) after the length field.
-fn llc(r: &mut Rng<'_>, f: &mut Frame, len_at: usize) {
+fn llc(r: &mut SplitMix64, f: &mut Frame, len_at: usize) {
     let start = f.b.len();
     match r.below(10) {
         0 | 1 => {
@@ -632,9 +606,9 @@ fn llc(r: &mut Rng<'_>, f: &mut Frame, len_at: usize) {
             payload_bytes(r, f);
         }
         _ => {
-            let sap = if r.chance(85) { r.pick(&[0x42u8, 0x42, 0xe0, 0xf0, 0xfe, 0x06, 0x04, 0xaa, 0x00, 0x80]) } else { r.u8() };
+            let sap = if r.chance(85) { r.pick(&[0x42u8, 0x42, 0xe0, 0xf0, 0xfe, 0x06, 0x04, 0xaa, 0x00, 0x80]) } else { r.next_u8() };
             f.u8(sap);
-            f.u8(if r.chance(80) { sap } else { r.u8() });
+            f.u8(if r.chance(80) { sap } else { r.next_u8() });
             f.u8(r.pick(&[0x03u8, 0x03, 0xf3, 0xaf]));
             f.mark();
             payload_bytes(r, f);
@@ -650,8 +624,8 @@ fn llc(r: &mut Rng<'_>, f: &mut Frame, len_at: usize) {
 }
 
 /// An Ethernet frame (destination, source, tags, EtherType or length, body).
-fn ethernet(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
-    let (dst, src) = (r.mac(), r.mac());
+fn ethernet(r: &mut SplitMix64, f: &mut Frame, depth: u32) {
+    let (dst, src) = (pool_mac(r), pool_mac(r));
     f.put(&dst);
     f.mark();
     f.put(&src);
@@ -672,8 +646,8 @@ fn ethernet(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     for i in 0..tags {
         let tpid = if i == 0 && tags > 1 { r.pick(&[0x88a8u16, 0x9100, 0x8100]) } else { 0x8100 };
         f.u16(tpid);
-        let vid = if r.chance(90) { r.pick(VLAN_POOL) } else { r.u16() & 0x0fff };
-        let pcp = if r.chance(50) { 0 } else { r.u16() & 0xf000 };
+        let vid = if r.chance(90) { r.pick(VLAN_POOL) } else { r.next_u16() & 0x0fff };
+        let pcp = if r.chance(50) { 0 } else { r.next_u16() & 0xf000 };
         f.u16(pcp | vid);
         f.mark();
     }
@@ -687,7 +661,7 @@ fn ethernet(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
         72..=77 => r.pick(OTHER_ETHERTYPES),
         78..=86 => ETH_MPLS,
         87 => ETH_MPLS_MC,
-        88..=91 => r.u16(),
+        88..=91 => r.next_u16(),
         92..=95 => {
             // An EtherType with a random body: tags too, sometimes.
             r.pick(&[ETH_IPV4, ETH_IPV6, ETH_ARP, 0x8100, 0x88a8, ETH_MPLS])
@@ -705,9 +679,9 @@ fn ethernet(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
     if mpls {
         let n = r.range(1, 3);
         for i in 0..n {
-            let label = if r.chance(90) { r.pick(MPLS_POOL) } else { r.u32() & 0xfffff };
+            let label = if r.chance(90) { r.pick(MPLS_POOL) } else { r.next_u32() & 0xfffff };
             let bos = u32::from(i + 1 == n && r.chance(95));
-            f.u32(label << 12 | (r.u32() & 0x7) << 9 | bos << 8 | u32::from(r.u8()));
+            f.u32(label << 12 | (r.next_u32() & 0x7) << 9 | bos << 8 | u32::from(r.next_u8()));
             f.mark();
         }
         match r.below(10) {
@@ -728,8 +702,7 @@ fn ethernet(r: &mut Rng<'_>, f: &mut Frame, depth: u32) {
 
 /// Generates one frame (see the module documentation), at time zero on
 /// input port 0; the caller sets the timestamp.
-pub fn generate_frame(rng: &mut SplitMix) -> Packet {
-    let mut r = Rng(rng);
+pub fn generate_frame(r: &mut SplitMix64) -> Packet {
     let kind = r.below(100);
     if kind < 3 {
         // Runt.
@@ -750,7 +723,7 @@ pub fn generate_frame(rng: &mut SplitMix) -> Packet {
         return Packet::from_bytes(b);
     }
     let mut f = Frame { b: Vec::with_capacity(128), marks: Vec::new() };
-    ethernet(&mut r, &mut f, 0);
+    ethernet(r, &mut f, 0);
     if r.chance(30) && f.b.len() < 60 {
         f.b.resize(60, 0); // Ethernet padding
     }
@@ -776,46 +749,17 @@ pub fn generate_frame(rng: &mut SplitMix) -> Packet {
 }
 
 /// Generates `n` frames with [`generate_frame`], with timestamps 1 ms apart
-/// from 2024-01-01 (whole microseconds, so that [`write_pcap`] keeps them).
-pub fn generate_trace(rng: &mut SplitMix, n: usize) -> Vec<Packet> {
+/// from [`EPOCH`] (whole microseconds, so that [`write_pcap`](crate::write_pcap)
+/// keeps them).
+pub fn generate_trace(rng: &mut SplitMix64, n: usize) -> Vec<Packet> {
     (0..n)
         .map(|i| {
             let mut p = generate_frame(rng);
             let us = i as u64 * 1000;
-            p.ts = Timestamp { sec: 1_704_067_200 + us / 1_000_000, nsec: (us % 1_000_000) as u32 * 1000 };
+            p.ts = Timestamp { sec: EPOCH + us / 1_000_000, nsec: (us % 1_000_000) as u32 * 1000 };
             p
         })
         .collect()
-}
-
-/// Writes `packets` as a classic little-endian pcap file: version 2.4,
-/// microsecond timestamps (magic `a1b2c3d4`), snaplen 262144, link type
-/// Ethernet (1). Timestamps are truncated to the microsecond and must fit in
-/// 32 bits of seconds; a wire length shorter than the captured length is
-/// written as the captured length.
-pub fn write_pcap<W: Write>(mut out: W, packets: &[Packet]) -> io::Result<()> {
-    let mut h = Vec::with_capacity(24);
-    h.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    h.extend_from_slice(&2u16.to_le_bytes());
-    h.extend_from_slice(&4u16.to_le_bytes());
-    h.extend_from_slice(&0i32.to_le_bytes());
-    h.extend_from_slice(&0u32.to_le_bytes());
-    h.extend_from_slice(&262_144u32.to_le_bytes());
-    h.extend_from_slice(&1u32.to_le_bytes());
-    out.write_all(&h)?;
-    for p in packets {
-        let caplen = u32::try_from(p.data.len()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "packet too long"))?;
-        let sec = u32::try_from(p.ts.sec + u64::from(p.ts.nsec / 1_000_000_000))
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "timestamp beyond 2106"))?;
-        let mut r = [0u8; 16];
-        r[0..4].copy_from_slice(&sec.to_le_bytes());
-        r[4..8].copy_from_slice(&((p.ts.nsec % 1_000_000_000) / 1000).to_le_bytes());
-        r[8..12].copy_from_slice(&caplen.to_le_bytes());
-        r[12..16].copy_from_slice(&p.wire_len.max(caplen).to_le_bytes());
-        out.write_all(&r)?;
-        out.write_all(&p.data)?;
-    }
-    out.flush()
 }
 
 #[cfg(test)]
@@ -824,10 +768,10 @@ mod tests {
 
     #[test]
     fn traces_are_deterministic_and_well_formed() {
-        let a = generate_trace(&mut SplitMix(7), 2000);
-        let b = generate_trace(&mut SplitMix(7), 2000);
+        let a = generate_trace(&mut SplitMix64::new(7), 2000);
+        let b = generate_trace(&mut SplitMix64::new(7), 2000);
         assert_eq!(a, b);
-        assert_ne!(a, generate_trace(&mut SplitMix(8), 2000));
+        assert_ne!(a, generate_trace(&mut SplitMix64::new(8), 2000));
         for p in &a {
             assert!(p.wire_len as usize >= p.data.len());
             assert!(p.data.len() <= 262_144);
@@ -840,17 +784,5 @@ mod tests {
         assert!(a.iter().any(|p| p.data.len() < 14));
         assert!(a.iter().any(|p| (p.data.len() as u32) < p.wire_len));
         assert!(a.iter().filter_map(et).any(|t| t <= 1500));
-    }
-
-    #[test]
-    fn pcap_layout() {
-        let pkts = vec![Packet { data: vec![1, 2, 3], wire_len: 10, ts: Timestamp { sec: 5, nsec: 6_000_999 }, in_port: 0 }];
-        let mut out = Vec::new();
-        write_pcap(&mut out, &pkts).unwrap();
-        assert_eq!(out.len(), 24 + 16 + 3);
-        assert_eq!(&out[0..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
-        assert_eq!(&out[20..24], &[1, 0, 0, 0]);
-        assert_eq!(&out[24..40], &[5, 0, 0, 0, 0x70, 0x17, 0, 0, 3, 0, 0, 0, 10, 0, 0, 0]);
-        assert_eq!(&out[40..], &[1, 2, 3]);
     }
 }
