@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
+use netvm_traffic::SplitMix64;
 use netvm_vm::{CoproConfig, Coprocessor, InvokeContext, Timestamp};
 
 fn table(entries: u32, workers: &str) -> Box<dyn Coprocessor> {
@@ -34,13 +35,10 @@ fn lookups(t: &mut dyn Coprocessor, entries: u32, n: u32) -> f64 {
     let mut best = f64::MAX;
     let mut sum = 0u64;
     for round in 0..5u32 {
-        let mut x = 0x1234_5678u32 ^ round;
+        let mut rng = SplitMix64::new(u64::from(round));
         let start = Instant::now();
         for _ in 0..n {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            let k = x % entries;
+            let k = rng.next_u32() % entries;
             t.write(0, k.wrapping_mul(0x9e37_79b9)).unwrap();
             t.invoke(0, &ctx).unwrap();
             sum += u64::from(t.read(1).unwrap() == k);
@@ -63,16 +61,13 @@ fn two_threads(a: Box<dyn Coprocessor>, b: Box<dyn Coprocessor>, entries: u32) -
             let (barrier, stop) = (Arc::clone(&barrier), Arc::clone(&stop));
             std::thread::spawn(move || {
                 let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
-                let mut x = 0x1234_5678u32 ^ i as u32;
+                let mut rng = SplitMix64::new(i as u64);
                 let (mut n, mut hits) = (0u64, 0u64);
                 barrier.wait();
                 let start = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
                     for _ in 0..1024 {
-                        x ^= x << 13;
-                        x ^= x >> 17;
-                        x ^= x << 5;
-                        let k = x % entries;
+                        let k = rng.next_u32() % entries;
                         h.write(0, k.wrapping_mul(0x9e37_79b9)).unwrap();
                         h.invoke(0, &ctx).unwrap();
                         hits += u64::from(h.read(1).unwrap() == k);

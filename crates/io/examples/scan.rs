@@ -31,6 +31,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use netvm_io::{CaptureSource, PcapHeaderSpec, PcapSink, PcapWriter, TsPrecision, LINKTYPE_ETHERNET};
+use netvm_traffic::SplitMix64;
 use netvm_vm::buffer::{Batch, BlockPool};
 use netvm_vm::port::{Fill, OutPacket, Sink, Source};
 use netvm_vm::Timestamp;
@@ -40,32 +41,19 @@ fn usage() -> ExitCode {
     ExitCode::from(2)
 }
 
-/// SplitMix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 fn gen(out: &Path, packets: u64) -> Result<(), String> {
     let spec = PcapHeaderSpec { precision: TsPrecision::Micro, link_type: LINKTYPE_ETHERNET, snaplen: 128 };
     let mut w = PcapWriter::create_with(out, spec).map_err(|e| e.to_string())?;
-    let mut rng = Rng(0x6e65_7476_6d20_3633);
+    let mut rng = SplitMix64::new(0x6e65_7476_6d20_3633);
     let mut frame = [0u8; 128];
     for i in 0..packets {
-        let wire = match rng.next() % 10 {
+        let wire = match rng.below(10) {
             0..=3 => 64,
             4..=6 => 1514,
-            _ => 64 + (rng.next() % 1451) as usize,
+            _ => rng.range(64, 1514) as usize,
         };
         for b in frame.iter_mut() {
-            *b = rng.next() as u8;
+            *b = rng.next_u8();
         }
         frame[12..14].copy_from_slice(&[0x08, 0x00]);
         let ts = Timestamp { sec: 1_700_000_000 + i / 1_000_000, nsec: (i % 1_000_000) as u32 * 1000 };

@@ -3,6 +3,7 @@
 
 use netil::insn::encoded_len;
 use netil::{encode, CoproDecl, Mem, Module, Opcode, OperandKind, Operands, SegmentKind, SwitchTable};
+use netvm_traffic::SplitMix64;
 use netvm_verify::{verify, SegmentInfo, Verified};
 use proptest::prelude::*;
 
@@ -409,23 +410,14 @@ proptest! {
     }
 }
 
-fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
-
 #[test]
 fn huge_random_segment_is_fast() {
     // 1 MiB of pseudo-random instructions: rejected early, but every byte is decoded.
-    let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+    let mut rng = SplitMix64::new(0x9e37_79b9_7f4a_7c15);
     let mut raw = Vec::new();
     let mut size = 0;
     while size < (1 << 20) - 64 {
-        let r = next();
+        let r = rng.next_u64();
         let k = (r % Opcode::ALL.len() as u64) as usize;
         let cases = if Opcode::ALL[k] == Opcode::Switch { 2 } else { 0 };
         size += if cases > 0 { 25 } else { encoded_len(Opcode::ALL[k], &Operands::None) as usize };
@@ -442,11 +434,11 @@ fn huge_random_segment_is_fast() {
 #[test]
 fn huge_valid_program_is_fast() {
     // About 1 MiB of valid code from the valid-program generator, deep stack allowed.
-    let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+    let mut rng = SplitMix64::new(0x2545_f491_4f6c_dd1d);
     let mut m = module_with(Vec::new(), None, (1024, 8, 64, 64, 4, 2));
     let mut g = Gen { m: &m, init: false, code: Vec::new(), depth: 1, written: vec![false; 8] };
     while g.code.len() < (1 << 20) - 64 {
-        let r = next();
+        let r = rng.next_u64();
         let (a, b, c) = (r as u32, (r >> 32) as u32, (r >> 8) as u8);
         let s = match r % 19 {
             0..=2 => Step::Push(a % 100),

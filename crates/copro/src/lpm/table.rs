@@ -1129,13 +1129,8 @@ mod tests {
     #[ignore]
     fn lpm_speed() {
         use std::time::Instant;
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rng = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut g = netvm_traffic::SplitMix64::new(0x9E37_79B9_7F4A_7C15);
+        let mut rng = move || g.next_u64();
         let mut t = Lpm4::new(1 << 16);
         let start = Instant::now();
         let mut n = 0;

@@ -394,13 +394,8 @@ proptest! {
 #[test]
 #[ignore]
 fn throughput() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut g = netvm_traffic::SplitMix64::new(0x9e37_79b9_7f4a_7c15);
+    let mut rnd = move || g.next_u64();
     let pats: Vec<Pattern> = (0..1500)
         .map(|i| {
             let len = 4 + (rnd() % 29) as usize;

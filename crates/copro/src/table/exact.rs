@@ -767,31 +767,19 @@ impl ExactTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netvm_traffic::SplitMix64;
     use proptest::prelude::*;
     use std::collections::HashMap;
 
-    fn rng(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
-    }
-
-    fn key(ks: usize, r: &mut impl FnMut() -> u64) -> Vec<u8> {
-        let (a, b) = (r(), r());
-        let mut k = [a.to_le_bytes(), b.to_le_bytes()].concat();
-        k.truncate(ks);
-        k
+    fn key(ks: usize, r: &mut SplitMix64) -> Vec<u8> {
+        r.bytes(16)[..ks].to_vec()
     }
 
     /// Filling to exactly `capacity` never fails, for many sizes and seeds;
     /// one more new key does.
     #[test]
     fn fills_to_capacity() {
-        let mut r = rng(7);
+        let mut r = SplitMix64::new(7);
         let caps: Vec<usize> = (1..=64).chain([100, 255, 256, 257, 1000, 4096, 10_000, 65_536]).collect();
         for &cap in &caps {
             for seed in 0..if cap < 2000 { 20 } else { 3 } {
@@ -829,7 +817,7 @@ mod tests {
     fn raw_fill_before_first_failure() {
         for seed in 0..4 {
             let mut t = ExactTable::with_layout(8, 0, usize::MAX, 4096, seed).unwrap();
-            let mut r = rng(seed + 100);
+            let mut r = SplitMix64::new(seed + 100);
             while t.insert(&key(8, &mut r), &[], 0).is_ok() {}
             t.check_invariants();
             assert!(t.slot_fill() >= 0.97, "seed {seed}: first failure at fill {}", t.slot_fill());
@@ -870,7 +858,7 @@ mod tests {
     #[test]
     fn bulk_matches_single() {
         let mut t = ExactTable::new(6, 4, 1000).unwrap();
-        let mut r = rng(3);
+        let mut r = SplitMix64::new(3);
         let keys: Vec<Vec<u8>> = (0..2000).map(|_| key(6, &mut r)).collect();
         for (i, k) in keys.iter().enumerate().step_by(2) {
             t.insert(k, &(i as u32).to_be_bytes(), i as u64).unwrap();
@@ -969,7 +957,7 @@ mod tests {
         let n: usize = std::env::var("TABLE_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
         let t0 = Instant::now();
         let mut t = ExactTable::with_seed(6, 4, n, 42).unwrap();
-        let mut r = rng(9);
+        let mut r = SplitMix64::new(9);
         let keys: Vec<Vec<u8>> = (0..n).map(|_| key(6, &mut r)).collect();
         for (i, k) in keys.iter().enumerate() {
             t.insert(k, &(i as u32).to_le_bytes(), 0).unwrap();
@@ -977,7 +965,7 @@ mod tests {
         eprintln!("{n} entries, {} MiB, filled in {:?}", t.memory_bytes() >> 20, t0.elapsed());
         let m = 4 << 20;
         // The keys to look up lie back to back, as they would in packets.
-        let flat: Vec<u8> = (0..m).flat_map(|_| keys[(r() % n as u64) as usize].clone()).collect();
+        let flat: Vec<u8> = (0..m).flat_map(|_| keys[r.below(n as u64) as usize].clone()).collect();
         let order: Vec<&[u8]> = flat.chunks(6).collect();
         for round in 0..2 {
             let t1 = Instant::now();
