@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
+use netvm_io::PcapHeaderSpec;
 use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, RunReport};
 use netvm_vm::FaultKind;
 
@@ -72,169 +73,179 @@ enum StatsFormat {
 }
 
 pub fn cmd_run(args: RunArgs) -> u8 {
-    // Inputs.
-    let mut inputs = Vec::new();
-    for r in &args.read {
-        match common::parse_input(r) {
-            Ok(x) => inputs.push(x),
-            Err(e) => {
-                eprintln!("netvm: -r {r}: {e}");
-                return EXIT_USAGE;
-            }
-        }
-    }
-    if inputs.iter().filter(|(_, p)| p.as_os_str() == "-").count() > 1 {
-        eprintln!("netvm: standard input can be read only once (-r -)");
-        return EXIT_USAGE;
-    }
+    run(&args).unwrap_or_else(|code| code)
+}
+
+/// `netvm run`; `Err` carries the exit code of a failure already reported.
+fn run(args: &RunArgs) -> Result<u8, u8> {
+    let inputs = parse_inputs(&args.read)?;
     let mut in_ports: Vec<u16> = inputs.iter().map(|i| i.0).collect();
     in_ports.sort_unstable();
     in_ports.dedup();
+    let manifest = load_manifest(args, &in_ports)?;
+    let app = build_app(args, &manifest, &in_ports)?;
+    let dumps = dump_targets(&app, &args.dump)?;
 
-    // Application.
-    let manifest = match (&args.app, &args.program) {
-        (None, None) if args.filter.is_some() => {
-            let expr = args.filter.as_deref().unwrap_or_default();
-            match crate::filter::compile_expression(expr, &[]) {
-                Ok(f) => crate::filter::filter_manifest(&f, &in_ports),
-                Err(code) => return code,
-            }
-        }
-        (Some(app), None) => match Manifest::load(app) {
-            Ok(m) => m,
-            Err(e) => return report(&e),
-        },
-        (None, Some(prog)) => {
-            let out_ports = match load_program(prog) {
-                Ok(p) => p.module.out_ports,
-                Err(e) => return report(&e),
-            };
-            Manifest::single(prog, &in_ports, out_ports, None)
-        }
-        _ => {
-            eprintln!("netvm: give either an application manifest or --program");
-            return EXIT_USAGE;
-        }
-    };
-    let engine = common::engine(args.engine, args.link);
-    let registry = netvm_copro::registry();
-    let mut app = match Application::build(&manifest, engine.as_ref(), &registry, args.budget) {
-        Ok(a) => a,
-        Err(e) => return report(&e),
-    };
-    app.set_link_state(&in_ports);
-    for spec in &args.load {
-        let Some((name, file)) = spec.split_once('=') else {
-            eprintln!("netvm: --load {spec}: expected NAME=FILE");
-            return EXIT_USAGE;
-        };
-        let text = match std::fs::read_to_string(file) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("netvm: --load {name}: {file}: {e}");
-                return EXIT_ERROR;
-            }
-        };
-        if let Err(e) = app.load_table(name, &text) {
-            eprintln!("netvm: --load {name}: {file}: {e}");
-            return EXIT_ERROR;
-        }
-    }
-    let mut dumps = Vec::new();
-    for spec in &args.dump {
-        match spec.split_once('=') {
-            Some((name, file)) if app.copro(name).is_ok() => dumps.push((name.to_string(), file.to_string())),
-            Some((name, _)) => {
-                eprintln!("netvm: --dump {spec}: {}", app.copro(name).err().unwrap_or_default());
-                return EXIT_USAGE;
-            }
-            None => {
-                eprintln!("netvm: --dump {spec}: expected NAME=FILE");
-                return EXIT_USAGE;
-            }
-        }
-    }
-    let sources = app.input_ports();
-    if let Some(p) = in_ports.iter().find(|p| !sources.contains(p)) {
-        eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
-        return EXIT_USAGE;
-    }
-
-    // The packet engine.
+    // The packet engine, its inputs and outputs.
     let mut cfg = args.engine_opts.config(app.keeps_state(), true);
     cfg.repeat = args.repeat;
     let mut driver = Driver::new(app, cfg);
     let mut specs = Vec::new();
     for (port, path) in &inputs {
-        match common::open_source(&mut driver, path, *port) {
-            Ok(s) => specs.push(s),
-            Err(code) => return code,
-        }
+        specs.push(common::open_source(&mut driver, path, *port)?);
     }
-    let spec = common::merge_specs(&specs);
+    add_sinks(&mut driver, args.write.as_deref(), &manifest, common::merge_specs(&specs))?;
 
-    // Outputs.
-    let mut sink_ports: Vec<u16> = manifest.sinks.iter().map(|s| s.port).collect();
-    sink_ports.sort_unstable();
-    sink_ports.dedup();
-    if let Some(p) = &args.write {
-        if p.contains("{port}") {
-            for port in &sink_ports {
-                match common::create_sink(Path::new(&p.replace("{port}", &port.to_string())), spec) {
-                    Ok(s) => driver.add_sink(*port, Box::new(s)),
-                    Err(code) => return code,
-                }
-            }
-        } else {
-            match common::create_sink(Path::new(p), spec) {
-                Ok(s) => driver.add_sink(1, Box::new(s)),
-                Err(code) => return code,
-            }
-        }
-    }
-    for s in &manifest.sinks {
-        if let Some(f) = &s.file {
-            match common::create_sink(f, spec) {
-                Ok(sink) => driver.add_sink(s.port, Box::new(sink)),
-                Err(code) => return code,
-            }
-        }
-    }
-
-    // Run.
     let bar = progress_bar(args.repeat);
     let result = driver.run();
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let r = match result {
-        Ok(r) => r,
-        Err(e) => return report(&e),
-    };
-    let mut exit = common::finish_report(&r);
-    if r.output_closed {
-        return exit;
+    let r = result.map_err(|e| report(&e))?;
+    let exit = common::finish_report(&r);
+    if r.output_closed || !write_dumps(driver.app(), &dumps)? {
+        return Ok(exit);
     }
+    let text = stats_output(args.stats, driver.app(), &r, args.repeat);
+    if !text.is_empty() {
+        common::stdout_write(&text)?;
+    }
+    Ok(exit)
+}
 
-    for (name, file) in &dumps {
-        let text = driver.app().dump_table(name).unwrap_or_default();
+/// The `-r [PORT=]FILE` inputs: standard input at most once.
+fn parse_inputs(read: &[String]) -> Result<Vec<(u16, PathBuf)>, u8> {
+    let mut inputs = Vec::new();
+    for r in read {
+        match common::parse_input(r) {
+            Ok(x) => inputs.push(x),
+            Err(e) => {
+                eprintln!("netvm: -r {r}: {e}");
+                return Err(EXIT_USAGE);
+            }
+        }
+    }
+    if inputs.iter().filter(|(_, p)| p.as_os_str() == "-").count() > 1 {
+        eprintln!("netvm: standard input can be read only once (-r -)");
+        return Err(EXIT_USAGE);
+    }
+    Ok(inputs)
+}
+
+/// The application to run: the manifest given, or one made for `--program`
+/// or `--filter` with a source on each of `in_ports`.
+fn load_manifest(args: &RunArgs, in_ports: &[u16]) -> Result<Manifest, u8> {
+    match (&args.app, &args.program) {
+        (None, None) if args.filter.is_some() => {
+            let expr = args.filter.as_deref().unwrap_or_default();
+            let f = crate::filter::compile_expression(expr, &[])?;
+            Ok(crate::filter::filter_manifest(&f, in_ports))
+        }
+        (Some(app), None) => Manifest::load(app).map_err(|e| report(&e)),
+        (None, Some(prog)) => {
+            let out_ports = load_program(prog).map_err(|e| report(&e))?.module.out_ports;
+            Ok(Manifest::single(prog, in_ports, out_ports, None))
+        }
+        _ => {
+            eprintln!("netvm: give either an application manifest or --program");
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+/// Builds the application on the chosen engine, with its links up on
+/// `in_ports` and the `--load` tables loaded; every input port must have a source.
+fn build_app(args: &RunArgs, manifest: &Manifest, in_ports: &[u16]) -> Result<Application, u8> {
+    let engine = common::engine(args.engine, args.link);
+    let registry = netvm_copro::registry();
+    let mut app = Application::build(manifest, engine.as_ref(), &registry, args.budget).map_err(|e| report(&e))?;
+    app.set_link_state(in_ports);
+    for spec in &args.load {
+        let Some((name, file)) = spec.split_once('=') else {
+            eprintln!("netvm: --load {spec}: expected NAME=FILE");
+            return Err(EXIT_USAGE);
+        };
+        let loaded = std::fs::read_to_string(file).map_err(|e| e.to_string()).and_then(|text| app.load_table(name, &text));
+        if let Err(e) = loaded {
+            eprintln!("netvm: --load {name}: {file}: {e}");
+            return Err(EXIT_ERROR);
+        }
+    }
+    let sources = app.input_ports();
+    if let Some(p) = in_ports.iter().find(|p| !sources.contains(p)) {
+        eprintln!("netvm: input port {p} has no source in the application (sources listen on {sources:?})");
+        return Err(EXIT_USAGE);
+    }
+    Ok(app)
+}
+
+/// The `--dump NAME=FILE` targets, each naming a coprocessor of `app`.
+fn dump_targets(app: &Application, dump: &[String]) -> Result<Vec<(String, String)>, u8> {
+    let mut dumps = Vec::new();
+    for spec in dump {
+        match spec.split_once('=') {
+            Some((name, file)) if app.copro(name).is_ok() => dumps.push((name.to_string(), file.to_string())),
+            Some((name, _)) => {
+                eprintln!("netvm: --dump {spec}: {}", app.copro(name).err().unwrap_or_default());
+                return Err(EXIT_USAGE);
+            }
+            None => {
+                eprintln!("netvm: --dump {spec}: expected NAME=FILE");
+                return Err(EXIT_USAGE);
+            }
+        }
+    }
+    Ok(dumps)
+}
+
+/// The outputs: `-w` (one file, or one per sink port with `{port}`), then
+/// the files the manifest's sinks name, in the inputs' format `spec`.
+fn add_sinks(driver: &mut Driver, write: Option<&str>, manifest: &Manifest, spec: PcapHeaderSpec) -> Result<(), u8> {
+    if let Some(p) = write {
+        if p.contains("{port}") {
+            let mut sink_ports: Vec<u16> = manifest.sinks.iter().map(|s| s.port).collect();
+            sink_ports.sort_unstable();
+            sink_ports.dedup();
+            for port in sink_ports {
+                let s = common::create_sink(Path::new(&p.replace("{port}", &port.to_string())), spec)?;
+                driver.add_sink(port, Box::new(s));
+            }
+        } else {
+            driver.add_sink(1, Box::new(common::create_sink(Path::new(p), spec)?));
+        }
+    }
+    for s in &manifest.sinks {
+        if let Some(f) = &s.file {
+            driver.add_sink(s.port, Box::new(common::create_sink(f, spec)?));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the `--dump` tables after the run; `Ok(false)`: standard output
+/// was closed by its reader, stop quietly.
+fn write_dumps(app: &Application, dumps: &[(String, String)]) -> Result<bool, u8> {
+    for (name, file) in dumps {
+        let text = app.dump_table(name).unwrap_or_default();
         if file == "-" {
-            match common::stdout_write(&text) {
-                Ok(true) => {}
-                Ok(false) => return exit,
-                Err(code) => return code,
+            if !common::stdout_write(&text)? {
+                return Ok(false);
             }
         } else if let Err(e) = std::fs::write(file, text) {
             eprintln!("netvm: --dump {name}: {file}: {e}");
-            return EXIT_ERROR;
+            return Err(EXIT_ERROR);
         }
     }
+    Ok(true)
+}
 
-    let app = driver.app();
+/// The `--stats` text (empty without `--stats`): the run's statistics with
+/// the coprocessors' own.
+fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, repeat: u64) -> String {
     let stats = app.stats();
-    let text = match args.stats {
+    match format {
         Some(StatsFormat::Json) => {
-            let mut j = stats_json(&stats, &r, app.engine(), args.repeat);
+            let mut j = stats_json(&stats, r, app.engine(), repeat);
             j["link"] = app.link().into();
             let mut all = serde_json::Map::new();
             for (netpe, name, values) in app.copro_stats() {
@@ -251,7 +262,7 @@ pub fn cmd_run(args: RunArgs) -> u8 {
             format!("{j}\n")
         }
         Some(StatsFormat::Text) => {
-            let mut t = stats_text(&stats, &r, &format!("{} ({})", app.engine(), app.link()));
+            let mut t = stats_text(&stats, r, &format!("{} ({})", app.engine(), app.link()));
             for (netpe, name, values) in app.copro_stats() {
                 let v: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 t += &format!("copro {netpe}.{name}: {}\n", v.join(" "));
@@ -259,13 +270,7 @@ pub fn cmd_run(args: RunArgs) -> u8 {
             t
         }
         None => String::new(),
-    };
-    if !text.is_empty() {
-        if let Err(code) = common::stdout_write(&text) {
-            exit = code;
-        }
     }
-    exit
 }
 
 /// A spinner on a terminal while long measurements (`--repeat`) run.
