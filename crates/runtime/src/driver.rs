@@ -117,6 +117,16 @@ pub struct WorkerReport {
     pub wait: Duration,
 }
 
+impl WorkerReport {
+    /// Counts `r` (a phase of the same worker) in this report.
+    fn add(&mut self, r: &WorkerReport) {
+        self.packets += r.packets;
+        self.batches += r.batches;
+        self.busy += r.busy;
+        self.wait += r.wait;
+    }
+}
+
 /// What a run did.
 #[derive(Clone, Debug, Default)]
 pub struct RunReport {
@@ -435,44 +445,22 @@ impl Driver {
 
     /// N workers on their own threads; this thread reads, reorders and writes.
     fn run_workers(&mut self, st: &mut RunState, instances: &mut [Application]) {
-        let n = self.cfg.workers;
-        let depth = self.cfg.queue_depth;
-        let flow = st.distribution == Some(Distribution::Flow);
+        let flight = Flight::new(&self.cfg, st.distribution == Some(Distribution::Flow));
+        let Flight { n, flow, job, chunk_size, max_inflight, jobs } = flight;
         let want_events = self.ports.events.is_some() && st.rep == 0;
         let private = st.private;
         let discard = st.rep > 0;
         if st.report.workers.is_empty() {
             st.report.workers = vec![WorkerReport::default(); n];
         }
-        // Round robin: whole batches, from one queue every worker takes
-        // from. Flow: chunks of `n` batches' worth, split by flow hash into
-        // one part per worker (a part averages a batch), one queue each.
-        let job = self.cfg.job();
-        let chunk_size = if flow { job * n } else { job };
-        let max_inflight = if flow { 2 * depth } else { n * depth + n };
-        let jobs = if flow { max_inflight * n } else { max_inflight };
         // Room for every job in flight: handing one out never waits (the
         // in-flight limit is the back-pressure), so the I/O stage is free to
         // run jobs itself.
         let queues: Vec<Queue<Job>> = (0..if flow { n } else { 1 }).map(|_| Queue::new(max_inflight)).collect();
         // Room for every job in flight, so that a worker never waits to hand one back.
         let done: Queue<Job> = Queue::new(jobs + n);
-        // Every batch, output and chunk the run can have in flight, made
-        // now: recycling them never allocates.
-        let mut spare_batches: Vec<Batch> = Vec::with_capacity(max_inflight + jobs + 1);
-        let mut spare_parts_b: Vec<Batch> = Vec::with_capacity(jobs + n);
-        for _ in 0..max_inflight + 1 {
-            spare_batches.push(Batch::with_capacity(chunk_size));
-        }
-        // A part averages a job; one that gets more (flows hashing unevenly)
-        // grows once and keeps its room.
-        if flow {
-            for _ in 0..jobs + n {
-                spare_parts_b.push(Batch::with_capacity(2 * job));
-            }
-        }
-        let mut spare_outs: Vec<BatchOutput> = (0..jobs + n).map(|_| BatchOutput::with_capacity(chunk_size)).collect();
-        let mut spare_parts: Vec<Vec<Part>> = (0..max_inflight + 1).map(|_| Vec::with_capacity(n)).collect();
+        let Spares { batches: mut spare_batches, part_batches: mut spare_parts_b, outs: mut spare_outs, parts: mut spare_parts } =
+            Spares::new(&flight);
         let mut parts: Vec<Batch> = Vec::with_capacity(n);
         let mut inflight: VecDeque<Chunk> = VecDeque::with_capacity(max_inflight + 1);
         let (pools, cfg, blocks, ports) = (&self.pools, &self.cfg, &self.blocks, &mut self.ports);
@@ -582,12 +570,8 @@ impl Driver {
                 q.close();
             }
             let reports = handles.into_iter().map(|h| h.join().unwrap_or_default()).chain(std::iter::once(my_report));
-            for (w, r) in reports.enumerate() {
-                let t = &mut st.report.workers[w];
-                t.packets += r.packets;
-                t.batches += r.batches;
-                t.busy += r.busy;
-                t.wait += r.wait;
+            for (total, r) in st.report.workers.iter_mut().zip(reports) {
+                total.add(&r);
             }
         });
     }
@@ -807,6 +791,77 @@ enum Next {
     Batch,
     End,
     Starved,
+}
+
+/// How much a multi-worker phase has in flight. Round robin: whole jobs,
+/// from one queue every worker takes from. Flow: chunks of `n` jobs' worth,
+/// split by flow hash into one part per worker (a part averages a job), one
+/// queue each.
+#[derive(Clone, Copy)]
+struct Flight {
+    /// Workers.
+    n: usize,
+    /// Flow distribution (else round robin).
+    flow: bool,
+    /// Packets per job ([`DriverConfig::job`]).
+    job: usize,
+    /// Packets per chunk read from the sources.
+    chunk_size: usize,
+    /// Chunks in flight at most.
+    max_inflight: usize,
+    /// Jobs in flight at most.
+    jobs: usize,
+}
+
+impl Flight {
+    fn new(cfg: &DriverConfig, flow: bool) -> Flight {
+        let (n, depth, job) = (cfg.workers, cfg.queue_depth, cfg.job());
+        let max_inflight = if flow { 2 * depth } else { n * depth + n };
+        Flight {
+            n,
+            flow,
+            job,
+            chunk_size: if flow { job * n } else { job },
+            max_inflight,
+            jobs: if flow { max_inflight * n } else { max_inflight },
+        }
+    }
+}
+
+/// Every batch, output and parts vector a multi-worker phase can have in
+/// flight, made before it starts: recycling them never allocates.
+struct Spares {
+    /// Chunks' batches.
+    batches: Vec<Batch>,
+    /// Flow distribution: the parts' batches.
+    part_batches: Vec<Batch>,
+    outs: Vec<BatchOutput>,
+    /// [`Chunk::parts`] vectors.
+    parts: Vec<Vec<Part>>,
+}
+
+impl Spares {
+    fn new(f: &Flight) -> Spares {
+        let Flight { n, flow, job, chunk_size, max_inflight, jobs } = *f;
+        let mut batches: Vec<Batch> = Vec::with_capacity(max_inflight + jobs + 1);
+        let mut part_batches: Vec<Batch> = Vec::with_capacity(jobs + n);
+        for _ in 0..max_inflight + 1 {
+            batches.push(Batch::with_capacity(chunk_size));
+        }
+        // A part averages a job; one that gets more (flows hashing unevenly)
+        // grows once and keeps its room.
+        if flow {
+            for _ in 0..jobs + n {
+                part_batches.push(Batch::with_capacity(2 * job));
+            }
+        }
+        Spares {
+            batches,
+            part_batches,
+            outs: (0..jobs + n).map(|_| BatchOutput::with_capacity(chunk_size)).collect(),
+            parts: (0..max_inflight + 1).map(|_| Vec::with_capacity(n)).collect(),
+        }
+    }
 }
 
 /// A batch (or a part of one) on its way to a worker and back.
