@@ -1,0 +1,299 @@
+//! The module-level driver of the IR builders: [`define_app`] declares and
+//! defines every function and data object of a linked application in a
+//! Cranelift module (the JIT's or an object's), and collects what it made
+//! ([`AppSymbols`]) and, on request, its text ([`LinkedText`]).
+
+use std::collections::BTreeMap;
+
+use cranelift_codegen::ir::{types, AbiParam, Signature};
+use cranelift_codegen::Context;
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
+use netvm_verify::Verified;
+use netvm_vm::graph::{AppGraph, Dest};
+use netvm_vm::FaultKind;
+
+use super::init::build_init;
+use super::run::build_run;
+use super::table::{build_node_fn, node_signature, table_slots};
+use super::{declare_hooks, Build, Hooks};
+use crate::analysis::{InfoReads, KnownSizes};
+use crate::context;
+use crate::link::{AppLayout, LinkMode};
+use crate::translate::{FuncCx, I32};
+use crate::{segment_facts, JitError, JitOptions};
+
+/// Text of the generated code, for `netvm compile --emit`.
+#[derive(Clone, Debug, Default)]
+pub struct LinkedText {
+    /// `(function name, Cranelift IR)`.
+    pub clif: Vec<(String, String)>,
+    /// `(function name, machine code as text)`.
+    pub asm: Vec<(String, String)>,
+    /// `(function name, machine-code bytes)`.
+    pub code_size: Vec<(String, usize)>,
+}
+
+/// The functions an application compiled into a module.
+#[derive(Clone, Debug)]
+pub struct AppSymbols {
+    /// `netvm_run`.
+    pub run: FuncId,
+    /// `netvm_init` (always in objects; in the JIT only if some NetPE has `.init`).
+    pub init: Option<FuncId>,
+    /// The vector table (table mode): slot → NetPE function, to fill after definition.
+    pub vtable: Option<(DataId, Vec<FuncId>)>,
+    /// Counter and memory layout.
+    pub layout: AppLayout,
+}
+
+/// The distinct destinations of the graph: route ids for the dispatch after a pending copy is popped.
+fn routes(graph: &AppGraph) -> Vec<Dest> {
+    let mut r: Vec<Dest> = graph.out.iter().flatten().chain(&graph.sources).flatten().copied().collect();
+    r.sort();
+    r.dedup();
+    r
+}
+
+/// Info stores each NetPE's `.push` may omit: constant-offset stores to bytes
+/// that neither the NetPE itself nor any NetPE downstream of it reads.
+fn dead_info_stores(graph: &AppGraph, facts: &[crate::analysis::SegmentFacts]) -> Vec<Vec<bool>> {
+    let n = facts.len();
+    // Reads downstream of each NetPE (reverse topological order).
+    let mut below: Vec<InfoReads> = vec![InfoReads::default(); n];
+    for &node in graph.order.iter().rev() {
+        let mut r = InfoReads::default();
+        for d in graph.out[node].iter().flatten() {
+            if let Dest::Pe { node: m, .. } = d {
+                r.extend(&facts[*m as usize].info_reads);
+                r.extend(&below[*m as usize].clone());
+            }
+        }
+        below[node] = r;
+    }
+    facts
+        .iter()
+        .zip(&below)
+        .map(|(f, b)| {
+            f.info_store
+                .iter()
+                .map(|s| s.is_some_and(|(lo, hi)| f.analysed && !f.info_reads.overlaps(lo, hi) && !b.overlaps(lo, hi)))
+                .collect()
+        })
+        .collect()
+}
+
+/// Compiles `graph` into `module`: defines `netvm_run`, `netvm_init` and,
+/// in table mode, the NetPE functions and the vector table. For an
+/// `object` (the C ABI: include/netvm.h), also `netvm_layout` (whose
+/// `budget` is `budget`), and `netvm_init` even if no NetPE has `.init`.
+/// `text` receives the generated code when `opts.keep_text`.
+#[allow(clippy::too_many_arguments)]
+pub fn define_app<M: Module>(
+    module: &mut M,
+    graph: &AppGraph,
+    modules: &[Verified],
+    budget: u64,
+    object: bool,
+    mode: LinkMode,
+    opts: JitOptions,
+    text: &mut LinkedText,
+) -> Result<AppSymbols, JitError> {
+    let cg = |e: cranelift_module::ModuleError| JitError::Codegen(format!("{e:?}"));
+    let layout = AppLayout::new(graph, modules);
+    let helpers = context::declare_helpers(module).map_err(cg)?;
+    let hooks = if graph.has_fanout() { Some(declare_hooks(module).map_err(cg)?) } else { None };
+    let facts: Vec<_> = modules
+        .iter()
+        .map(|v| {
+            let m = &v.module;
+            segment_facts(&v.push, m, opts.domain, KnownSizes { info: Some(u64::from(m.info_size)), data: Some(u64::from(m.data_size)) })
+        })
+        .collect();
+    let dead = if opts.domain.dead_info_stores { dead_info_stores(graph, &facts) } else { vec![Vec::new(); modules.len()] };
+    let ptr = module.target_config().pointer_type();
+    let run_sig = {
+        let mut s = module.make_signature();
+        s.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(I32), AbiParam::new(ptr)]);
+        s.returns.push(AbiParam::new(I32));
+        s
+    };
+    let init_sig = {
+        let mut s = module.make_signature();
+        s.params.push(AbiParam::new(ptr));
+        s.returns.push(AbiParam::new(I32));
+        s
+    };
+    let run = module.declare_function("netvm_run", Linkage::Export, &run_sig).map_err(cg)?;
+    let has_init = object || modules.iter().any(|v| v.init.is_some());
+    let init = if has_init { Some(module.declare_function("netvm_init", Linkage::Export, &init_sig).map_err(cg)?) } else { None };
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ctx = module.make_context();
+    let routes = routes(graph);
+
+    let mut vtable = None;
+    let mut pe_funcs = Vec::new();
+    if mode == LinkMode::Table {
+        let sig = node_signature(module);
+        for n in 0..modules.len() {
+            pe_funcs.push(module.declare_function(&format!("netvm_pe{n}"), Linkage::Local, &sig).map_err(cg)?);
+        }
+        let slots = table_slots(graph);
+        let data = module.declare_data("netvm_vtable", Linkage::Local, true, false).map_err(cg)?;
+        vtable = Some((data, slots));
+    }
+
+    let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts };
+    // netvm_run
+    let vt = vtable.as_ref().map(|(d, s)| (*d, s.as_slice()));
+    define_linked_fn(module, &mut ctx, &mut fctx, &shared, run, "netvm_run", run_sig, text, |b, build| build_run(b, build, mode, vt))?;
+    // NetPE functions (table mode)
+    if let Some((data, slots)) = &vtable {
+        for (n, f) in pe_funcs.iter().enumerate() {
+            let sig = node_signature(module);
+            define_linked_fn(module, &mut ctx, &mut fctx, &shared, *f, &format!("netvm_pe{n}"), sig, text, |b, build| {
+                build_node_fn(b, build, n, *data, slots)
+            })?;
+        }
+        let mut desc = DataDescription::new();
+        // Initialised (not zero-init) data: an object file keeps relocations in .data, not in .bss.
+        desc.define(vec![0u8; slots.len() * ptr.bytes() as usize].into_boxed_slice());
+        desc.set_align(u64::from(ptr.bytes()));
+        for (k, s) in slots.iter().enumerate() {
+            let fref = module.declare_func_in_data(pe_funcs[*s], &mut desc);
+            desc.write_function_addr(k as u32 * ptr.bytes(), fref);
+        }
+        module.define_data(*data, &desc).map_err(cg)?;
+    }
+    // netvm_init
+    if let Some(init) = init {
+        module.clear_context(&mut ctx);
+        ctx.func.signature = init_sig;
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+        let mut cx = FuncCx::new(module, helpers, opts.domain);
+        build_init(&mut b, &mut cx, graph, modules, opts, ptr);
+        b.seal_all_blocks();
+        let fe = cx.frontend;
+        drop(cx);
+        b.finalize(fe);
+        define(module, &mut ctx, init, "netvm_init", opts, text)?;
+    }
+    if object {
+        define_layout(module, &layout, graph, modules, budget).map_err(cg)?;
+    }
+    let vt = vtable.map(|(d, s)| (d, s.iter().map(|n| pe_funcs[*n]).collect()));
+    Ok(AppSymbols { run, init, vtable: vt, layout })
+}
+
+/// Defines `netvm_layout` (`struct netvm_layout` of include/netvm.h): what
+/// a host must allocate for the application, in the target's byte order.
+#[allow(clippy::result_large_err)] // Cranelift's own `ModuleError`
+fn define_layout<M: Module>(
+    module: &mut M,
+    layout: &AppLayout,
+    graph: &AppGraph,
+    modules: &[Verified],
+    budget: u64,
+) -> cranelift_module::ModuleResult<()> {
+    let big = module.isa().endianness() == cranelift_codegen::ir::Endianness::Big;
+    let mut bytes = Vec::new();
+    let mut put = |x: usize| {
+        let x = x as u32;
+        bytes.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
+    };
+    put(netvm_rt::ABI_VERSION as usize);
+    put(modules.len());
+    put(layout.counters);
+    put(layout.info_size);
+    put(graph.sources.len());
+    put(layout.source_base);
+    put(layout.no_source);
+    put(FaultKind::ALL.len());
+    put(budget.min(u64::from(u32::MAX)) as usize);
+    for (n, v) in modules.iter().enumerate() {
+        put(layout.data_sizes[n]);
+        put(layout.out_ports[n]);
+        put(layout.node_base[n]);
+        put(v.module.copros.len());
+    }
+    let id = module.declare_data("netvm_layout", Linkage::Export, false, false)?;
+    let mut desc = DataDescription::new();
+    desc.define(bytes.into_boxed_slice());
+    desc.set_align(4);
+    module.define_data(id, &desc)
+}
+
+/// What every function of a linked application is built from (the fields
+/// of the same names in [`Build`] borrow from these).
+struct Shared<'a> {
+    graph: &'a AppGraph,
+    modules: &'a [Verified],
+    layout: &'a AppLayout,
+    /// The translator's helper functions, declared in the module.
+    helpers: context::Helpers,
+    hooks: Option<Hooks>,
+    routes: Vec<Dest>,
+    dead: Vec<Vec<bool>>,
+    facts: Vec<crate::analysis::SegmentFacts>,
+    ptr: types::Type,
+    /// The compiler's options.
+    opts: JitOptions,
+}
+
+/// Builds one function of a linked application with `body` and defines it
+/// in `module` as `id`.
+#[allow(clippy::too_many_arguments)]
+fn define_linked_fn<M: Module>(
+    module: &mut M,
+    ctx: &mut Context,
+    fctx: &mut FunctionBuilderContext,
+    sh: &Shared,
+    id: FuncId,
+    name: &str,
+    sig: Signature,
+    text: &mut LinkedText,
+    body: impl FnOnce(&mut FunctionBuilder, &mut Build<'_, '_, M>),
+) -> Result<(), JitError> {
+    module.clear_context(ctx);
+    ctx.func.signature = sig;
+    let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+    let mut build = Build {
+        cx: FuncCx::new(module, sh.helpers, sh.opts.domain),
+        graph: sh.graph,
+        modules: sh.modules,
+        layout: sh.layout,
+        hooks: sh.hooks,
+        hook_refs: BTreeMap::new(),
+        routes: &sh.routes,
+        dead: &sh.dead,
+        facts: &sh.facts,
+        ptr: sh.ptr,
+    };
+    body(&mut b, &mut build);
+    b.seal_all_blocks();
+    let fe = build.cx.frontend;
+    drop(build);
+    b.finalize(fe);
+    define(module, ctx, id, name, sh.opts, text)
+}
+
+/// Compiles the function built in `ctx` and defines it in `module` as
+/// `id`, recording its size (and text, when `opts.keep_text`) in `text`.
+fn define<M: Module>(
+    module: &mut M,
+    ctx: &mut Context,
+    id: FuncId,
+    name: &str,
+    opts: JitOptions,
+    text: &mut LinkedText,
+) -> Result<(), JitError> {
+    ctx.set_disasm(opts.keep_text);
+    module.define_function(id, ctx).map_err(|e| JitError::Codegen(format!("{name}: {e:?}")))?;
+    let size = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
+    text.code_size.push((name.to_string(), size));
+    if opts.keep_text {
+        text.clif.push((name.to_string(), ctx.func.display().to_string()));
+        text.asm.push((name.to_string(), ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default()));
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! The Cranelift IR builders of a linked application. This module owns
+//! what every function under construction shares: the offsets of the C
+//! ABI's structures, the fan-out hooks, the builder state ([`Build`]), the
+//! per-packet variables ([`PacketVars`]), and the code that counts an
+//! outcome and sends a packet on (routing, sinks, fan-out, a NetPE's
+//! `.push` environment). Its submodules define the functions themselves:
+//! `define` (the module-level driver, [`define_app`]), `run` (`netvm_run`,
+//! the batch loop and the direct mode's NetPEs), `table` (the vector table
+//! mode) and `init` (`netvm_init`).
+
+mod define;
+mod init;
+mod run;
+mod table;
+
+use std::collections::BTreeMap;
+
+use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_frontend::{FunctionBuilder, Variable};
+use cranelift_module::{FuncId, Linkage, Module};
+use netvm_verify::Verified;
+use netvm_vm::graph::{AppGraph, Dest};
+
+pub use define::{define_app, AppSymbols, LinkedText};
+
+use super::AppLayout;
+use crate::context::OUT_DROP;
+use crate::translate::{self, ctx_flags, ExitMode, FuncCx, MemView, MetaView, SegmentEnv, SegmentExits, I32, I64};
+
+/// Offsets of the C ABI's structures (include/netvm.h) that compiled code reads and writes.
+mod off {
+    use std::mem::offset_of;
+
+    use netvm_rt::{AppCtx, NodeMem, XbDesc};
+
+    pub const XB_DATA: i32 = offset_of!(XbDesc, data) as i32;
+    pub const XB_CAPLEN: i32 = offset_of!(XbDesc, caplen) as i32;
+    pub const XB_WIRELEN: i32 = offset_of!(XbDesc, wirelen) as i32;
+    pub const XB_TS_SEC: i32 = offset_of!(XbDesc, ts_sec) as i32;
+    pub const XB_TS_NSEC: i32 = offset_of!(XbDesc, ts_nsec) as i32;
+    pub const XB_IN_PORT: i32 = offset_of!(XbDesc, in_port) as i32;
+    pub const XB_SEQ: i32 = offset_of!(XbDesc, seq) as i32;
+    pub const XB_SIZE: i64 = std::mem::size_of::<XbDesc>() as i64;
+    pub const NODE_DATA: i32 = offset_of!(NodeMem, data) as i32;
+    pub const NODE_DATA_LEN: i32 = offset_of!(NodeMem, data_len) as i32;
+    pub const NODE_COPROS: i32 = offset_of!(NodeMem, copros) as i32;
+    pub const NODE_NCOPROS: i32 = offset_of!(NodeMem, ncopros) as i32;
+    pub const NODE_SIZE: i32 = std::mem::size_of::<NodeMem>() as i32;
+    pub const APP_BUDGET: i32 = offset_of!(AppCtx, budget) as i32;
+    pub const APP_INFO: i32 = offset_of!(AppCtx, info) as i32;
+    pub const APP_NODES: i32 = offset_of!(AppCtx, nodes) as i32;
+    pub const APP_COUNTERS: i32 = offset_of!(AppCtx, counters) as i32;
+    pub const APP_RT: i32 = offset_of!(AppCtx, rt) as i32;
+    pub const APP_FANNED: i32 = offset_of!(AppCtx, fanned) as i32;
+}
+
+/// Info memory up to this size is zeroed with inline stores, above with `memset`.
+const INLINE_MEMSET: usize = 128;
+
+/// The fan-out hooks declared in a module.
+#[derive(Clone, Copy, Debug)]
+struct Hooks {
+    /// `netvm_rt_fanout_save`: keeps a pending copy.
+    save: FuncId,
+    /// `netvm_rt_fanout_copy`: a fresh copy of the buffer.
+    copy: FuncId,
+    /// `netvm_rt_fanout_pop`: the next pending copy, with its route.
+    pop: FuncId,
+    /// `netvm_rt_emit`: a duplicated packet's copy leaving at a sink.
+    emit: FuncId,
+}
+
+/// Declares the fan-out hooks (`netvm_rt_fanout_save` and friends) as imports of `module`.
+#[allow(clippy::result_large_err)] // Cranelift's own `ModuleError`
+fn declare_hooks<M: Module>(module: &mut M) -> cranelift_module::ModuleResult<Hooks> {
+    let ptr = module.target_config().pointer_type();
+    let sig = |params: &[types::Type], ret: Option<types::Type>| {
+        let mut s: Signature = module.make_signature();
+        s.params.extend(params.iter().map(|t| AbiParam::new(*t)));
+        s.returns.extend(ret.map(AbiParam::new));
+        s
+    };
+    let save = sig(&[ptr, I64, I32, ptr, I64, ptr, I64, I32], None);
+    let copy = sig(&[ptr, I64, ptr, I64], Some(ptr));
+    let pop = sig(&[ptr, I64, ptr, I64, ptr], Some(I32));
+    let emit = sig(&[ptr, I64, I32, ptr, I64], None);
+    Ok(Hooks {
+        save: module.declare_function("netvm_rt_fanout_save", Linkage::Import, &save)?,
+        copy: module.declare_function("netvm_rt_fanout_copy", Linkage::Import, &copy)?,
+        pop: module.declare_function("netvm_rt_fanout_pop", Linkage::Import, &pop)?,
+        emit: module.declare_function("netvm_rt_emit", Linkage::Import, &emit)?,
+    })
+}
+
+/// Everything one function being built needs.
+struct Build<'a, 'm, M: Module> {
+    /// The translator's per-function context (module, helpers, options).
+    cx: FuncCx<'m, M>,
+    /// The application.
+    graph: &'a AppGraph,
+    /// Its NetPEs' verified modules.
+    modules: &'a [Verified],
+    /// Its counter layout.
+    layout: &'a AppLayout,
+    /// The fan-out hooks (only for an application that fans out).
+    hooks: Option<Hooks>,
+    /// The hooks referenced in this function so far, by `FuncId`.
+    hook_refs: BTreeMap<u32, FuncRef>,
+    /// The distinct destinations: index = route id.
+    routes: &'a [Dest],
+    /// Per NetPE, the info stores its `.push` may omit.
+    dead: &'a [Vec<bool>],
+    /// Per NetPE, the facts of its `.push` handler's analysis.
+    facts: &'a [crate::analysis::SegmentFacts],
+    /// The target's pointer type.
+    ptr: types::Type,
+}
+
+/// Per-packet values of the function being built (direct mode and the batch loop).
+struct PacketVars {
+    /// The application context (`AppCtx *`).
+    ctx: Value,
+    /// The packet's descriptor (`XbDesc *`).
+    desc: Variable,
+    /// The packet's data (a copy's, after a fan-out).
+    pkt: Variable,
+    /// The packet's captured length.
+    len: Variable,
+    /// The packet's index in the batch.
+    idx: Variable,
+    /// The packet's verdict.
+    verdict: Variable,
+    /// Info memory.
+    info: Value,
+    /// The counters.
+    counters: Value,
+    /// The fan-out state (null without fan-out).
+    rt: Value,
+    /// The per-packet budget.
+    budget: Value,
+    /// The node table (`NodeMem *`).
+    nodes: Value,
+    /// SSA counters: counter index → variable.
+    ssa: BTreeMap<usize, Variable>,
+    /// Where a packet goes when its last exchange buffer is done (its verdict set).
+    end: Block,
+}
+
+impl PacketVars {
+    /// Loads the application context's fields at the current position and
+    /// declares the per-packet variables (`rt` is null without fan-out).
+    fn load(b: &mut FunctionBuilder, ctx: Value, ptr: types::Type, fanout: bool) -> PacketVars {
+        let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), ctx, o);
+        let budget = ld(b, I64, off::APP_BUDGET);
+        let info = ld(b, ptr, off::APP_INFO);
+        let counters = ld(b, ptr, off::APP_COUNTERS);
+        let nodes = ld(b, ptr, off::APP_NODES);
+        let rt = if fanout { ld(b, ptr, off::APP_RT) } else { b.ins().iconst(ptr, 0) };
+        PacketVars {
+            ctx,
+            desc: b.declare_var(ptr),
+            pkt: b.declare_var(ptr),
+            len: b.declare_var(I64),
+            idx: b.declare_var(I64),
+            verdict: b.declare_var(I32),
+            info,
+            counters,
+            rt,
+            budget,
+            nodes,
+            ssa: BTreeMap::new(),
+            end: b.create_block(),
+        }
+    }
+}
+
+impl<M: Module> Build<'_, '_, M> {
+    /// The reference to hook `id` in the function being built (declared once).
+    fn hook(&mut self, b: &mut FunctionBuilder, id: FuncId) -> FuncRef {
+        let key = id.as_u32();
+        if let Some(f) = self.hook_refs.get(&key) {
+            return *f;
+        }
+        let f = self.cx.module.declare_func_in_func(id, b.func);
+        self.hook_refs.insert(key, f);
+        f
+    }
+
+    /// Adds one to counter `k` (a register if it has one, else memory).
+    fn count(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, k: usize) {
+        if !self.layout.counted(k) {
+            return;
+        }
+        if let Some(&v) = pv.ssa.get(&k) {
+            let x = b.use_var(v);
+            let x = b.ins().iadd_imm_s(x, 1);
+            b.def_var(v, x);
+        } else {
+            count_mem(b, pv.counters, k);
+        }
+    }
+
+    /// The entry block of NetPE `n` (created on demand), with its input port as parameter.
+    fn node_entry(&self, b: &mut FunctionBuilder, entries: &mut BTreeMap<usize, Block>, n: usize) -> Block {
+        *entries.entry(n).or_insert_with(|| {
+            let blk = b.create_block();
+            b.append_block_param(blk, I32);
+            blk
+        })
+    }
+
+    /// Sends the current buffer to `dests` (direct mode): the code at an
+    /// output port (after its counter) or a source.
+    fn route(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, entries: &mut BTreeMap<usize, Block>, dests: &[Dest]) {
+        match dests {
+            [] => {
+                let v = b.ins().iconst(I32, i64::from(OUT_DROP));
+                b.def_var(pv.verdict, v);
+                b.ins().jump(pv.end, &[]);
+            }
+            [Dest::Sink(s)] => {
+                self.sink(b, pv, *s);
+                let v = b.ins().iconst(I32, i64::from(*s));
+                b.def_var(pv.verdict, v);
+                b.ins().jump(pv.end, &[]);
+            }
+            [Dest::Pe { node, in_port }] => {
+                let blk = self.node_entry(b, entries, *node as usize);
+                let ip = b.ins().iconst(I32, i64::from(*in_port));
+                b.ins().jump(blk, &[ip.into()]);
+            }
+            [first, rest @ ..] => {
+                self.fanout(b, pv, rest);
+                self.route(b, pv, entries, std::slice::from_ref(first));
+            }
+        }
+    }
+
+    /// At a sink: a duplicated packet's copies leave through the host (`netvm_rt_emit`).
+    fn sink(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, s: u16) {
+        let Some(h) = self.hooks else { return };
+        let fanned = b.ins().load(I32, MemFlagsData::trusted(), pv.ctx, off::APP_FANNED);
+        let call = b.create_block();
+        let cont = b.create_block();
+        b.ins().brif(fanned, call, &[], cont, &[]);
+        b.switch_to_block(call);
+        let f = self.hook(b, h.emit);
+        let (idx, pkt, len) = (b.use_var(pv.idx), b.use_var(pv.pkt), b.use_var(pv.len));
+        let port = b.ins().iconst(I32, i64::from(s));
+        b.ins().call(f, &[pv.rt, idx, port, pkt, len]);
+        b.ins().jump(cont, &[]);
+        b.switch_to_block(cont);
+    }
+
+    /// Duplicates the current buffer for `rest` (all destinations but the
+    /// first): the last keeps the buffer, the others get copies (pending
+    /// with the host), and the first continues here on a fresh copy.
+    fn fanout(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, rest: &[Dest]) {
+        let h = self.hooks.expect("fan-out hooks declared for an application with fan-out");
+        let one = b.ins().iconst(I32, 1);
+        b.ins().store(MemFlagsData::trusted(), one, pv.ctx, off::APP_FANNED);
+        let save = self.hook(b, h.save);
+        let copy = self.hook(b, h.copy);
+        let (idx, pkt, len) = (b.use_var(pv.idx), b.use_var(pv.pkt), b.use_var(pv.len));
+        let info_len = b.ins().iconst(I64, self.layout.info_size as i64);
+        for (k, d) in rest.iter().enumerate().rev() {
+            let route = b.ins().iconst(I32, self.route_id(d) as i64);
+            let keep = b.ins().iconst(I32, i64::from(k + 1 == rest.len()));
+            b.ins().call(save, &[pv.rt, idx, route, pkt, len, pv.info, info_len, keep]);
+        }
+        let inst = b.ins().call(copy, &[pv.rt, idx, pkt, len]);
+        let fresh = b.inst_results(inst)[0];
+        b.def_var(pv.pkt, fresh);
+    }
+
+    /// The route id of destination `d` (its index in [`Build::routes`]).
+    fn route_id(&self, d: &Dest) -> usize {
+        self.routes.binary_search(d).expect("listed route")
+    }
+
+    /// The environment of NetPE `n`'s `.push` handler.
+    #[allow(clippy::too_many_arguments)]
+    fn push_env(
+        &self,
+        b: &mut FunctionBuilder,
+        nodes: Value,
+        pkt: MemView,
+        meta: Value,
+        in_port: Value,
+        budget: Value,
+        info: Value,
+        n: usize,
+    ) -> SegmentEnv {
+        let node_off = off::NODE_SIZE * n as i32;
+        let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), nodes, node_off + o);
+        let data = MemView { base: ld(b, self.ptr, off::NODE_DATA), len: ld(b, I64, off::NODE_DATA_LEN) };
+        let copros = (ld(b, self.ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
+        let info_len = b.ins().iconst(I64, i64::from(self.modules[n].module.info_size));
+        SegmentEnv {
+            mems: [pkt, MemView { base: info, len: info_len }, data],
+            copros,
+            meta: Some(MetaView {
+                base: meta,
+                wirelen: off::XB_WIRELEN,
+                ts_sec: off::XB_TS_SEC,
+                ts_nsec: off::XB_TS_NSEC,
+                seq: off::XB_SEQ,
+            }),
+            in_port: Some(in_port),
+            budget,
+            exits: ExitMode::Jump,
+        }
+    }
+
+    /// Translates NetPE `n`'s `.push` handler in `env` at the current block.
+    fn translate_push(&mut self, b: &mut FunctionBuilder, n: usize, env: SegmentEnv) -> SegmentExits {
+        let v = &self.modules[n];
+        translate::translate_segment(b, &mut self.cx, &v.push, &v.module, &self.facts[n], &self.dead[n], env)
+    }
+}
+
+/// Adds one to counter `k` in memory.
+fn count_mem(b: &mut FunctionBuilder, counters: Value, k: usize) {
+    let flags = MemFlagsData::trusted();
+    let o = (k * 8) as i32;
+    let x = b.ins().load(I64, flags, counters, o);
+    let x = b.ins().iadd_imm_s(x, 1);
+    b.ins().store(flags, x, counters, o);
+}
+
+/// Zeroes `size` bytes of info memory.
+fn zero_info<M: Module>(b: &mut FunctionBuilder, cx: &FuncCx<'_, M>, info: Value, size: usize) {
+    if size == 0 {
+        return;
+    }
+    if size <= INLINE_MEMSET {
+        b.emit_small_memset(cx.frontend, info, 0, size as u64, 1, MemFlagsData::trusted());
+    } else {
+        let zero = b.ins().iconst(types::I8, 0);
+        let zero = b.ins().uextend(I32, zero);
+        let n = b.ins().iconst(I64, size as i64);
+        b.call_memset(cx.frontend, info, zero, n);
+    }
+}

@@ -1,0 +1,102 @@
+//! The loader: compiles an application with the JIT for this host
+//! ([`LinkedApp::compile`]), resolving the helpers and fan-out hooks its code
+//! imports to this process's functions, and keeps the mapped code and its
+//! description ([`LinkedProgram`]) for every worker to share.
+
+use std::sync::Arc;
+
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::default_libcall_names;
+use netvm_verify::Verified;
+use netvm_vm::graph::AppGraph;
+use netvm_vm::Limits;
+
+use super::{define_app, netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_pop, netvm_rt_fanout_save};
+use super::{AppCtx, AppLayout, LinkMode, LinkedApp, LinkedText, XbDesc};
+use crate::{context, host_isa, CodeMemory, JitError, JitOptions};
+
+/// `netvm_run` as a Rust function pointer.
+type RunFn = unsafe extern "C" fn(*mut AppCtx, *mut XbDesc, u32, *mut u32) -> u32;
+/// `netvm_init` as a Rust function pointer.
+type InitFn = unsafe extern "C" fn(*mut AppCtx) -> u32;
+
+/// The fan-out hooks' symbols and their addresses in this process.
+fn hook_symbols() -> Vec<(&'static str, *const u8)> {
+    vec![
+        ("netvm_rt_fanout_save", netvm_rt_fanout_save as *const u8),
+        ("netvm_rt_fanout_copy", netvm_rt_fanout_copy as *const u8),
+        ("netvm_rt_fanout_pop", netvm_rt_fanout_pop as *const u8),
+        ("netvm_rt_emit", netvm_rt_emit as *const u8),
+    ]
+}
+
+/// The compiled code of an application, shared by every worker's [`LinkedApp`].
+pub(super) struct LinkedProgram {
+    /// `netvm_run`.
+    pub(super) run: RunFn,
+    /// Whether the application fans out (uses the fan-out hooks).
+    pub(super) fanout: bool,
+    /// `netvm_init`, if some NetPE has `.init`.
+    pub(super) init: Option<InitFn>,
+    /// The application.
+    pub(super) graph: AppGraph,
+    /// Its counter and memory layout.
+    pub(super) layout: AppLayout,
+    /// The per-packet execution budget.
+    pub(super) budget: u64,
+    /// The generated code (`keep_text`) and its sizes.
+    pub(super) text: LinkedText,
+    /// Keeps the code mapped.
+    _memory: Arc<CodeMemory>,
+}
+
+// SAFETY: the program is immutable machine code and its description; the
+// function pointers stay valid as long as `_memory` keeps the code mapped,
+// and the code is reentrant for distinct contexts (include/netvm.h).
+unsafe impl Send for LinkedProgram {}
+// SAFETY: as above: nothing in it is mutated after compilation.
+unsafe impl Sync for LinkedProgram {}
+
+impl LinkedApp {
+    /// Compiles an application for this host.
+    pub fn compile(
+        graph: &AppGraph,
+        modules: &[Verified],
+        limits: &Limits,
+        mode: LinkMode,
+        opts: JitOptions,
+    ) -> Result<LinkedApp, JitError> {
+        if modules.len() != graph.out.len() {
+            return Err(JitError::Codegen(format!("{} modules for a graph of {} NetPEs", modules.len(), graph.out.len())));
+        }
+        let isa = host_isa(opts, mode == LinkMode::Table)?;
+        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        for (name, ptr) in context::helper_symbols().into_iter().chain(hook_symbols()) {
+            builder.symbol(name, ptr);
+        }
+        let mut module = JITModule::new(builder);
+        let mut text = LinkedText::default();
+        let syms = define_app(&mut module, graph, modules, limits.budget, false, mode, opts, &mut text)?;
+        module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
+        // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
+        // signatures `(ptr, ptr, i32, ptr) -> i32` and `(ptr) -> i32` in the
+        // host's default calling convention: `RunFn` and `InitFn`.
+        let (run, init) = unsafe {
+            (
+                std::mem::transmute::<*const u8, RunFn>(module.get_finalized_function(syms.run)),
+                syms.init.map(|f| std::mem::transmute::<*const u8, InitFn>(module.get_finalized_function(f))),
+            )
+        };
+        let prog = LinkedProgram {
+            run,
+            fanout: graph.has_fanout(),
+            init,
+            graph: graph.clone(),
+            budget: limits.budget,
+            layout: syms.layout,
+            text,
+            _memory: Arc::new(CodeMemory { module: Some(module) }),
+        };
+        Ok(LinkedApp::context(Arc::new(prog)))
+    }
+}
