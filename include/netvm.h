@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 2
+#define NETVM_ABI_VERSION 3
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -69,7 +69,8 @@ struct netvm_node_layout {
     uint32_t data_size;    /* .datasize */
     uint32_t out_ports;    /* output ports */
     uint32_t counter_base; /* first counter: out_ports "packets out" counters (one per port),
-                              then "dropped", then fault_kinds fault counters */
+                              then "dropped", then fault_kinds fault counters, then the
+                              budget its .push handler consumed (see NETVM_ABI_VERSION 3) */
     uint32_t copros;       /* coprocessors declared */
 };
 

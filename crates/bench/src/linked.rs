@@ -3,7 +3,6 @@
 //! to the compiled per-batch function `netvm_run` with
 //! [`LinkedApp::run_descs`], no runtime in between.
 
-use netvm_jit::context::OUT_FAULT;
 use netvm_jit::link::{LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
 use netvm_runtime::{Application, Manifest};
@@ -45,7 +44,7 @@ impl Linked {
             unsafe { self.app.run_descs(&mut self.states, chunk, v) };
             for &r in v.iter() {
                 acc += u64::from(r == u32::from(port));
-                faults += u64::from(r >= OUT_FAULT);
+                faults += u64::from(netvm_vm::FaultKind::from_code(r).is_some());
             }
         }
         (acc, faults)

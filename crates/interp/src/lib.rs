@@ -10,70 +10,9 @@
 //! division by zero with `div-by-zero`, an exhausted budget with `budget`.
 //! The semantics implemented here are those of docs/netil.md.
 
-use netil::{Mem, Opcode, Operands, SegmentKind};
+use netil::{Cond, Mem, Opcode, Operands, SegmentKind};
 use netvm_verify::{SegmentInfo, Verified};
 use netvm_vm::{mem, region, FaultKind, InvokeContext, Limits, Outcome, PeCode, PeState, XbView};
-
-/// Comparison conditions of `jcmp.*` and `cmp.*`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cond {
-    /// a == b
-    Eq,
-    /// a != b
-    Ne,
-    /// a < b unsigned
-    Lt,
-    /// a <= b unsigned
-    Le,
-    /// a > b unsigned
-    Gt,
-    /// a >= b unsigned
-    Ge,
-    /// a < b signed
-    Slt,
-    /// a <= b signed
-    Sle,
-    /// a > b signed
-    Sgt,
-    /// a >= b signed
-    Sge,
-}
-
-impl Cond {
-    /// Evaluates the condition on `a` (second from top) and `b` (top).
-    #[inline(always)]
-    pub fn eval(self, a: u32, b: u32) -> bool {
-        match self {
-            Cond::Eq => a == b,
-            Cond::Ne => a != b,
-            Cond::Lt => a < b,
-            Cond::Le => a <= b,
-            Cond::Gt => a > b,
-            Cond::Ge => a >= b,
-            Cond::Slt => (a as i32) < (b as i32),
-            Cond::Sle => (a as i32) <= (b as i32),
-            Cond::Sgt => (a as i32) > (b as i32),
-            Cond::Sge => (a as i32) >= (b as i32),
-        }
-    }
-
-    fn of(op: Opcode) -> Option<Cond> {
-        use Opcode::*;
-        Some(match op {
-            CmpEq | JcmpEq => Cond::Eq,
-            CmpNeq | JcmpNeq => Cond::Ne,
-            CmpLt | JcmpLt => Cond::Lt,
-            CmpLe | JcmpLe => Cond::Le,
-            CmpGt | JcmpGt => Cond::Gt,
-            CmpGe | JcmpGe => Cond::Ge,
-            CmpSlt | JcmpSlt => Cond::Slt,
-            CmpSle | JcmpSle => Cond::Sle,
-            CmpSgt | JcmpSgt => Cond::Sgt,
-            CmpSge | JcmpSge => Cond::Sge,
-            _ => return None,
-        })
-    }
-}
 
 /// A jump edge: target instruction index and budget cost (0 for forward edges).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,8 +155,7 @@ impl Prepared {
             let to = index(t);
             is_target[to as usize] = true;
             // Budget costs are defined on the original instruction indices.
-            let cost = if (to as usize) <= from { from as u32 - to + 1 } else { 0 };
-            Edge { to, cost }
+            Edge { to, cost: netvm_vm::edge_cost(from, to as usize) }
         };
         let mut switches = Vec::new();
         let ops: Vec<Op> = seg
@@ -238,7 +176,7 @@ impl Prepared {
                     (Operands::Target(t), Jump) => Op::Jump(edge(i, *t)),
                     (Operands::Target(t), Jz) => Op::Jz(edge(i, *t)),
                     (Operands::Target(t), Jnz) => Op::Jnz(edge(i, *t)),
-                    (Operands::Target(t), _) => Op::Jcmp(Cond::of(op).expect("jcmp"), edge(i, *t)),
+                    (Operands::Target(t), _) => Op::Jcmp(op.condition().expect("jcmp"), edge(i, *t)),
                     (Operands::Switch(s), _) => {
                         switches.push(SwitchOp {
                             values: s.cases.iter().map(|c| c.0).collect(),
@@ -259,7 +197,7 @@ impl Prepared {
                     (Operands::CoproReg { copro, reg }, _) => Op::CoproOut(*copro, *reg),
                     (Operands::CoproOp { copro, op }, _) => Op::CoproInvoke(*copro, *op),
                     (Operands::None, _) => {
-                        if let Some(c) = Cond::of(op) {
+                        if let Some(c) = op.condition() {
                             return Op::Cmp(c);
                         }
                         if let (Some(m), Some(w)) = (op.access_memory(), op.access_width()) {
@@ -518,6 +456,7 @@ fn execute(
                     return Outcome::Fault(FaultKind::Budget);
                 }
                 budget -= u64::from(e.cost);
+                state.budget_used += u64::from(e.cost);
             }
             pc = e.to as usize;
         }};

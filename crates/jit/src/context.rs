@@ -18,7 +18,7 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleResult};
 pub use netvm_rt::helpers::{
     netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3, HELPER_FAULT,
 };
-use netvm_vm::{Coprocessor, FaultKind, Outcome, PeState, XbView};
+use netvm_vm::{Coprocessor, PeState, XbView};
 
 /// The execution context of one invocation of a single compiled handler
 /// (`#[repr(C)]`: compiled code reads its fields at fixed offsets).
@@ -53,6 +53,9 @@ pub struct JitCtx {
     pub ts_nsec: u32,
     /// The packet's sequence number in the run.
     pub seq: u64,
+    /// Written by the code on return: the budget left (`budget` unless the
+    /// handler has backward edges). Never read by compiled code.
+    pub budget_left: u64,
 }
 
 /// Byte offsets of the fields compiled code reads.
@@ -86,6 +89,8 @@ pub mod offsets {
     pub const TS_NSEC: i32 = offset_of!(JitCtx, ts_nsec) as i32;
     /// `seq`
     pub const SEQ: i32 = offset_of!(JitCtx, seq) as i32;
+    /// `budget_left`
+    pub const BUDGET_LEFT: i32 = offset_of!(JitCtx, budget_left) as i32;
 }
 
 impl JitCtx {
@@ -107,34 +112,8 @@ impl JitCtx {
             in_port: u32::from(in_port),
             ts_nsec: xb.ts.nsec,
             seq: xb.seq,
+            budget_left: budget,
         }
-    }
-}
-
-/// Result encoding of compiled code: `0..=0xffff` = forward on that port;
-/// [`OUT_DROP`]; [`OUT_EXIT`]; [`OUT_FAULT`] `|` index in `FaultKind::ALL`.
-pub const OUT_DROP: u32 = 0x1_0000;
-/// `exit` (end of `.init`).
-pub const OUT_EXIT: u32 = 0x2_0000;
-/// Base of fault results.
-pub const OUT_FAULT: u32 = 0x3_0000;
-
-/// The encoded result of a fault.
-pub fn fault_code(k: FaultKind) -> u32 {
-    OUT_FAULT | FaultKind::ALL.iter().position(|x| *x == k).expect("listed") as u32
-}
-
-/// Decodes a handler's result.
-pub fn decode_outcome(raw: u32) -> Outcome {
-    match raw {
-        0..=0xffff => Outcome::Forward(raw as u16),
-        OUT_DROP => Outcome::Drop,
-        OUT_EXIT => Outcome::Exit,
-        _ => match FaultKind::ALL.get((raw - OUT_FAULT) as usize) {
-            Some(k) if raw >= OUT_FAULT => Outcome::Fault(*k),
-            // Not produced by the translator; treat as a drop rather than trust it.
-            _ => Outcome::Drop,
-        },
     }
 }
 

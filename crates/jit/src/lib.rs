@@ -169,7 +169,7 @@ pub(crate) fn target_isa(triple: &str, opts: JitOptions, frame_pointers: bool) -
     builder.finish(flags).map_err(|e| JitError::Isa(format!("target {triple}: {e}")))
 }
 
-/// A compiled handler: `extern "C" fn(*mut JitCtx) -> u32` (see [`context::decode_outcome`]).
+/// A compiled handler: `extern "C" fn(*mut JitCtx) -> u32` (see [`Outcome::from_code`]).
 pub type HandlerFn = unsafe extern "C" fn(*mut JitCtx) -> u32;
 
 /// Owns the executable memory of one compiled module.
@@ -319,7 +319,8 @@ impl JitCode {
         // bounds recorded in `ctx` (every access is checked) and calls the
         // helpers of `context`, which uphold the same contract.
         let raw = unsafe { f(&mut ctx) };
-        context::decode_outcome(raw)
+        state.budget_used += limits.budget - ctx.budget_left;
+        Outcome::from_code(raw)
     }
 }
 
@@ -341,7 +342,8 @@ fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr
     let push = kind == SegmentKind::Push;
     let in_port = push.then(|| ld(types::I32, o::IN_PORT));
     let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC, seq: o::SEQ });
-    translate::SegmentEnv { mems, copros, meta, in_port, budget, exits: translate::ExitMode::Return }
+    let exits = translate::ExitMode::Return { budget_out: Some((c, o::BUDGET_LEFT)) };
+    translate::SegmentEnv { mems, copros, meta, in_port, budget, exits }
 }
 
 impl PeCode for JitCode {

@@ -33,7 +33,8 @@ use netvm_verify::SegmentInfo;
 use netvm_vm::FaultKind;
 
 use crate::analysis::SegmentFacts;
-use crate::context::{self, Helpers, HELPER_FAULT, OUT_DROP, OUT_EXIT};
+use crate::context::{Helpers, HELPER_FAULT};
+use netvm_abi::{RESULT_EXIT, VERDICT_DROP};
 use crate::DomainOpts;
 
 pub(crate) const I32: types::Type = types::I32;
@@ -86,8 +87,13 @@ pub struct MetaView {
 /// What the exits of a segment do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitMode {
-    /// Return the encoded outcome ([`context::decode_outcome`]).
-    Return,
+    /// Return the encoded outcome ([`Outcome::from_code`](netvm_vm::Outcome::from_code)), first
+    /// storing the budget left at `budget_out` (`i64` at base + offset)
+    /// if given and the segment has backward edges (others consume none).
+    Return {
+        /// Where the budget left is stored.
+        budget_out: Option<(Value, i32)>,
+    },
     /// Jump to the blocks of [`SegmentExits`], which the caller fills.
     Jump,
 }
@@ -121,6 +127,10 @@ pub struct SegmentExits {
     pub exit: Option<Block>,
     /// A fault of each kind, indexed like [`FaultKind::ALL`].
     pub faults: [Option<Block>; FaultKind::ALL.len()],
+    /// The budget left (`i64`), for the exit blocks to report what the
+    /// invocation consumed; `None` when the segment has no backward edge
+    /// (it consumes none).
+    pub budget_left: Option<Variable>,
 }
 
 /// State shared by the segments translated into one function: the helper
@@ -172,6 +182,8 @@ struct Tx<'a, 'b, 'm, M: Module> {
     stack: Vec<Variable>,
     locals: Vec<Variable>,
     budget: Variable,
+    /// Whether the segment has a reachable backward edge (consumes budget).
+    back_edges: bool,
     blocks: HashMap<usize, Block>,
     exits: SegmentExits,
     /// Back-edge blocks to fill: (block, budget cost, target).
@@ -192,7 +204,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     }
 
     fn fault_block(&mut self, k: FaultKind) -> Block {
-        let i = FaultKind::ALL.iter().position(|x| *x == k).expect("listed");
+        let i = k.number();
         *self.exits.faults[i].get_or_insert_with(|| self.b.create_block())
     }
 
@@ -342,20 +354,32 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     /// current block stays open.)
     fn edge_block(&mut self, from: usize, to: usize) -> Block {
         let target = self.blocks[&to];
-        if to > from {
+        let cost = netvm_vm::edge_cost(from, to);
+        if cost == 0 {
             return target;
         }
         let pay = self.b.create_block();
-        self.pay.push((pay, (from - to + 1) as u32, target));
+        self.pay.push((pay, cost, target));
         pay
+    }
+
+    /// Returns `v` (return mode), storing the budget left first where the
+    /// environment asks for it and the segment consumes any.
+    fn ret(&mut self, v: Value) {
+        if let (ExitMode::Return { budget_out: Some((base, off)) }, true) = (self.env.exits, self.back_edges) {
+            let left = self.b.use_var(self.budget);
+            // A field compiled code never reads: no `readonly` here.
+            self.b.ins().store(MemFlagsData::trusted(), left, base, off);
+        }
+        self.b.ins().return_(&[v]);
     }
 
     /// Leaves with outcome `code` (return mode) or through `block` (jump mode).
     fn leave(&mut self, code: u32, block: impl FnOnce(&mut Self) -> Block) {
         match self.env.exits {
-            ExitMode::Return => {
+            ExitMode::Return { .. } => {
                 let v = self.iconst(code);
-                self.b.ins().return_(&[v]);
+                self.ret(v);
             }
             ExitMode::Jump => {
                 let blk = block(self);
@@ -449,12 +473,15 @@ pub fn translate_segment<M: Module>(
     // Block starts: instruction 0, jump targets of reachable instructions,
     // and the fall-through successors of conditional branches.
     let mut starts: BTreeSet<usize> = BTreeSet::from([0]);
+    let mut back_edges = false;
     for (i, insn) in insns.iter().enumerate() {
         if !reachable(i) {
             continue;
         }
         for t in insn.targets() {
-            starts.insert(index(t));
+            let to = index(t);
+            back_edges |= netvm_vm::edge_cost(i, to) != 0;
+            starts.insert(to);
         }
         if insn.op.is_jump() && insn.op != Opcode::Jump {
             starts.insert(i + 1);
@@ -485,8 +512,13 @@ pub fn translate_segment<M: Module>(
         stack,
         locals,
         budget,
+        back_edges,
         blocks,
-        exits: SegmentExits { ports: vec![None; m.out_ports as usize], ..SegmentExits::default() },
+        exits: SegmentExits {
+            ports: vec![None; m.out_ports as usize],
+            budget_left: back_edges.then_some(budget),
+            ..SegmentExits::default()
+        },
         pay: Vec::new(),
         consts: HashMap::new(),
         swapped: HashMap::new(),
@@ -529,12 +561,12 @@ pub fn translate_segment<M: Module>(
     }
 
     let mut exits = std::mem::take(&mut tx.exits);
-    if tx.env.exits == ExitMode::Return {
+    if matches!(tx.env.exits, ExitMode::Return { .. }) {
         for (k, blk) in FaultKind::ALL.iter().zip(&mut exits.faults) {
             if let Some(blk) = blk.take() {
                 tx.b.switch_to_block(blk);
-                let v = tx.iconst(context::fault_code(*k));
-                tx.b.ins().return_(&[v]);
+                let v = tx.iconst(k.code());
+                tx.ret(v);
             }
         }
     }
@@ -708,10 +740,10 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
         (_, RetPop) => {
             let p = tx.get(d - 1);
             match tx.env.exits {
-                ExitMode::Return => {
+                ExitMode::Return { .. } => {
                     let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, p, i64::from(tx.out_ports));
                     tx.check(ok, FaultKind::BadPort);
-                    tx.b.ins().return_(&[p]);
+                    tx.ret(p);
                 }
                 ExitMode::Jump => {
                     // A jump table over the ports; any other value is a bad port.
@@ -725,8 +757,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                 }
             }
         }
-        (_, Drop) => tx.leave(OUT_DROP, |tx| *tx.exits.drop.get_or_insert_with(|| tx.b.create_block())),
-        (_, Exit) => tx.leave(OUT_EXIT, |tx| *tx.exits.exit.get_or_insert_with(|| tx.b.create_block())),
+        (_, Drop) => tx.leave(VERDICT_DROP, |tx| *tx.exits.drop.get_or_insert_with(|| tx.b.create_block())),
+        (_, Exit) => tx.leave(RESULT_EXIT, |tx| *tx.exits.exit.get_or_insert_with(|| tx.b.create_block())),
         (_, Pktlen) => {
             let len = tx.env.mems[Mem::Packet as usize].len;
             let v = tx.b.ins().ireduce(I32, len);

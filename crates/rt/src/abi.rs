@@ -3,9 +3,7 @@
 
 use std::ffi::c_void;
 
-/// Version of the C ABI, in `netvm_layout.abi_version`; changes whenever a
-/// structure, a signature or an encoding of include/netvm.h does.
-pub const ABI_VERSION: u32 = 2;
+pub use netvm_abi::{FaultKind, ABI_VERSION, VERDICT_DROP, VERDICT_FAULT};
 
 /// One packet of a batch, as compiled applications read it (`struct netvm_xb`):
 /// defined with the machine model, where the runtime builds it.

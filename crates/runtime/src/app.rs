@@ -27,7 +27,7 @@ use netvm_vm::{
 
 use crate::distribute::Distribution;
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
-use crate::stats::{fault_index, AppStats, PeCounters};
+use crate::stats::{AppStats, PeCounters};
 use crate::{program, RuntimeError};
 
 /// How the NetPEs of a running application are bound together.
@@ -45,7 +45,6 @@ struct AppMeta {
     names: Vec<String>,
     copro_names: Vec<Vec<String>>,
     info_size: usize,
-    limits: Limits,
     engine: &'static str,
     link: &'static str,
     writes_packets: bool,
@@ -60,6 +59,8 @@ struct AppMeta {
 pub struct Application {
     meta: Arc<AppMeta>,
     binding: Binding,
+    /// The limits every handler runs under.
+    limits: Limits,
     /// The NetPEs' states (data memory, coprocessors), in manifest order.
     states: Vec<PeState>,
     /// Per-NetPE counters (the dispatch binding; a linked binding derives them).
@@ -146,23 +147,17 @@ impl Application {
             let v = loaded.verify()?;
             let module = &v.module;
             info_size = info_size.max(module.info_size as usize);
-            let mut state = PeState::new(module);
-            for decl in &module.copros {
-                let mut cfg = CoproConfig::new();
-                if let Some(t) = spec.copro.get(&decl.name) {
-                    for (k, v) in t {
-                        let v = scalar_to_string(v)
-                            .map_err(|e| bad(format!("NetPE `{}`, coprocessor `{}`, `{k}`: {e}", spec.name, decl.name)))?;
-                        cfg.insert(k.clone(), v);
-                    }
+            let mut configs: HashMap<&str, CoproConfig> = HashMap::new();
+            for (name, t) in &spec.copro {
+                let cfg = configs.entry(name.as_str()).or_default();
+                for (k, v) in t {
+                    let v = scalar_to_string(v).map_err(|e| bad(format!("NetPE `{}`, coprocessor `{name}`, `{k}`: {e}", spec.name)))?;
+                    cfg.insert(k.clone(), v);
                 }
-                let inst = registry.create(&decl.kind, &cfg).map_err(|error| RuntimeError::Copro {
-                    netpe: spec.name.clone(),
-                    copro: decl.name.clone(),
-                    error,
-                })?;
-                state.copros.push(inst);
             }
+            let state = registry
+                .instantiate(module, |d| configs.get(d.name.as_str()).cloned().unwrap_or_default())
+                .map_err(|(copro, error)| RuntimeError::Copro { netpe: spec.name.clone(), copro, error })?;
             if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
                 return Err(bad(format!("NetPE `{}` configures coprocessor `{unknown}`, which its program does not declare", spec.name)));
             }
@@ -260,21 +255,21 @@ impl Application {
             names,
             copro_names,
             info_size,
-            limits,
             engine: engine.name(),
             link,
             writes_packets,
             writes_data,
         };
-        let mut app = Application::instance(Arc::new(meta), binding, states, counters);
+        let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
         let meta = Arc::clone(&app.meta);
         let name = |i: usize| meta.names[i].clone();
         match &mut app.binding {
             Binding::Linked(l) => l.init(&mut app.states).map_err(|(i, outcome)| RuntimeError::Init { netpe: name(i), outcome })?,
             Binding::Dispatch(codes) => {
                 for &i in &meta.graph.order {
-                    match codes[i].init(&mut app.states[i], &meta.limits) {
-                        Outcome::Exit => {}
+                    match codes[i].init(&mut app.states[i], &app.limits) {
+                        // Statistics count what packets consume, as linked code does.
+                        Outcome::Exit => app.states[i].budget_used = 0,
                         outcome => return Err(RuntimeError::Init { netpe: name(i), outcome }),
                     }
                 }
@@ -283,8 +278,9 @@ impl Application {
         Ok(app)
     }
 
-    fn instance(meta: Arc<AppMeta>, binding: Binding, states: Vec<PeState>, counters: Vec<PeCounters>) -> Application {
+    fn instance(meta: Arc<AppMeta>, binding: Binding, limits: Limits, states: Vec<PeState>, counters: Vec<PeCounters>) -> Application {
         Application {
+            limits,
             port_counts: vec![0; meta.graph.sink_ports],
             meta,
             binding,
@@ -319,7 +315,7 @@ impl Application {
             Binding::Linked(l) => Binding::Linked(l.fork()),
         };
         let counters = self.counters.iter().map(PeCounters::zeroed).collect();
-        let mut app = Application::instance(Arc::clone(&self.meta), binding, states, counters);
+        let mut app = Application::instance(Arc::clone(&self.meta), binding, self.limits, states, counters);
         app.next_tick = self.next_tick;
         Ok(app)
     }
@@ -358,7 +354,16 @@ impl Application {
 
     /// The limits every handler runs under.
     pub fn limits(&self) -> Limits {
-        self.meta.limits
+        self.limits
+    }
+
+    /// Changes the limits handlers run under from the next packet on
+    /// (this instance's; [`Application::fork`]s take them with them).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+        if let Binding::Linked(l) = &mut self.binding {
+            l.set_limits(&limits);
+        }
     }
 
     /// Whether some `.push` handler may write packet memory (the verifier
@@ -439,9 +444,10 @@ impl Application {
         if self.meta.fanout {
             out.fanout.reserve(2 * batch.len());
         }
-        let Application { meta, binding, states, counters, stats, port_counts, fault_counts, work, info_pool, exits, .. } = self;
+        let Application { meta, binding, limits, states, counters, stats, port_counts, fault_counts, work, info_pool, exits, .. } = self;
         let Binding::Dispatch(codes) = binding else { unreachable!("linked bindings returned above") };
-        let mut walk = Walk { meta, codes, states, counters, stats, port_counts, fault_counts, work, info_pool, exits };
+        let limits = *limits;
+        let mut walk = Walk { meta, codes, limits, states, counters, stats, port_counts, fault_counts, work, info_pool, exits };
         for i in 0..batch.len() {
             let d = batch.descs[i];
             // SAFETY: the batch holds the memory of its descriptors and is
@@ -514,6 +520,9 @@ impl Application {
                 s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
                 s.faults = FaultKind::ALL.iter().zip(self.fault_counts).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
                 s.netpes = self.counters.clone();
+                for (c, st) in s.netpes.iter_mut().zip(&self.states) {
+                    c.budget_used = st.budget_used;
+                }
             }
             Binding::Linked(l) => self.linked_stats(&mut s, &l.flow()),
         }
@@ -539,6 +548,7 @@ impl Application {
                 dropped: f.dropped,
                 unconnected: f.unconnected,
                 faults: f.faults,
+                budget_used: f.budget_used,
             });
         }
         s.ports = flow.sinks.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
@@ -665,6 +675,7 @@ impl Application {
 struct Walk<'a> {
     meta: &'a AppMeta,
     codes: &'a [Arc<dyn PeCode>],
+    limits: Limits,
     states: &'a mut [PeState],
     counters: &'a mut [PeCounters],
     stats: &'a mut AppStats,
@@ -725,7 +736,7 @@ impl Walk<'_> {
                         Buf::Copy(b) => b.bytes_mut(),
                     };
                     let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut info[..] };
-                    let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &meta.limits);
+                    let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &self.limits);
                     let counters = &mut self.counters[node];
                     match outcome {
                         Outcome::Forward(p) => {
@@ -759,8 +770,8 @@ impl Walk<'_> {
                             last = Verdict::Drop;
                         }
                         Outcome::Fault(k) => {
-                            counters.faults[fault_index(k)] += 1;
-                            self.fault_counts[fault_index(k)] += 1;
+                            counters.faults[k.number()] += 1;
+                            self.fault_counts[k.number()] += 1;
                             last = Verdict::Fault(k);
                         }
                     }

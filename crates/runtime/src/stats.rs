@@ -22,6 +22,8 @@ pub struct PeCounters {
     pub unconnected: u64,
     /// Faults, indexed like [`FaultKind::ALL`].
     pub faults: [u64; FaultKind::ALL.len()],
+    /// Budget its handlers consumed (the sum of the back-edge costs charged).
+    pub budget_used: u64,
 }
 
 impl PeCounters {
@@ -46,7 +48,7 @@ impl PeCounters {
 
     /// Faults of one kind.
     pub fn fault_count(&self, kind: FaultKind) -> u64 {
-        self.faults[fault_index(kind)]
+        self.faults[kind.number()]
     }
 
     /// The same NetPE with every counter at zero.
@@ -68,11 +70,8 @@ impl PeCounters {
         for (a, b) in self.faults.iter_mut().zip(other.faults) {
             *a += b;
         }
+        self.budget_used += other.budget_used;
     }
-}
-
-pub(crate) fn fault_index(kind: FaultKind) -> usize {
-    FaultKind::ALL.iter().position(|k| *k == kind).expect("listed kind")
 }
 
 /// Application-wide counters.

@@ -185,6 +185,23 @@ impl CoproRegistry {
         }
     }
 
+    /// A fresh state for a NetPE running `module` (see [`PeState::new`])
+    /// with its coprocessors bound: one instance per declaration, in
+    /// declaration order, configured by `config`. The one place NetPE
+    /// states with coprocessors are made; an error names the declaration
+    /// (instance name) and says why.
+    pub fn instantiate(
+        &self,
+        module: &netil::Module,
+        mut config: impl FnMut(&netil::CoproDecl) -> CoproConfig,
+    ) -> Result<crate::PeState, (String, String)> {
+        let mut state = crate::PeState::new(module);
+        for decl in &module.copros {
+            state.copros.push(self.create(&decl.kind, &config(decl)).map_err(|e| (decl.name.clone(), e))?);
+        }
+        Ok(state)
+    }
+
     /// The registered kind names.
     pub fn kinds(&self) -> impl Iterator<Item = &str> {
         self.kinds.keys().map(String::as_str)

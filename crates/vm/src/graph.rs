@@ -9,7 +9,7 @@
 //! two can be compared exactly.
 
 use crate::buffer::{Batch, PacketBuf, PacketPool};
-use crate::{FaultKind, Outcome, PeState};
+use crate::{FaultKind, Limits, Outcome, PeState};
 
 /// Where an exchange buffer goes when it leaves a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -109,7 +109,7 @@ impl Verdict {
         match self {
             Verdict::Output(p) => u32::from(p),
             Verdict::Drop => VERDICT_DROP,
-            Verdict::Fault(k) => VERDICT_FAULT | FaultKind::ALL.iter().position(|x| *x == k).expect("listed kind") as u32,
+            Verdict::Fault(k) => k.code(),
             Verdict::Fanout { outputs } => VERDICT_FANOUT | outputs.min(VERDICT_FANOUT - 1),
         }
     }
@@ -121,21 +121,12 @@ impl Verdict {
         }
         match raw {
             0..=0xffff => Verdict::Output(raw as u16),
-            _ if raw & !0xff == VERDICT_FAULT => match FaultKind::ALL.get((raw & 0xff) as usize) {
-                Some(k) => Verdict::Fault(*k),
-                None => Verdict::Drop,
-            },
-            _ => Verdict::Drop,
+            _ => FaultKind::from_code(raw).map_or(Verdict::Drop, Verdict::Fault),
         }
     }
 }
 
-/// Verdict code: dropped.
-pub const VERDICT_DROP: u32 = 0x1_0000;
-/// Verdict code base: a fault (`| kind index`).
-pub const VERDICT_FAULT: u32 = 0x3_0000;
-/// Verdict code flag: duplicated at a fan-out (`| copies that left`).
-pub const VERDICT_FANOUT: u32 = 0x8000_0000;
+pub use netvm_abi::{VERDICT_DROP, VERDICT_FANOUT, VERDICT_FAULT};
 
 /// What one batch produced: a verdict per packet and what left from
 /// duplicated packets. In exit order, packet by packet: a packet whose
@@ -192,6 +183,8 @@ pub struct NodeFlow {
     pub unconnected: u64,
     /// Faults, indexed like [`FaultKind::ALL`].
     pub faults: [u64; FaultKind::ALL.len()],
+    /// Budget the NetPE's handlers consumed ([`crate::PeState::budget_used`]).
+    pub budget_used: u64,
 }
 
 impl NodeFlow {
@@ -204,6 +197,7 @@ impl NodeFlow {
         for (a, b) in self.faults.iter_mut().zip(other.faults) {
             *a += b;
         }
+        self.budget_used += other.budget_used;
     }
 }
 
@@ -247,6 +241,9 @@ impl FlowCounts {
 /// direct linking. `states` are the NetPEs' states in application order,
 /// each created by [`PeState::new`] from its module with its coprocessors.
 pub trait LinkedCode: Send {
+    /// Changes the limits handlers run under from the next batch on (the
+    /// budget every handler invocation starts with).
+    fn set_limits(&mut self, limits: &Limits);
     /// Runs every `.init` handler, in topological order; on a failure,
     /// returns the NetPE and its outcome.
     fn init(&mut self, states: &mut [PeState]) -> Result<(), (usize, Outcome)>;

@@ -207,47 +207,7 @@ impl ExchangeBuffer {
     }
 }
 
-/// Why a handler was stopped. A fault drops the exchange buffer and is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FaultKind {
-    /// An access outside packet, info or data memory.
-    Bounds,
-    /// Division or remainder by zero.
-    DivByZero,
-    /// The execution budget ran out (a loop ran too long).
-    Budget,
-    /// `ret.pop` named an output port the module does not have.
-    BadPort,
-    /// A coprocessor rejected an access (unknown register or operation, bad argument).
-    Copro,
-}
-
-impl FaultKind {
-    /// Every fault kind.
-    pub const ALL: [FaultKind; 5] = [FaultKind::Bounds, FaultKind::DivByZero, FaultKind::Budget, FaultKind::BadPort, FaultKind::Copro];
-
-    /// Stable name used in statistics and test files.
-    pub const fn name(self) -> &'static str {
-        match self {
-            FaultKind::Bounds => "bounds",
-            FaultKind::DivByZero => "div-by-zero",
-            FaultKind::Budget => "budget",
-            FaultKind::BadPort => "bad-port",
-            FaultKind::Copro => "copro",
-        }
-    }
-
-    /// Parses a name produced by [`FaultKind::name`].
-    pub fn from_name(s: &str) -> Option<FaultKind> {
-        FaultKind::ALL.into_iter().find(|k| k.name() == s)
-    }
-}
-
-impl fmt::Display for FaultKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use netvm_abi::FaultKind;
 
 /// How one execution of a handler ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -260,6 +220,28 @@ pub enum Outcome {
     Exit,
     /// Execution faulted; the exchange buffer is dropped and the fault counted.
     Fault(FaultKind),
+}
+
+impl Outcome {
+    /// The outcome's code (`netvm_abi`): the output port, or
+    /// [`VERDICT_DROP`](netvm_abi::VERDICT_DROP), [`RESULT_EXIT`](netvm_abi::RESULT_EXIT), [`FaultKind::code`].
+    pub const fn code(self) -> u32 {
+        match self {
+            Outcome::Forward(p) => p as u32,
+            Outcome::Drop => netvm_abi::VERDICT_DROP,
+            Outcome::Exit => netvm_abi::RESULT_EXIT,
+            Outcome::Fault(k) => k.code(),
+        }
+    }
+
+    /// Decodes [`Outcome::code`]; a code no engine produces is a drop.
+    pub fn from_code(code: u32) -> Outcome {
+        match code {
+            0..=0xffff => Outcome::Forward(code as u16),
+            netvm_abi::RESULT_EXIT => Outcome::Exit,
+            _ => FaultKind::from_code(code).map_or(Outcome::Drop, Outcome::Fault),
+        }
+    }
 }
 
 impl fmt::Display for Outcome {
@@ -275,6 +257,19 @@ impl fmt::Display for Outcome {
 
 /// Default execution budget per handler invocation (see [`Limits::budget`]).
 pub const DEFAULT_BUDGET: u64 = 100_000;
+
+/// The budget a taken edge from the instruction at index `from` to the one
+/// at index `to` (indices within a segment) costs: `from - to + 1`, the
+/// instruction count of the span a backward edge repeats, and nothing for a
+/// forward edge (docs/netil.md §2.7). Every engine charges this.
+#[inline]
+pub const fn edge_cost(from: usize, to: usize) -> u32 {
+    if to <= from {
+        (from - to + 1) as u32
+    } else {
+        0
+    }
+}
 
 /// Resource limits applied to every handler execution.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,12 +298,17 @@ pub struct PeState {
     /// Engine-owned scratch space (operand stack and locals). Its contents are
     /// never observable: the verifier proves every slot is written before it is read.
     pub scratch: Vec<u32>,
+    /// Budget the handlers run on this state have consumed so far (the sum
+    /// of the [`edge_cost`]s they were charged, a `budget` fault charging
+    /// nothing for the edge it refused): what the engines report as budget
+    /// used, and what the conformance suite compares.
+    pub budget_used: u64,
 }
 
 impl PeState {
     /// Fresh state for a module: zeroed data memory, no coprocessors bound yet.
     pub fn new(module: &netil::Module) -> PeState {
-        PeState { data: vec![0; module.data_size as usize], copros: Vec::new(), scratch: Vec::new() }
+        PeState { data: vec![0; module.data_size as usize], copros: Vec::new(), scratch: Vec::new(), budget_used: 0 }
     }
 
     /// The state another worker starts from: a copy of the data memory as
@@ -319,7 +319,7 @@ impl PeState {
         for (i, c) in self.copros.iter_mut().enumerate() {
             copros.push(c.fork().map_err(|e| (i, e))?);
         }
-        Ok(PeState { data: self.data.clone(), copros, scratch: Vec::new() })
+        Ok(PeState { data: self.data.clone(), copros, scratch: Vec::new(), budget_used: 0 })
     }
 }
 

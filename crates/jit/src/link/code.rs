@@ -12,7 +12,6 @@ use netvm_vm::{FaultKind, Outcome, PeState};
 
 use super::loader::LinkedProgram;
 use super::{AppCtx, AppLayout, FanoutState, LinkedText, NodeMem, XbDesc};
-use crate::context;
 
 /// Padding around per-worker memory written per packet, in bytes (a cache line).
 const PAD_BYTES: usize = 64;
@@ -33,6 +32,8 @@ pub struct LinkedApp {
     node_mem: Vec<NodeMem>,
     /// The pending copies and exits of duplicated packets.
     fanout: Box<FanoutState>,
+    /// The budget every handler invocation starts with ([`LinkedCode::set_limits`]).
+    budget: u64,
 }
 
 // SAFETY: the raw pointers in `node_mem` are scratch, rebuilt from the
@@ -57,6 +58,7 @@ impl LinkedApp {
             info: vec![0; prog.layout.info_size.max(1) + 2 * PAD_BYTES],
             node_mem: Vec::new(),
             fanout: Box::default(),
+            budget: prog.budget,
             prog,
         }
     }
@@ -96,7 +98,7 @@ impl LinkedApp {
     /// The application context for compiled code, over this worker's memories.
     fn ctx(&mut self) -> AppCtx {
         AppCtx {
-            budget: self.prog.budget,
+            budget: self.budget,
             info: self.info[PAD_BYTES..].as_mut_ptr(),
             nodes: self.node_mem.as_ptr(),
             counters: self.counters[PAD_WORDS..].as_mut_ptr(),
@@ -128,27 +130,19 @@ impl LinkedApp {
     }
 }
 
-/// Decodes a raw verdict of compiled code.
-pub fn decode_verdict(raw: u32) -> Verdict {
-    match context::decode_outcome(raw) {
-        Outcome::Forward(p) => Verdict::Output(p),
-        Outcome::Fault(k) => Verdict::Fault(k),
-        Outcome::Drop | Outcome::Exit => Verdict::Drop,
-    }
-}
-
 impl LinkedCode for LinkedApp {
+    fn set_limits(&mut self, limits: &netvm_vm::Limits) {
+        self.budget = limits.budget;
+    }
+
     fn init(&mut self, states: &mut [PeState]) -> Result<(), (usize, Outcome)> {
         let Some(init) = self.prog.init else { return Ok(()) };
         self.bind(states);
         let mut ctx = self.ctx();
         // SAFETY: as in `run_descs`; `.init` touches data memory and coprocessors only.
         let r = unsafe { init(&mut ctx) };
-        if r == 0 {
-            return Ok(());
-        }
-        let (n, k) = ((r as usize - 1) / 8, (r as usize - 1) % 8);
-        Err((n, Outcome::Fault(FaultKind::ALL[k.min(FaultKind::ALL.len() - 1)])))
+        // Compiled code returns only the codes `FaultKind::init_failure` makes.
+        FaultKind::decode_init(r).map_err(|e| e.map_or((0, Outcome::Drop), |(n, k)| (n, Outcome::Fault(k))))
     }
 
     fn run(&mut self, states: &mut [PeState], batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
@@ -197,7 +191,9 @@ impl LinkedCode for LinkedApp {
     }
 
     fn fork(&self) -> Box<dyn LinkedCode> {
-        Box::new(LinkedApp::context(Arc::clone(&self.prog)))
+        let mut worker = LinkedApp::context(Arc::clone(&self.prog));
+        worker.budget = self.budget;
+        Box::new(worker)
     }
 
     fn reserve(&mut self, packets: usize) {

@@ -9,7 +9,8 @@ use netvm_vm::FaultKind;
 
 /// Where each counter of [`AppCtx::counters`](super::AppCtx::counters) is. Per NetPE `n`, from
 /// `node_base[n]`: one per output port, then `drop`, then one per fault
-/// kind (in `FaultKind::ALL` order); then one per application input port
+/// kind (in `FaultKind::ALL` order), then the budget its `.push` handler
+/// consumed (added to by NetPEs with backward edges only); then one per application input port
 /// (packets that arrived there) from `source_base`; then `no_source`.
 /// Everything else (packets in per input port, unconnected ports, sinks)
 /// follows from these and the graph.
@@ -49,7 +50,7 @@ impl AppLayout {
         let mut next = 0;
         for v in modules {
             node_base.push(next);
-            next += v.module.out_ports as usize + 1 + FaultKind::ALL.len();
+            next += v.module.out_ports as usize + 1 + FaultKind::ALL.len() + 1;
         }
         let source_base = next;
         next += graph.sources.len();
@@ -124,6 +125,11 @@ impl AppLayout {
         self.node_base[n] + self.out_ports[n] + 1 + k
     }
 
+    /// Counter of the budget NetPE `n`'s `.push` handler consumed.
+    pub fn budget_counter(&self, n: usize) -> usize {
+        self.fault(n, FaultKind::ALL.len() - 1) + 1
+    }
+
     /// The counters of the runtime, derived from the raw `counters` by flow conservation.
     pub fn flow(&self, graph: &AppGraph, counters: &[u64]) -> FlowCounts {
         let wired = graph.wired_inputs();
@@ -134,6 +140,7 @@ impl AppLayout {
                 dropped: counters[self.drop(n)],
                 unconnected: 0,
                 faults: std::array::from_fn(|k| counters[self.fault(n, k)]),
+                budget_used: counters[self.budget_counter(n)],
             })
             .collect();
         let mut sinks = vec![0u64; graph.sink_ports];

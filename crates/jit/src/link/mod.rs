@@ -42,7 +42,7 @@ pub use netvm_rt::fanout::{netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_
 pub use netvm_rt::{AppCtx, Emitted, FanoutState, NodeMem, XbDesc};
 
 pub use build::{define_app, AppSymbols, LinkedText};
-pub use code::{decode_verdict, LinkedApp};
+pub use code::LinkedApp;
 pub use layout::AppLayout;
 
 /// How the NetPEs of an application are bound together in native code.

@@ -5,6 +5,7 @@ use cranelift_frontend::FunctionBuilder;
 use cranelift_module::Module;
 use netvm_verify::Verified;
 use netvm_vm::graph::AppGraph;
+use netvm_vm::FaultKind;
 
 use super::off;
 use crate::analysis::KnownSizes;
@@ -49,7 +50,7 @@ pub(super) fn build_init<M: Module>(
         for (k, blk) in exits.faults.iter().enumerate() {
             if let Some(blk) = blk {
                 b.switch_to_block(*blk);
-                let v = b.ins().iconst(I32, (1 + 8 * n + k) as i64);
+                let v = b.ins().iconst(I32, i64::from(FaultKind::ALL[k].init_failure(n)));
                 b.ins().return_(&[v]);
             }
         }

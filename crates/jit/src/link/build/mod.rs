@@ -24,7 +24,7 @@ use netvm_vm::graph::{AppGraph, Dest};
 pub use define::{define_app, AppSymbols, LinkedText};
 
 use super::AppLayout;
-use crate::context::OUT_DROP;
+use netvm_abi::VERDICT_DROP;
 use crate::translate::{self, ctx_flags, ExitMode, FuncCx, MemView, MetaView, SegmentEnv, SegmentExits, I32, I64};
 
 /// Offsets of the C ABI's structures (include/netvm.h) that compiled code reads and writes.
@@ -214,7 +214,7 @@ impl<M: Module> Build<'_, '_, M> {
     fn route(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, entries: &mut BTreeMap<usize, Block>, dests: &[Dest]) {
         match dests {
             [] => {
-                let v = b.ins().iconst(I32, i64::from(OUT_DROP));
+                let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
                 b.def_var(pv.verdict, v);
                 b.ins().jump(pv.end, &[]);
             }
@@ -313,18 +313,41 @@ impl<M: Module> Build<'_, '_, M> {
     }
 
     /// Translates NetPE `n`'s `.push` handler in `env` at the current block.
-    fn translate_push(&mut self, b: &mut FunctionBuilder, n: usize, env: SegmentEnv) -> SegmentExits {
+    /// If it has backward edges, each exit first adds the budget it
+    /// consumed to its counter in `counters` ([`AppLayout::budget_counter`]):
+    /// the returned exits are the blocks after that.
+    fn translate_push(&mut self, b: &mut FunctionBuilder, n: usize, env: SegmentEnv, counters: Value) -> SegmentExits {
         let v = &self.modules[n];
-        translate::translate_segment(b, &mut self.cx, &v.push, &v.module, &self.facts[n], &self.dead[n], env)
+        let mut exits = translate::translate_segment(b, &mut self.cx, &v.push, &v.module, &self.facts[n], &self.dead[n], env);
+        let Some(left) = exits.budget_left else { return exits };
+        let k = self.layout.budget_counter(n);
+        let mut account = |blk: &mut Block| {
+            b.switch_to_block(*blk);
+            let left = b.use_var(left);
+            let used = b.ins().isub(env.budget, left);
+            add_mem(b, counters, k, used);
+            *blk = b.create_block();
+            b.ins().jump(*blk, &[]);
+        };
+        exits.ports.iter_mut().flatten().for_each(&mut account);
+        exits.drop.iter_mut().for_each(&mut account);
+        exits.faults.iter_mut().flatten().for_each(&mut account);
+        exits
     }
 }
 
 /// Adds one to counter `k` in memory.
 fn count_mem(b: &mut FunctionBuilder, counters: Value, k: usize) {
+    let one = b.ins().iconst(I64, 1);
+    add_mem(b, counters, k, one);
+}
+
+/// Adds `v` (`i64`) to counter `k` in memory.
+fn add_mem(b: &mut FunctionBuilder, counters: Value, k: usize, v: Value) {
     let flags = MemFlagsData::trusted();
     let o = (k * 8) as i32;
     let x = b.ins().load(I64, flags, counters, o);
-    let x = b.ins().iadd_imm_s(x, 1);
+    let x = b.ins().iadd(x, v);
     b.ins().store(flags, x, counters, o);
 }
 

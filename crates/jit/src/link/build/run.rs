@@ -17,7 +17,7 @@ use netvm_vm::FaultKind;
 
 use super::table::{node_slot, source_slot, table_route_driver};
 use super::{count_mem, off, zero_info, Build, Hooks, PacketVars};
-use crate::context::{self, OUT_DROP};
+use netvm_abi::VERDICT_DROP;
 use crate::link::LinkMode;
 use crate::translate::{ctx_flags, MemView, SegmentExits, I32, I64};
 
@@ -160,7 +160,7 @@ fn source_switch<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, p
 
     b.switch_to_block(no_source);
     count_mem(b, pv.counters, build.layout.no_source);
-    let v = b.ins().iconst(I32, i64::from(OUT_DROP));
+    let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
     b.def_var(pv.verdict, v);
     b.ins().jump(pv.end, &[]);
     src_blocks
@@ -324,7 +324,7 @@ fn translate_node<M: Module>(
     let pkt = MemView { base: b.use_var(pv.pkt), len: b.use_var(pv.len) };
     let meta = b.use_var(pv.desc);
     let env = build.push_env(b, pv.nodes, pkt, meta, in_port, pv.budget, pv.info, n);
-    let exits = build.translate_push(b, n, env);
+    let exits = build.translate_push(b, n, env, pv.counters);
     wire_exits(b, build, pv, entries, n, exits);
 }
 
@@ -350,7 +350,7 @@ fn wire_exits<M: Module>(
     if let Some(blk) = exits.drop {
         b.switch_to_block(blk);
         build.count(b, pv, layout.drop(n));
-        let v = b.ins().iconst(I32, i64::from(OUT_DROP));
+        let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
         b.def_var(pv.verdict, v);
         b.ins().jump(pv.end, &[]);
     }
@@ -358,7 +358,7 @@ fn wire_exits<M: Module>(
         if let Some(blk) = blk {
             b.switch_to_block(*blk);
             count_mem(b, pv.counters, layout.fault(n, k));
-            let v = b.ins().iconst(I32, i64::from(context::fault_code(FaultKind::ALL[k])));
+            let v = b.ins().iconst(I32, i64::from(FaultKind::ALL[k].code()));
             b.def_var(pv.verdict, v);
             b.ins().jump(pv.end, &[]);
         }

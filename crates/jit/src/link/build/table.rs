@@ -10,7 +10,7 @@ use netvm_vm::graph::{AppGraph, Dest};
 use netvm_vm::FaultKind;
 
 use super::{count_mem, Build, PacketVars};
-use crate::context::{self, OUT_DROP};
+use netvm_abi::VERDICT_DROP;
 use crate::translate::{MemView, I32, I64};
 
 /// The signature of a NetPE function in table mode:
@@ -106,7 +106,7 @@ pub(super) fn table_route_driver<M: Module>(
 ) {
     match dests {
         [] => {
-            let v = b.ins().iconst(I32, i64::from(OUT_DROP));
+            let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
             b.def_var(pv.verdict, v);
             b.ins().jump(pv.end, &[]);
         }
@@ -148,7 +148,7 @@ pub(super) fn build_node_fn<M: Module>(b: &mut FunctionBuilder, build: &mut Buil
     let pv = PacketVars::load(b, ctx, ptr, build.hooks.is_some());
     let (budget, info, counters, nodes) = (pv.budget, pv.info, pv.counters, pv.nodes);
     let env = build.push_env(b, nodes, MemView { base: pkt, len }, desc, in_port, budget, info, n);
-    let exits = build.translate_push(b, n, env);
+    let exits = build.translate_push(b, n, env, counters);
     let table = build.cx.module.declare_data_in_func(vtable, b.func);
     let layout = build.layout;
     let ret = |b: &mut FunctionBuilder, code: u32| {
@@ -174,7 +174,7 @@ pub(super) fn build_node_fn<M: Module>(b: &mut FunctionBuilder, build: &mut Buil
             }
         }
         match dests {
-            [] => ret(b, OUT_DROP),
+            [] => ret(b, VERDICT_DROP),
             [Dest::Sink(s)] => {
                 build.sink(b, &pv, *s);
                 ret(b, u32::from(*s));
@@ -195,20 +195,20 @@ pub(super) fn build_node_fn<M: Module>(b: &mut FunctionBuilder, build: &mut Buil
     if let Some(blk) = exits.drop {
         b.switch_to_block(blk);
         count_mem(b, counters, layout.drop(n));
-        ret(b, OUT_DROP);
+        ret(b, VERDICT_DROP);
     }
     for (k, blk) in exits.faults.iter().enumerate() {
         if let Some(blk) = blk {
             b.switch_to_block(*blk);
             count_mem(b, counters, layout.fault(n, k));
-            ret(b, context::fault_code(FaultKind::ALL[k]));
+            ret(b, FaultKind::ALL[k].code());
         }
     }
     if let Some(blk) = exits.exit {
         b.switch_to_block(blk);
-        ret(b, OUT_DROP);
+        ret(b, VERDICT_DROP);
     }
     // The unused `end` block of the variables above.
     b.switch_to_block(pv.end);
-    ret(b, OUT_DROP);
+    ret(b, VERDICT_DROP);
 }
