@@ -1,5 +1,6 @@
 //! AOT objects in C programs: `netvm compile ... -o OUT.o --target TRIPLE`
-//! linked with libnetvm_rt.a into the small C host of tests/aot/host.c,
+//! linked with libnetvm_rt.a into the conformance suite's C host
+//! (crates/filetests/c/host.c, driven by `netvm_filetests::host`),
 //! which runs a trace and prints everything observable; it must agree with
 //! the reference interpreter (verdicts, buffers that leave and their order,
 //! packet bytes, data memory) and with the JIT's linked code (raw counters).
@@ -16,168 +17,59 @@
 //!
 //! `NETVM_AOT_APPS=N` changes the number of generated applications.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use netvm_fuzzgen::app::generate_app;
 use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, GenConfig, SplitMix};
+use netvm_fuzzgen::{generate_packets, GenConfig};
 use netvm_jit::link::{LinkMode, LinkedApp};
 use netvm_jit::JitOptions;
 use netvm_runtime::{Application, InterpEngine, Manifest, Verdict};
+use netvm_traffic::SplitMix64;
 use netvm_vm::graph::LinkedCode;
-use netvm_vm::{FaultKind, Packet};
-
-const X86: &str = "x86_64-unknown-linux-gnu";
-const ARM: &str = "aarch64-unknown-linux-gnu";
+use netvm_filetests::host::{HostRun, Toolchain};
+use netvm_filetests::AotTarget;
+use netvm_vm::Packet;
 
 fn root() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
-fn run_ok(cmd: &mut Command, what: &str) -> Vec<u8> {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(out.status.success(), "{what} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    out.stdout
+/// Compiles `app_args` (a manifest, or `--program` and a file) with
+/// `netvm compile -o` for `tc`'s target and links it with the C host.
+fn build(tc: &Toolchain, dir: &Path, app_args: &[&str], link: LinkMode) -> PathBuf {
+    let obj = dir.join(format!("app-{}.o", link.name()));
+    let out = Command::new(env!("CARGO_BIN_EXE_netvm"))
+        .arg("compile")
+        .args(app_args)
+        .args(["--link", link.name(), "--target", tc.target.triple(), "-o"])
+        .arg(&obj)
+        .output()
+        .expect("netvm compile");
+    assert!(out.status.success(), "netvm compile -o: {}", String::from_utf8_lossy(&out.stderr));
+    let exe_dir = dir.join(link.name());
+    std::fs::create_dir_all(&exe_dir).unwrap();
+    tc.build(&exe_dir, &std::fs::read(&obj).unwrap()).unwrap()
 }
 
-/// Builds libnetvm_rt.a for `target` (in a target directory of its own, so
-/// as not to wait for the one `cargo test` holds) and returns its path.
-fn rt_lib(target: &str) -> PathBuf {
-    let dir = root().join("target/aot-rt");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run_ok(
-        Command::new(cargo).args(["build", "-q", "-p", "netvm-rt", "--target", target]).env("CARGO_TARGET_DIR", &dir).current_dir(root()),
-        &format!("cargo build -p netvm-rt --target {target}"),
-    );
-    dir.join(target).join("debug/libnetvm_rt.a")
+/// Runs the host on `packets` in batches of `batch` (the application's budget).
+fn run_host(tc: &Toolchain, exe: &Path, packets: &[Packet], batch: u32) -> HostRun {
+    let with_budget: Vec<(Packet, u64)> = packets.iter().map(|p| (p.clone(), u64::MAX)).collect();
+    tc.run(exe, &with_budget, batch).unwrap()
 }
 
-/// How to build and run C programs for a target.
-struct Toolchain {
-    target: &'static str,
-    cc: &'static str,
-    /// Runs a program of the target (empty: natively).
-    runner: Vec<String>,
-    rt: PathBuf,
-}
-
-impl Toolchain {
-    /// Compiles `app` (a manifest, or `--program` and a file) into an object
-    /// and links it with the C host; returns the executable.
-    fn build(&self, dir: &Path, app_args: &[&str], link: LinkMode) -> PathBuf {
-        let obj = dir.join(format!("app-{}-{}.o", self.target, link.name()));
-        run_ok(
-            Command::new(env!("CARGO_BIN_EXE_netvm"))
-                .arg("compile")
-                .args(app_args)
-                .args(["--link", link.name(), "--target", self.target, "-o"])
-                .arg(&obj),
-            "netvm compile -o",
-        );
-        let exe = dir.join(format!("host-{}-{}", self.target, link.name()));
-        run_ok(
-            Command::new(self.cc)
-                .args(["-O1", "-std=c11", "-Wall", "-Werror", "-static", "-I"])
-                .arg(root().join("include"))
-                .arg(root().join("crates/cli/tests/aot/host.c"))
-                .arg(&obj)
-                .arg(&self.rt)
-                .args(["-lpthread", "-ldl", "-lm", "-o"])
-                .arg(&exe),
-            &format!("{} host.c", self.cc),
-        );
-        exe
-    }
-
-    /// Runs the host on `packets` in batches of `batch`.
-    fn run(&self, exe: &Path, packets: &[Packet], batch: u32) -> HostRun {
-        let mut input = Vec::new();
-        input.extend_from_slice(&(packets.len() as u32).to_le_bytes());
-        input.extend_from_slice(&batch.to_le_bytes());
-        for p in packets {
-            input.extend_from_slice(&p.in_port.to_le_bytes());
-            input.extend_from_slice(&(p.data.len() as u32).to_le_bytes());
-            input.extend_from_slice(&p.wire_len.to_le_bytes());
-            input.extend_from_slice(&p.ts.sec.to_le_bytes());
-            input.extend_from_slice(&p.ts.nsec.to_le_bytes());
-            input.extend_from_slice(&p.data);
-        }
-        let mut cmd = match self.runner.split_first() {
-            Some((r, args)) => {
-                let mut c = Command::new(r);
-                c.args(args).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start the host");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let writer = std::thread::spawn(move || stdin.write_all(&input));
-        let out = child.wait_with_output().expect("host output");
-        writer.join().expect("writer").expect("write the trace");
-        assert!(out.status.success(), "host failed: {}", String::from_utf8_lossy(&out.stderr));
-        HostRun::parse(&String::from_utf8(out.stdout).expect("text"))
-    }
-}
-
-/// What the C host printed.
-#[derive(Debug, Default)]
-struct HostRun {
-    init: u32,
-    /// Per packet: raw verdict, duplicated, bytes after.
-    packets: Vec<(u32, bool, Vec<u8>)>,
-    /// Buffers that left duplicated packets: (packet, port, bytes).
-    emitted: Vec<(usize, u16, Vec<u8>)>,
-    counters: Vec<u64>,
-    data: Vec<Vec<u8>>,
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    if s == "-" {
-        return Vec::new();
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
-}
-
-impl HostRun {
-    fn parse(text: &str) -> HostRun {
-        let mut r = HostRun::default();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split(' ').collect();
-            match f[0] {
-                "init" => r.init = f[1].parse().unwrap(),
-                "pkt" => r.packets.push((f[2].parse().unwrap(), f[3] == "1", unhex(f[4]))),
-                "emit" => r.emitted.push((f[1].parse().unwrap(), f[2].parse().unwrap(), unhex(f[3]))),
-                "counters" => r.counters = f[1..].iter().map(|c| c.parse().unwrap()).collect(),
-                "data" => r.data.push(unhex(f[2])),
-                _ => {}
-            }
-        }
-        r
-    }
-
-    /// Every buffer that left the application, in order, as the runtime reports them.
-    fn left(&self) -> Vec<(u16, Vec<u8>)> {
-        let mut out = Vec::new();
-        for (i, (v, fanned, bytes)) in self.packets.iter().enumerate() {
-            if *fanned {
-                out.extend(self.emitted.iter().filter(|e| e.0 == i).map(|e| (e.1, e.2.clone())));
-            } else if *v <= 0xffff {
-                out.push((*v as u16, bytes.clone()));
-            }
-        }
-        out
-    }
+/// Every buffer that left the application, in order, as the runtime reports them.
+fn left(host: &HostRun) -> Vec<(u16, Vec<u8>)> {
+    (0..host.packets.len()).flat_map(|i| host.outcome(i).1).collect()
 }
 
 /// The raw verdict of an interpreter verdict (`None` for a duplicated packet).
 fn raw(v: &Verdict) -> Option<u32> {
     match v {
         Verdict::Output(p) => Some(u32::from(*p)),
-        Verdict::Drop => Some(0x1_0000),
-        Verdict::Fault(k) => Some(0x3_0000 | FaultKind::ALL.iter().position(|x| x == k).unwrap() as u32),
+        Verdict::Drop => Some(netvm_vm::graph::VERDICT_DROP),
+        Verdict::Fault(k) => Some(k.code()),
         Verdict::Fanout { .. } => None,
     }
 }
@@ -191,7 +83,7 @@ fn check(manifest: &Manifest, packets: &[Packet], batch: usize, link: LinkMode, 
     let mut jit = LinkedApp::compile(&plan.graph, &plan.verified, &plan.limits, link, JitOptions::default()).unwrap();
     let init = match jit.init(&mut states) {
         Ok(()) => 0,
-        Err((n, netvm_vm::Outcome::Fault(k))) => 1 + 8 * n as u32 + FaultKind::ALL.iter().position(|x| *x == k).unwrap() as u32,
+        Err((n, netvm_vm::Outcome::Fault(k))) => k.init_failure(n),
         Err(e) => panic!("{what}: unexpected init outcome {e:?}"),
     };
     assert_eq!(host.init, init, "{what}: netvm_init");
@@ -230,15 +122,16 @@ fn check(manifest: &Manifest, packets: &[Packet], batch: usize, link: LinkMode, 
             None => assert!(fanned, "{what}: packet {i}: the interpreter duplicated it, the object did not"),
         }
     }
-    assert_eq!(host.left(), left, "{what}: buffers that left");
-    assert_eq!(host.counters, jit.raw_counters(), "{what}: counters");
+    assert_eq!(self::left(host), left, "{what}: buffers that left");
+    let (counters, data) = host.batches.last().expect("a batch");
+    assert_eq!(counters, jit.raw_counters(), "{what}: counters");
     for (n, name) in interp.netpe_names().iter().map(|s| s.to_string()).collect::<Vec<_>>().iter().enumerate() {
-        assert_eq!(host.data[n], interp.netpe_state(name).unwrap().data, "{what}: data memory of {name}");
+        assert_eq!(data[n], interp.netpe_state(name).unwrap().data, "{what}: data memory of {name}");
     }
 }
 
 fn generated_cases(n: u64, seed: u64) -> Vec<(netvm_fuzzgen::app::GenApp, Vec<Packet>, usize)> {
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     // No coprocessors: a C host has none (their instructions would fault alike, but prove little).
     let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, copro: false, ..GenConfig::default() };
     let mut cases = Vec::new();
@@ -269,11 +162,13 @@ fn run_suite(tc: &Toolchain, apps: u64) {
     programs.extend(filters);
     for (k, prog) in programs.iter().enumerate() {
         let link = if k % 2 == 0 { LinkMode::Direct } else { LinkMode::Table };
-        let exe = tc.build(tmp.path(), &["--program", prog.to_str().unwrap()], link);
-        let host = tc.run(&exe, &trace, 256);
+        let dir = tmp.path().join(format!("prog{k}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let exe = build(tc, &dir, &["--program", prog.to_str().unwrap()], link);
+        let host = run_host(tc, &exe, &trace, 256);
         let out_ports = netvm_runtime::load_program(prog).unwrap().module.out_ports;
         let manifest = Manifest::single(prog, &[0], out_ports, None);
-        check(&manifest, &trace, 256, link, &host, &format!("{} on {}", prog.display(), tc.target));
+        check(&manifest, &trace, 256, link, &host, &format!("{} on {}", prog.display(), tc.target.triple()));
     }
     // Generated applications.
     for (a, (g, packets, batch)) in generated_cases(apps, 0x616f74).iter().enumerate() {
@@ -286,9 +181,9 @@ fn run_suite(tc: &Toolchain, apps: u64) {
         std::fs::write(&path, &g.manifest).unwrap();
         let manifest = Manifest::load(&path).unwrap();
         let link = if a % 2 == 0 { LinkMode::Direct } else { LinkMode::Table };
-        let exe = tc.build(&dir, &[path.to_str().unwrap()], link);
-        let host = tc.run(&exe, packets, *batch as u32);
-        let mut what = format!("generated application {a} (--link {}) on {}:\n{}", link.name(), tc.target, g.manifest);
+        let exe = build(tc, &dir, &[path.to_str().unwrap()], link);
+        let host = run_host(tc, &exe, packets, *batch as u32);
+        let mut what = format!("generated application {a} (--link {}) on {}:\n{}", link.name(), tc.target.triple(), g.manifest);
         for (file, _, listing) in &g.programs {
             what.push_str(&format!("\n--- {file}\n{listing}"));
         }
@@ -300,59 +195,44 @@ fn apps(default: u64) -> u64 {
     std::env::var("NETVM_AOT_APPS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn have(cmd: &str) -> bool {
-    Command::new(cmd).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+/// The toolchain of `target`, or `None` (with the reason printed) where
+/// this machine has none, unless `NETVM_REQUIRE_CROSS=1` makes that a failure.
+fn toolchain(target: AotTarget) -> Option<Toolchain> {
+    match Toolchain::for_target(target) {
+        Ok(tc) => Some(tc),
+        Err(why) => {
+            assert!(std::env::var_os("NETVM_REQUIRE_CROSS").is_none(), "the {target:?} AOT test is required, but {why}");
+            eprintln!("SKIPPED: {target:?} ({why})");
+            None
+        }
+    }
 }
 
 #[test]
 fn x86_64_objects_in_a_c_program_agree_with_the_interpreter() {
-    if std::env::consts::ARCH != "x86_64" {
-        eprintln!("SKIPPED: not an x86-64 host");
-        return;
+    if let Some(tc) = toolchain(AotTarget::X86_64) {
+        run_suite(&tc, apps(24));
     }
-    assert!(have("cc"), "a C compiler (cc) is needed");
-    let tc = Toolchain { target: X86, cc: "cc", runner: Vec::new(), rt: rt_lib(X86) };
-    run_suite(&tc, apps(24));
 }
 
 #[test]
 fn aarch64_objects_run_under_qemu_and_agree_with_the_interpreter() {
-    let missing: Vec<&str> = [("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu"), ("qemu-aarch64", "qemu-user")]
-        .into_iter()
-        .filter(|(cmd, _)| !have(cmd))
-        .map(|(_, pkg)| pkg)
-        .collect();
-    let rust_target = Command::new("rustc")
-        .args(["--print", "target-libdir", "--target", ARM])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .is_some_and(|d| std::fs::read_dir(d.trim()).is_ok_and(|mut rd| rd.next().is_some()));
-    if !missing.is_empty() || !rust_target {
-        let why = format!(
-            "missing: {}{}",
-            missing.join(", "),
-            if rust_target { "" } else { " rust target aarch64-unknown-linux-gnu (rustup target add aarch64-unknown-linux-gnu)" }
-        );
-        assert!(std::env::var_os("NETVM_REQUIRE_CROSS").is_none(), "the aarch64 cross test is required, but {why}");
-        eprintln!("SKIPPED: aarch64 under qemu ({why}; scripts/setup.sh installs them)");
-        return;
+    if let Some(tc) = toolchain(AotTarget::Aarch64) {
+        run_suite(&tc, apps(8));
     }
-    let tc = Toolchain { target: ARM, cc: "aarch64-linux-gnu-gcc", runner: vec!["qemu-aarch64".into()], rt: rt_lib(ARM) };
-    run_suite(&tc, apps(8));
 }
 
 #[test]
 fn riscv64_objects_are_risc_v_elf() {
     let tmp = tempfile::tempdir().unwrap();
     let obj = tmp.path().join("app.o");
-    run_ok(
-        Command::new(env!("CARGO_BIN_EXE_netvm"))
-            .args(["compile", root().join("examples/classifier/app.toml").to_str().unwrap()])
-            .args(["--target", "riscv64gc-unknown-linux-gnu", "-o"])
-            .arg(&obj),
-        "netvm compile --target riscv64gc-unknown-linux-gnu",
-    );
+    let out = Command::new(env!("CARGO_BIN_EXE_netvm"))
+        .args(["compile", root().join("examples/classifier/app.toml").to_str().unwrap()])
+        .args(["--target", "riscv64gc-unknown-linux-gnu", "-o"])
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "netvm compile --target riscv64gc-unknown-linux-gnu: {}", String::from_utf8_lossy(&out.stderr));
     let bytes = std::fs::read(&obj).unwrap();
     assert_eq!(&bytes[..4], b"\x7fELF");
     assert_eq!(u16::from_le_bytes([bytes[18], bytes[19]]), 243, "e_machine EM_RISCV");

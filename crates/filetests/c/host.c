@@ -1,18 +1,21 @@
 /*
  * A small C host for AOT-compiled netvm applications (include/netvm.h),
- * used by crates/cli/tests/aot.rs: it links an object written by
- * `netvm compile -o` with libnetvm_rt.a, runs a trace through it in batches
- * and prints everything observable, for comparison with the interpreter.
+ * the AOT engines of the conformance suite (crates/filetests): it links an
+ * object written by `netvm compile -o` (or netvm_jit::aot) with
+ * libnetvm_rt.a, runs packets through it in batches and prints everything
+ * observable, for comparison with the interpreter.
  *
  * Input (stdin, little-endian): u32 packets, u32 batch size; then per packet
- * u16 in_port, u32 caplen, u32 wirelen, u64 ts_sec, u32 ts_nsec, caplen bytes.
+ * u16 in_port, u32 caplen, u32 wirelen, u64 ts_sec, u32 ts_nsec, u64 budget
+ * (UINT64_MAX: the layout's; a batch runs under its first packet's), caplen bytes.
  * Output (stdout, one record per line):
  *   layout NODES COUNTERS INFO_SIZE BUDGET
  *   init R
+ *   then per batch:
  *   pkt I VERDICT FANNED HEX        (packet I after processing)
  *   emit I PORT HEX                 (buffers that left duplicated packets, in order)
- *   counters C0 C1 ...
- *   data N HEX                      (data memory of NetPE N at the end)
+ *   counters C0 C1 ...              (after the batch)
+ *   data N HEX                      (data memory of NetPE N after the batch)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -66,13 +69,15 @@ int main(void) {
     if (batch == 0) die("batch size 0");
     struct netvm_xb *xb = calloc(npkts ? npkts : 1, sizeof *xb);
     uint32_t *verdicts = calloc(npkts ? npkts : 1, sizeof *verdicts);
-    if (!xb || !verdicts) die("out of memory");
+    uint64_t *budgets = calloc(npkts ? npkts : 1, sizeof *budgets);
+    if (!xb || !verdicts || !budgets) die("out of memory");
     for (uint32_t i = 0; i < npkts; i++) {
         read_exact(&xb[i].in_port, 2);
         read_exact(&xb[i].caplen, 4);
         read_exact(&xb[i].wirelen, 4);
         read_exact(&xb[i].ts_sec, 8);
         read_exact(&xb[i].ts_nsec, 4);
+        read_exact(&budgets[i], 8);
         xb[i].data = malloc(xb[i].caplen ? xb[i].caplen : 1);
         if (!xb[i].data) die("out of memory");
         read_exact(xb[i].data, xb[i].caplen);
@@ -81,6 +86,7 @@ int main(void) {
 
     for (uint32_t start = 0; start < npkts; start += batch) {
         uint32_t n = npkts - start < batch ? npkts - start : batch;
+        app.budget = budgets[start] != UINT64_MAX ? budgets[start] : l->budget;
         if (netvm_run(&app, xb + start, n, verdicts + start) != 0) die("netvm_run failed");
         for (uint32_t i = 0; i < n; i++) {
             const struct netvm_xb *x = &xb[start + i];
@@ -104,16 +110,16 @@ int main(void) {
             putchar('\n');
         }
         netvm_rt_fanout_clear(app.rt);
+        printf("counters");
+        for (uint32_t c = 0; c < l->counters; c++) printf(" %llu", (unsigned long long)app.counters[c]);
+        putchar('\n');
+        for (uint32_t i = 0; i < l->nodes; i++) {
+            printf("data %u ", i);
+            hex(nodes[i].data, nodes[i].data_len);
+            putchar('\n');
+        }
     }
 
-    printf("counters");
-    for (uint32_t c = 0; c < l->counters; c++) printf(" %llu", (unsigned long long)app.counters[c]);
-    putchar('\n');
-    for (uint32_t i = 0; i < l->nodes; i++) {
-        printf("data %u ", i);
-        hex(nodes[i].data, nodes[i].data_len);
-        putchar('\n');
-    }
     netvm_rt_fanout_free(app.rt);
     return 0;
 }
