@@ -102,6 +102,41 @@ impl FaultKind {
     }
 }
 
+/// Faults counted by kind: the one representation of fault counts (per
+/// NetPE, per application, per worker).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCounts(pub [u64; FaultKind::ALL.len()]);
+
+impl FaultCounts {
+    /// Counts one fault of kind `k`.
+    #[inline]
+    pub fn record(&mut self, k: FaultKind) {
+        self.0[k.number()] += 1;
+    }
+
+    /// Faults of kind `k`.
+    pub fn get(&self, k: FaultKind) -> u64 {
+        self.0[k.number()]
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &FaultCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+
+    /// Faults of every kind together.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Every kind with its count, in the order of [`FaultKind::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (FaultKind, u64)> + '_ {
+        FaultKind::ALL.into_iter().zip(self.0)
+    }
+}
+
 impl fmt::Display for FaultKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

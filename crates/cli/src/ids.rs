@@ -140,7 +140,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         exit = EXIT_ERROR;
     }
     if args.stats {
-        let faults: u64 = stats.faults.values().sum();
+        let faults: u64 = stats.total_faults();
         let busy = r.busy.as_nanos() as f64;
         let j = serde_json::json!({
             "packets": r.input_packets,

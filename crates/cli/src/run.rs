@@ -2,14 +2,13 @@
 //! application, loads its tables, attaches the inputs and outputs, runs,
 //! and prints statistics.
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use netvm_io::PcapHeaderSpec;
 use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, RunReport};
-use netvm_vm::FaultKind;
+use netvm_vm::FaultCounts;
 
 use crate::common::{self, EngineArg, EngineOpts, LinkArg};
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
@@ -284,8 +283,9 @@ fn progress_bar(repeat: u64) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-fn fault_map(faults: &BTreeMap<&'static str, u64>) -> serde_json::Map<String, serde_json::Value> {
-    FaultKind::ALL.iter().map(|k| (k.name().to_string(), serde_json::json!(faults.get(k.name()).copied().unwrap_or(0)))).collect()
+/// Faults by kind name, every kind present.
+fn fault_map(faults: &FaultCounts) -> serde_json::Map<String, serde_json::Value> {
+    faults.iter().map(|(k, n)| (k.name().to_string(), serde_json::json!(n))).collect()
 }
 
 /// The `--stats json` object.
@@ -296,15 +296,15 @@ pub fn stats_json(s: &AppStats, r: &RunReport, engine: &str, repeat: u64) -> ser
         .netpes
         .iter()
         .map(|c| {
-            let faults: serde_json::Map<String, serde_json::Value> =
-                FaultKind::ALL.iter().map(|k| (k.name().to_string(), serde_json::json!(c.fault_count(*k)))).collect();
+            let f = &c.flow;
             serde_json::json!({
                 "name": c.name,
-                "in": c.packets_in,
-                "out": c.packets_out,
-                "dropped": c.dropped,
-                "unconnected": c.unconnected,
-                "faults": faults,
+                "in": f.packets_in,
+                "out": f.packets_out,
+                "dropped": f.dropped,
+                "unconnected": f.unconnected,
+                "faults": fault_map(&f.faults),
+                "budget_used": f.budget_used,
             })
         })
         .collect();
@@ -369,8 +369,8 @@ fn stats_text(s: &AppStats, r: &RunReport, engine: &str) -> String {
         let _ = writeln!(t, "port {p:<6} {n}");
     }
     let _ = writeln!(t, "dropped     {}", s.dropped);
-    for (k, n) in &s.faults {
-        let _ = writeln!(t, "fault {k:<6} {n}");
+    for (k, n) in s.faults.iter().filter(|(_, n)| *n != 0) {
+        let _ = writeln!(t, "fault {:<6} {n}", k.name());
     }
     let _ = writeln!(t, "engine      {engine}, {ns_per_packet:.1} ns/packet");
     for (i, w) in r.workers.iter().enumerate() {
@@ -379,8 +379,8 @@ fn stats_text(s: &AppStats, r: &RunReport, engine: &str) -> String {
     for c in &s.netpes {
         let _ = writeln!(
             t,
-            "netpe {}: in {:?} out {:?} dropped {} unconnected {} faults {:?}",
-            c.name, c.packets_in, c.packets_out, c.dropped, c.unconnected, c.faults
+            "netpe {}: in {:?} out {:?} dropped {} unconnected {} faults {:?} budget used {}",
+            c.name, c.flow.packets_in, c.flow.packets_out, c.flow.dropped, c.flow.unconnected, c.flow.faults.0, c.flow.budget_used
         );
     }
     t

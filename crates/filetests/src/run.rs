@@ -173,11 +173,11 @@ fn run_app(subject: &Subject, file: &TestFile, engine: EngineKind) -> Result<Eng
     let mut verdicts = Vec::new();
     for case in &file.runs {
         app.set_limits(Limits { budget: case.budget.unwrap_or(default_limits.budget) });
-        let before: Vec<u64> = app.stats().netpes.iter().map(|c| c.budget_used).collect();
+        let before: Vec<u64> = app.stats().netpes.iter().map(|c| c.flow.budget_used).collect();
         let mut batch = [packet_of(case)];
         let mut exits = Vec::new();
         app.process_batch(&mut batch, &mut verdicts, &mut |port, p| exits.push((port, p.data.clone())));
-        let after: Vec<u64> = app.stats().netpes.iter().map(|c| c.budget_used).collect();
+        let after: Vec<u64> = app.stats().netpes.iter().map(|c| c.flow.budget_used).collect();
         let data = names.iter().map(|n| app.netpe_state(n).expect("a NetPE").data.clone()).collect();
         let [p] = batch;
         runs.push(Observed {

@@ -45,7 +45,7 @@ fn linked_applications_agree_with_the_interpreter() {
                 packets_run += packets.len();
                 fanned += verdicts.iter().filter(|v| matches!(v, Verdict::Fanout { .. })).count();
                 let mut app = Application::build(&manifest_of(&g).unwrap(), &InterpEngine, &netvm_copro::registry(), None).unwrap();
-                used += usize::from(observe_app(&mut app, &packets, batch).stats.netpes.iter().any(|n| n.budget_used > 0));
+                used += usize::from(observe_app(&mut app, &packets, batch).stats.netpes.iter().any(|n| n.flow.budget_used > 0));
             }
             Ok(Checked::InitFailed) => {}
             Err(e) => panic!("application {a} (seed {seed:#x}), batch {batch}: {e}\n{}", describe(&g)),

@@ -21,7 +21,7 @@ use netvm_verify::Verified;
 use netvm_vm::buffer::{Batch, PacketBuf, PacketPool, PacketPoolConfig};
 use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FanoutExit, FlowCounts, LinkedCode, Verdict};
 use netvm_vm::{
-    CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, FaultKind, Limits, Outcome, Packet, PeCode, PeState, Timestamp,
+    CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, FaultCounts, Limits, Outcome, Packet, PeCode, PeState, Timestamp,
     WorkerShare, XbDesc, XbView,
 };
 
@@ -68,8 +68,8 @@ pub struct Application {
     stats: AppStats,
     /// Exchange buffers out, by application output port (dense; folded into `stats` on demand).
     port_counts: Vec<u64>,
-    /// Faults by kind, indexed like `FaultKind::ALL`.
-    fault_counts: [u64; FaultKind::ALL.len()],
+    /// Faults by kind.
+    fault_counts: FaultCounts,
     /// What absorbed workers counted.
     absorbed: AppStats,
     work: Vec<Work>,
@@ -287,7 +287,7 @@ impl Application {
             states,
             counters,
             stats: AppStats::default(),
-            fault_counts: [0; FaultKind::ALL.len()],
+            fault_counts: FaultCounts::default(),
             absorbed: AppStats::default(),
             work: Vec::new(),
             info_pool: Vec::new(),
@@ -518,10 +518,10 @@ impl Application {
         match &self.binding {
             Binding::Dispatch(_) => {
                 s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
-                s.faults = FaultKind::ALL.iter().zip(self.fault_counts).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
+                s.faults = self.fault_counts;
                 s.netpes = self.counters.clone();
                 for (c, st) in s.netpes.iter_mut().zip(&self.states) {
-                    c.budget_used = st.budget_used;
+                    c.flow.budget_used = st.budget_used;
                 }
             }
             Binding::Linked(l) => self.linked_stats(&mut s, &l.flow()),
@@ -532,27 +532,16 @@ impl Application {
 
     /// Fills `s` from the counts of a linked application (`packets` is counted by the runtime).
     fn linked_stats(&self, s: &mut AppStats, flow: &FlowCounts) {
-        let mut faults = [0u64; FaultKind::ALL.len()];
         s.netpes = Vec::with_capacity(flow.nodes.len());
         s.no_source = flow.no_source;
         s.dropped = flow.no_source;
+        s.faults = FaultCounts::default();
         for (c, f) in self.counters.iter().zip(&flow.nodes) {
             s.dropped += f.dropped + f.unconnected;
-            for (t, n) in faults.iter_mut().zip(f.faults) {
-                *t += n;
-            }
-            s.netpes.push(PeCounters {
-                name: c.name.clone(),
-                packets_in: f.packets_in.clone(),
-                packets_out: f.packets_out.clone(),
-                dropped: f.dropped,
-                unconnected: f.unconnected,
-                faults: f.faults,
-                budget_used: f.budget_used,
-            });
+            s.faults.add(&f.faults);
+            s.netpes.push(PeCounters { name: c.name.clone(), flow: f.clone() });
         }
         s.ports = flow.sinks.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
-        s.faults = FaultKind::ALL.iter().zip(faults).filter(|(_, n)| *n != 0).map(|(k, n)| (k.name(), n)).collect();
     }
 
     /// The state of a NetPE (data memory, coprocessors), for the control plane.
@@ -680,7 +669,7 @@ struct Walk<'a> {
     counters: &'a mut [PeCounters],
     stats: &'a mut AppStats,
     port_counts: &'a mut [u64],
-    fault_counts: &'a mut [u64; FaultKind::ALL.len()],
+    fault_counts: &'a mut FaultCounts,
     work: &'a mut Vec<Work>,
     info_pool: &'a mut Vec<Vec<u8>>,
     exits: &'a mut Vec<(u16, Option<PacketBuf>)>,
@@ -740,7 +729,7 @@ impl Walk<'_> {
                     let counters = &mut self.counters[node];
                     match outcome {
                         Outcome::Forward(p) => {
-                            if let Some(c) = counters.packets_out.get_mut(p as usize) {
+                            if let Some(c) = counters.flow.packets_out.get_mut(p as usize) {
                                 *c += 1;
                             }
                             match meta.graph.out[node].get(p as usize) {
@@ -758,20 +747,20 @@ impl Walk<'_> {
                                     continue;
                                 }
                                 _ => {
-                                    counters.unconnected += 1;
+                                    counters.flow.unconnected += 1;
                                     self.stats.dropped += 1;
                                     last = Verdict::Drop;
                                 }
                             }
                         }
                         Outcome::Drop | Outcome::Exit => {
-                            counters.dropped += 1;
+                            counters.flow.dropped += 1;
                             self.stats.dropped += 1;
                             last = Verdict::Drop;
                         }
                         Outcome::Fault(k) => {
-                            counters.faults[k.number()] += 1;
-                            self.fault_counts[k.number()] += 1;
+                            counters.flow.faults.record(k);
+                            self.fault_counts.record(k);
                             last = Verdict::Fault(k);
                         }
                     }

@@ -3,74 +3,40 @@
 
 use std::collections::BTreeMap;
 
-use netvm_vm::graph::add_counts;
-use netvm_vm::FaultKind;
+use netvm_vm::graph::NodeFlow;
+use netvm_vm::FaultCounts;
 
-/// Counters of one NetPE instance.
+/// Counters of one NetPE instance: its name and its [`NodeFlow`], the
+/// counters every engine keeps (packets in per input port, out per output
+/// port, drops, unconnected, faults by kind, budget used).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PeCounters {
     /// NetPE name.
     pub name: String,
-    /// Exchange buffers received, by input port (one entry per input port
-    /// up to the highest one something is connected to).
-    pub packets_in: Vec<u64>,
-    /// Exchange buffers sent, by output port.
-    pub packets_out: Vec<u64>,
-    /// Exchange buffers the program dropped (`drop`).
-    pub dropped: u64,
-    /// Exchange buffers sent on an output port connected to nothing (discarded).
-    pub unconnected: u64,
-    /// Faults, indexed like [`FaultKind::ALL`].
-    pub faults: [u64; FaultKind::ALL.len()],
-    /// Budget its handlers consumed (the sum of the back-edge costs charged).
-    pub budget_used: u64,
+    /// The counts.
+    pub flow: NodeFlow,
 }
 
 impl PeCounters {
     /// Counters for a NetPE with `out_ports` output ports, `in_ports` of its input ports wired.
     pub(crate) fn new(name: &str, out_ports: u16, in_ports: usize) -> PeCounters {
-        PeCounters {
-            name: name.to_string(),
-            packets_in: vec![0; in_ports],
-            packets_out: vec![0; out_ports as usize],
-            ..PeCounters::default()
-        }
+        let flow = NodeFlow { packets_in: vec![0; in_ports], packets_out: vec![0; out_ports as usize], ..NodeFlow::default() };
+        PeCounters { name: name.to_string(), flow }
     }
 
     #[inline]
     pub(crate) fn count_in(&mut self, port: u16) {
         let p = port as usize;
-        if p >= self.packets_in.len() {
-            self.packets_in.resize(p + 1, 0);
+        let counts = &mut self.flow.packets_in;
+        if p >= counts.len() {
+            counts.resize(p + 1, 0);
         }
-        self.packets_in[p] += 1;
-    }
-
-    /// Faults of one kind.
-    pub fn fault_count(&self, kind: FaultKind) -> u64 {
-        self.faults[kind.number()]
+        counts[p] += 1;
     }
 
     /// The same NetPE with every counter at zero.
     pub(crate) fn zeroed(&self) -> PeCounters {
-        PeCounters {
-            name: self.name.clone(),
-            packets_in: vec![0; self.packets_in.len()],
-            packets_out: vec![0; self.packets_out.len()],
-            ..PeCounters::default()
-        }
-    }
-
-    /// Adds `other`'s counts (the same NetPE on another worker).
-    pub(crate) fn add(&mut self, other: &PeCounters) {
-        add_counts(&mut self.packets_in, &other.packets_in);
-        add_counts(&mut self.packets_out, &other.packets_out);
-        self.dropped += other.dropped;
-        self.unconnected += other.unconnected;
-        for (a, b) in self.faults.iter_mut().zip(other.faults) {
-            *a += b;
-        }
-        self.budget_used += other.budget_used;
+        PeCounters::new(&self.name, self.flow.packets_out.len() as u16, self.flow.packets_in.len())
     }
 }
 
@@ -87,7 +53,7 @@ pub struct AppStats {
     /// Of `dropped`: packets that arrived on an input port with no source.
     pub no_source: u64,
     /// Faults by kind (each fault also drops its exchange buffer; not included in `dropped`).
-    pub faults: BTreeMap<&'static str, u64>,
+    pub faults: FaultCounts,
     /// Per-NetPE counters, in manifest order.
     pub netpes: Vec<PeCounters>,
 }
@@ -95,7 +61,7 @@ pub struct AppStats {
 impl AppStats {
     /// Total faults of all kinds.
     pub fn total_faults(&self) -> u64 {
-        self.faults.values().sum()
+        self.faults.total()
     }
 
     /// Adds `other`'s counts (another worker's instance of the same application).
@@ -106,14 +72,12 @@ impl AppStats {
         }
         self.dropped += other.dropped;
         self.no_source += other.no_source;
-        for (k, n) in &other.faults {
-            *self.faults.entry(k).or_default() += n;
-        }
+        self.faults.add(&other.faults);
         if self.netpes.is_empty() {
             self.netpes = other.netpes.clone();
         } else {
             for (a, b) in self.netpes.iter_mut().zip(&other.netpes) {
-                a.add(b);
+                a.flow.add(&b.flow);
             }
         }
     }

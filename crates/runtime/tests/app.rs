@@ -107,7 +107,7 @@ port = 2
     let s = app.stats();
     assert_eq!(s.packets, 2);
     assert_eq!(s.ports.get(&1), Some(&2));
-    assert_eq!(s.netpes[0].packets_out, vec![2]);
+    assert_eq!(s.netpes[0].flow.packets_out, vec![2]);
 }
 
 #[test]
@@ -125,8 +125,8 @@ fn verdicts_drops_faults_and_unconnected_ports() {
     );
     let s = app.stats();
     assert_eq!((s.packets, s.dropped, s.no_source, s.total_faults()), (5, 3, 1, 1));
-    assert_eq!(s.netpes[0].unconnected, 1);
-    assert_eq!(s.netpes[0].dropped, 1);
+    assert_eq!(s.netpes[0].flow.unconnected, 1);
+    assert_eq!(s.netpes[0].flow.dropped, 1);
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! two can be compared exactly.
 
 use crate::buffer::{Batch, PacketBuf, PacketPool};
-use crate::{FaultKind, Limits, Outcome, PeState};
+use crate::{FaultCounts, FaultKind, Limits, Outcome, PeState};
 
 /// Where an exchange buffer goes when it leaves a port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -181,8 +181,8 @@ pub struct NodeFlow {
     pub dropped: u64,
     /// Exchange buffers sent on an output port connected to nothing.
     pub unconnected: u64,
-    /// Faults, indexed like [`FaultKind::ALL`].
-    pub faults: [u64; FaultKind::ALL.len()],
+    /// Faults by kind.
+    pub faults: FaultCounts,
     /// Budget the NetPE's handlers consumed ([`crate::PeState::budget_used`]).
     pub budget_used: u64,
 }
@@ -194,9 +194,7 @@ impl NodeFlow {
         add_counts(&mut self.packets_out, &other.packets_out);
         self.dropped += other.dropped;
         self.unconnected += other.unconnected;
-        for (a, b) in self.faults.iter_mut().zip(other.faults) {
-            *a += b;
-        }
+        self.faults.add(&other.faults);
         self.budget_used += other.budget_used;
     }
 }

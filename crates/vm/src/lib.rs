@@ -207,7 +207,7 @@ impl ExchangeBuffer {
     }
 }
 
-pub use netvm_abi::FaultKind;
+pub use netvm_abi::{FaultCounts, FaultKind};
 
 /// How one execution of a handler ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -5,7 +5,7 @@
 
 use netvm_verify::Verified;
 use netvm_vm::graph::{AppGraph, Dest, FlowCounts, NodeFlow};
-use netvm_vm::FaultKind;
+use netvm_vm::{FaultCounts, FaultKind};
 
 /// Where each counter of [`AppCtx::counters`](super::AppCtx::counters) is. Per NetPE `n`, from
 /// `node_base[n]`: one per output port, then `drop`, then one per fault
@@ -139,7 +139,7 @@ impl AppLayout {
                 packets_out: (0..self.out_ports[n]).map(|p| counters[self.out(n, p)]).collect(),
                 dropped: counters[self.drop(n)],
                 unconnected: 0,
-                faults: std::array::from_fn(|k| counters[self.fault(n, k)]),
+                faults: FaultCounts(std::array::from_fn(|k| counters[self.fault(n, k)])),
                 budget_used: counters[self.budget_counter(n)],
             })
             .collect();
