@@ -96,12 +96,16 @@ fn check_netil(path: &Path, text: &str) -> Result<Report, Vec<String>> {
         };
     }
     let verified = verified.map_err(|e| vec![format!("verification failed: {e}")])?;
-    let fails = clif::check(path, &file, &verified, ';');
-    if !fails.is_empty() {
-        return Err(fails);
-    }
+    let mut fails = clif::check(path, &file, &verified, ';');
     let subject = Subject::single(&file, verified);
-    check_engines(&subject, &file)
+    match check_engines(&subject, &file) {
+        Ok(report) if fails.is_empty() => Ok(report),
+        Ok(_) => Err(fails),
+        Err(more) => {
+            fails.extend(more);
+            Err(fails)
+        }
+    }
 }
 
 fn check_app(path: &Path, text: &str) -> Result<Report, Vec<String>> {

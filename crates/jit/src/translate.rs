@@ -16,8 +16,7 @@
 //!
 //! Every check the interpreter makes is made here, in the same order, with
 //! the same fault: bounds checks before loads and stores, division by zero,
-//! the budget charged on back edges (cost `s - t + 1` for an edge from
-//! instruction `s` to `t <= s`), the port of `ret.pop`, and the helpers'
+//! the budget charged on back edges ([`netvm_vm::edge_cost`]), the port of `ret.pop`, and the helpers'
 //! results; except the bounds checks that [`crate::analysis`] proves
 //! redundant.
 
@@ -700,9 +699,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
         (Operands::Target(t), Jump) => {
             let to = tx.idx(*t);
             let target = tx.blocks[&to];
-            if to <= i {
-                tx.charge((i - to + 1) as u32);
-            }
+            // An unconditional jump charges in place (no block of its own needed).
+            tx.charge(netvm_vm::edge_cost(i, to));
             tx.b.ins().jump(target, &[]);
         }
         (Operands::Target(t), _) => {
