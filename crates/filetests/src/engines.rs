@@ -111,11 +111,6 @@ impl EngineKind {
         matches!(self, EngineKind::Interp | EngineKind::Jit(_))
     }
 
-    /// Whether it is a per-NetPE JIT configuration (whose code `clif:` shows).
-    pub fn is_netpe_jit(self) -> bool {
-        matches!(self, EngineKind::Jit(_))
-    }
-
     /// The code-generator options of a JIT engine.
     pub fn jit_options(self) -> JitOptions {
         let domain = match self {

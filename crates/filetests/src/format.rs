@@ -60,15 +60,25 @@ pub struct VerifyError {
     pub at: Option<(SegmentKind, u32)>,
 }
 
-/// Expected generated code: `clif: ENGINE SEGMENT` followed by `|` lines.
+/// Which code a `clif:` block shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClifOf {
+    /// A segment of the NetPE (per-NetPE JIT engines, NetIL files).
+    Segment(SegmentKind),
+    /// A function of the application compiled whole (linked engines):
+    /// `netvm_run`, `netvm_init`, or a NetPE's function in table mode.
+    Function(String),
+}
+
+/// Expected generated code: `clif: ENGINE .push|.init|FUNCTION` followed by `|` lines.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClifExpect {
     /// Line of the `clif:` directive.
     pub line: usize,
-    /// The engine whose code it is (a per-NetPE JIT engine).
+    /// The engine whose code it is (a JIT engine, per NetPE or linked).
     pub engine: EngineKind,
-    /// The segment.
-    pub segment: SegmentKind,
+    /// The code shown.
+    pub of: ClifOf,
     /// The expected text (the `|` lines, without their prefix).
     pub text: String,
 }
@@ -298,17 +308,21 @@ impl TestFile {
                 }
             } else if let Some(r) = rest.strip_prefix("clif:") {
                 let w: Vec<&str> = r.split_whitespace().collect();
-                let (engine, segment) = match w.as_slice() {
-                    [e, ".push"] => (e, SegmentKind::Push),
-                    [e, ".init"] => (e, SegmentKind::Init),
-                    _ => return Err(at("expected `clif: ENGINE .push|.init`".into())),
-                };
+                let [engine, what] = w.as_slice() else { return Err(at("expected `clif: ENGINE .push|.init|FUNCTION`".into())) };
                 let engine = EngineKind::from_name(engine).ok_or_else(|| at(format!("unknown engine `{engine}`")))?;
-                if !engine.is_netpe_jit() {
-                    return Err(at(format!("`clif:` names a per-NetPE JIT engine, not `{}`", engine.name())));
-                }
+                let of = match (*what, engine) {
+                    (".push", EngineKind::Jit(_)) if app.is_none() => ClifOf::Segment(SegmentKind::Push),
+                    (".init", EngineKind::Jit(_)) if app.is_none() => ClifOf::Segment(SegmentKind::Init),
+                    (f, EngineKind::Linked(..)) if !f.starts_with('.') => ClifOf::Function(f.to_string()),
+                    _ => {
+                        return Err(at(format!(
+                            "`clif:` shows a segment (.push, .init) of a NetIL file's per-NetPE JIT engine, or a function of a linked engine; not `{what}` of {}",
+                            engine.name()
+                        )))
+                    }
+                };
                 clif = Some(t.clif.len());
-                t.clif.push(ClifExpect { line: line_no, engine, segment, text: String::new() });
+                t.clif.push(ClifExpect { line: line_no, engine, of, text: String::new() });
             }
         }
         Ok(t)

@@ -25,7 +25,9 @@
 //! ; verify: error RULE [at [.init+]OFFSET]  (the listing must be rejected so)
 //! ; init: -> fault KIND [in NETPE]         (an .init handler must fail so)
 //! ; copro: NAME KEY=VALUE ...              (a coprocessor's configuration, NetIL files)
-//! ; clif: ENGINE .push|.init               (the generated code, as the `|` lines below it)
+//! ; clif: ENGINE .push|.init|FUNCTION      (the generated code, as the `|` lines below it:
+//!                                           a segment on a per-NetPE JIT engine, or a function
+//!                                           such as netvm_run on a linked engine)
 //! ;| function u0:0(i64) -> i32 system_v {
 //! ```
 //!
@@ -96,16 +98,8 @@ fn check_netil(path: &Path, text: &str) -> Result<Report, Vec<String>> {
         };
     }
     let verified = verified.map_err(|e| vec![format!("verification failed: {e}")])?;
-    let mut fails = clif::check(path, &file, &verified, ';');
     let subject = Subject::single(&file, verified);
-    match check_engines(&subject, &file) {
-        Ok(report) if fails.is_empty() => Ok(report),
-        Ok(_) => Err(fails),
-        Err(more) => {
-            fails.extend(more);
-            Err(fails)
-        }
-    }
+    check_subject(path, &file, &subject, ';')
 }
 
 fn check_app(path: &Path, text: &str) -> Result<Report, Vec<String>> {
@@ -116,7 +110,20 @@ fn check_app(path: &Path, text: &str) -> Result<Report, Vec<String>> {
         return Err(vec!["no `# run:` or `# init:` line".into()]);
     }
     let subject = Subject::app(manifest).map_err(|e| vec![e])?;
-    check_engines(&subject, &file)
+    check_subject(path, &file, &subject, '#')
+}
+
+/// The file's `clif:` expectations and its runs on every engine; all failures together.
+fn check_subject(path: &Path, file: &TestFile, subject: &Subject, comment: char) -> Result<Report, Vec<String>> {
+    let mut fails = clif::check(path, file, subject, comment);
+    match check_engines(subject, file) {
+        Ok(report) if fails.is_empty() => Ok(report),
+        Ok(_) => Err(fails),
+        Err(more) => {
+            fails.extend(more);
+            Err(fails)
+        }
+    }
 }
 
 /// Why an engine cannot run `subject` here, if it cannot.

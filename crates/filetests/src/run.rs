@@ -88,7 +88,8 @@ impl Subject {
         self.verified.iter().any(|v| !v.module.copros.is_empty())
     }
 
-    fn plan(&self) -> Result<AppPlan, String> {
+    /// The application resolved afresh (fresh states).
+    pub fn plan(&self) -> Result<AppPlan, String> {
         Application::plan(&self.manifest, &netvm_copro::registry(), None).map_err(|e| e.to_string())
     }
 }
