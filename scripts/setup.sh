@@ -70,6 +70,14 @@ if [ "$rustc_minor" -lt 95 ]; then
 fi
 
 if command -v rustup >/dev/null 2>&1; then
+    # scripts/test.sh checks formatting and lints before it builds.
+    for component in rustfmt clippy; do
+        if ! rustup component list --installed 2>/dev/null | grep -q "^$component"; then
+            echo "setup: adding Rust component $component" >&2
+            rustup component add "$component" >/dev/null 2>&1 \
+                || { echo "setup: could not add $component (scripts/test.sh needs it)" >&2; exit 1; }
+        fi
+    done
     if ! rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
         echo "setup: adding Rust target aarch64-unknown-linux-gnu (AOT cross-target test)" >&2
         rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \

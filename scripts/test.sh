@@ -10,6 +10,11 @@ export NETVM_REQUIRE_LIBPCAP=1
 if ldconfig -p 2>/dev/null | grep -q 'libhs\.so\.5'; then export NETVM_REQUIRE_HYPERSCAN=1; fi
 # Bounded property tests (each target sets its own case count; this caps any default).
 export PROPTEST_CASES="${PROPTEST_CASES:-256}"
+# House rules: rustfmt.toml's layout; no clippy or rustc warning (the
+# workspace lints in Cargo.toml: documented public items, a SAFETY comment on
+# every unsafe block).
+cargo fmt --all --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
 # The string-matching coprocessor and the IDS again, with Hyperscan kept

@@ -20,6 +20,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use netvm_filetests::host::{HostRun, Toolchain};
+use netvm_filetests::AotTarget;
 use netvm_fuzzgen::app::generate_app;
 use netvm_fuzzgen::arbitrary::Unstructured;
 use netvm_fuzzgen::{generate_packets, GenConfig};
@@ -28,8 +30,6 @@ use netvm_jit::JitOptions;
 use netvm_runtime::{Application, InterpEngine, Manifest, Verdict};
 use netvm_traffic::SplitMix64;
 use netvm_vm::graph::LinkedCode;
-use netvm_filetests::host::{HostRun, Toolchain};
-use netvm_filetests::AotTarget;
 use netvm_vm::Packet;
 
 fn root() -> PathBuf {

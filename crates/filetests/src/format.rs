@@ -161,9 +161,7 @@ fn parse_checks(case: &mut RunCase, words: &[&str], netpes: &[String]) -> Result
             _ => {
                 let Some(at) = k.strip_prefix("data@") else { return Err(format!("unknown check `{k}`")) };
                 let (node, off) = match at.split_once('@') {
-                    Some((name, off)) => {
-                        (netpes.iter().position(|n| n == name).ok_or_else(|| format!("`{k}`: no NetPE `{name}`"))?, off)
-                    }
+                    Some((name, off)) => (netpes.iter().position(|n| n == name).ok_or_else(|| format!("`{k}`: no NetPE `{name}`"))?, off),
                     None => (0, at),
                 };
                 let off = off.parse().map_err(|_| format!("bad data offset `{off}`"))?;

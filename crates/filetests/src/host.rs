@@ -216,7 +216,12 @@ pub fn run(subject: &Subject, file: &TestFile, target: AotTarget, plan: &AppPlan
         return Ok(EngineRun { init: Err(((code / 8) as usize, kind)), runs: Vec::new() });
     }
     if host.packets.len() != file.runs.len() || host.batches.len() != file.runs.len() {
-        return Err(format!("the host reported {} packets in {} batches for {} runs", host.packets.len(), host.batches.len(), file.runs.len()));
+        return Err(format!(
+            "the host reported {} packets in {} batches for {} runs",
+            host.packets.len(),
+            host.batches.len(),
+            file.runs.len()
+        ));
     }
     let nodes = subject.verified.len();
     let used_at = |b: usize| -> Vec<u64> {

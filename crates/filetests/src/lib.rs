@@ -94,7 +94,9 @@ fn check_netil(path: &Path, text: &str) -> Result<Report, Vec<String>> {
             Err(e) if e.rule.name() == want.rule && want.at.is_none_or(|(seg, off)| e.segment == Some(seg) && e.offset == Some(off)) => {
                 Ok(Report::default())
             }
-            Err(e) => Err(vec![format!("expected {} at {:?}, got {} at {:?}+{:?}: {e}", want.rule, want.at, e.rule.name(), e.segment, e.offset)]),
+            Err(e) => {
+                Err(vec![format!("expected {} at {:?}, got {} at {:?}+{:?}: {e}", want.rule, want.at, e.rule.name(), e.segment, e.offset)])
+            }
         };
     }
     let verified = verified.map_err(|e| vec![format!("verification failed: {e}")])?;

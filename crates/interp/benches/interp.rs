@@ -16,6 +16,9 @@
 //!
 //! Run: `cargo bench -p netvm-interp --bench interp`
 
+// criterion's macros define undocumented public functions.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use netvm_interp::InterpCode;
 use netvm_vm::{ExchangeBuffer, Limits, Packet, PeCode, PeState};

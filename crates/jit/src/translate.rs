@@ -33,8 +33,8 @@ use netvm_vm::FaultKind;
 
 use crate::analysis::SegmentFacts;
 use crate::context::{Helpers, HELPER_FAULT};
-use netvm_abi::{RESULT_EXIT, VERDICT_DROP};
 use crate::DomainOpts;
+use netvm_abi::{RESULT_EXIT, VERDICT_DROP};
 
 pub(crate) const I32: types::Type = types::I32;
 pub(crate) const I64: types::Type = types::I64;

@@ -29,9 +29,19 @@ pub enum Operands {
     /// Source and destination memories of `mcopy`.
     MemPair(Mem, Mem),
     /// Coprocessor index and register.
-    CoproReg { copro: u8, reg: u8 },
+    CoproReg {
+        /// Index of the coprocessor in the module's coprocessor table.
+        copro: u8,
+        /// The coprocessor register.
+        reg: u8,
+    },
     /// Coprocessor index and operation.
-    CoproOp { copro: u8, op: u8 },
+    CoproOp {
+        /// Index of the coprocessor in the module's coprocessor table.
+        copro: u8,
+        /// The coprocessor operation number.
+        op: u8,
+    },
     /// `switch` case table.
     Switch(SwitchTable),
 }
@@ -95,16 +105,38 @@ impl Insn {
 pub enum DecodeError {
     /// A byte that is not an opcode.
     #[error("invalid opcode {byte:#04x} at offset {offset}")]
-    InvalidOpcode { offset: u32, byte: u8 },
+    InvalidOpcode {
+        /// Byte offset of the instruction in its segment.
+        offset: u32,
+        /// The opcode byte.
+        byte: u8,
+    },
     /// The code ends inside an instruction's operands.
     #[error("instruction `{mnemonic}` at offset {offset} is truncated")]
-    Truncated { offset: u32, mnemonic: &'static str },
+    Truncated {
+        /// Byte offset of the instruction in its segment.
+        offset: u32,
+        /// Mnemonic of the truncated instruction.
+        mnemonic: &'static str,
+    },
     /// A memory selector other than 0 (pkt), 1 (info), 2 (data).
     #[error("invalid memory selector {byte:#04x} for `{mnemonic}` at offset {offset}")]
-    InvalidMemory { offset: u32, mnemonic: &'static str, byte: u8 },
+    InvalidMemory {
+        /// Byte offset of the instruction in its segment.
+        offset: u32,
+        /// Mnemonic of the instruction.
+        mnemonic: &'static str,
+        /// The memory selector byte.
+        byte: u8,
+    },
     /// A switch table with more than [`MAX_SWITCH_CASES`] cases.
     #[error("switch at offset {offset} has {count} cases (at most {MAX_SWITCH_CASES})")]
-    SwitchTooLarge { offset: u32, count: u32 },
+    SwitchTooLarge {
+        /// Byte offset of the `switch` instruction in its segment.
+        offset: u32,
+        /// The case count the instruction declares.
+        count: u32,
+    },
 }
 
 impl DecodeError {
@@ -221,10 +253,20 @@ pub fn decode(code: &[u8]) -> Result<Vec<Insn>, DecodeError> {
 pub enum EncodeError {
     /// The operands do not match the opcode's operand kind.
     #[error("operands {operands:?} do not fit `{mnemonic}`")]
-    OperandMismatch { mnemonic: &'static str, operands: Operands },
+    OperandMismatch {
+        /// Mnemonic of the opcode.
+        mnemonic: &'static str,
+        /// The operands given.
+        operands: Operands,
+    },
     /// A jump displacement does not fit in 32 bits.
     #[error("jump from offset {from} to {to} does not fit a 32-bit displacement")]
-    TargetOutOfRange { from: u32, to: i64 },
+    TargetOutOfRange {
+        /// Byte offset of the jump instruction in its segment.
+        from: u32,
+        /// The absolute target offset.
+        to: i64,
+    },
 }
 
 /// Encoded length of an instruction with these operands.

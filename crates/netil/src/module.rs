@@ -214,16 +214,34 @@ pub enum LoadError {
     BadMagic,
     /// A format version this loader does not read.
     #[error("unsupported module format version {major}.{minor} (this netvm reads {VERSION_MAJOR}.x)")]
-    UnsupportedVersion { major: u16, minor: u16 },
+    UnsupportedVersion {
+        /// Major version in the module header.
+        major: u16,
+        /// Minor version in the module header.
+        minor: u16,
+    },
     /// The file ends in the middle of a field.
     #[error("module truncated at byte {offset} while reading {what}")]
-    Truncated { offset: usize, what: &'static str },
+    Truncated {
+        /// Byte offset of the field that runs past the end of the file.
+        offset: usize,
+        /// The field being read.
+        what: &'static str,
+    },
     /// A field with a value outside its range.
     #[error("invalid module at byte {offset}: {what}")]
-    Invalid { offset: usize, what: String },
+    Invalid {
+        /// Byte offset of the field in the file.
+        offset: usize,
+        /// What is wrong with it.
+        what: String,
+    },
     /// Bytes after the last segment.
     #[error("trailing bytes after the last segment, at byte {offset}")]
-    TrailingBytes { offset: usize },
+    TrailingBytes {
+        /// Byte offset of the first trailing byte.
+        offset: usize,
+    },
 }
 
 struct ByteReader<'a> {

@@ -121,7 +121,7 @@ impl FanoutState {
 
     /// A copy of `(data, len)` from the pool; returns its bytes and its slot.
     fn copy_of(&mut self, data: *const u8, len: u64) -> (*mut u8, usize) {
-        // SAFETY (of the caller's pointer): compiled code passes the current
+        // SAFETY: the caller's pointer: compiled code passes the current
         // buffer, a live allocation of `len` bytes.
         let bytes = if len == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(data, len as usize) } };
         let pool = self

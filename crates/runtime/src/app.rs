@@ -735,8 +735,9 @@ impl Walk<'_> {
                             match meta.graph.out[node].get(p as usize) {
                                 Some(ds) if !ds.is_empty() => {
                                     copies += ds.len() as u32 - 1;
-                                    // SAFETY: as above: the bytes of the buffer now.
                                     let bytes: &[u8] = match &buf {
+                                        // SAFETY: the caller's contract for `d`; the handler
+                                        // that wrote these bytes has returned.
                                         Buf::Orig => unsafe { d.bytes() },
                                         Buf::Copy(b) => b.bytes(),
                                     };

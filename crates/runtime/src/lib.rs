@@ -49,31 +49,68 @@ use std::path::PathBuf;
 pub enum RuntimeError {
     /// A file could not be read.
     #[error("{}: {error}", path.display())]
-    Io { path: PathBuf, error: String },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why it could not be read.
+        error: String,
+    },
     /// The manifest is malformed or inconsistent.
     #[error("manifest: {0}")]
     Manifest(String),
     /// An assembly listing has a syntax error.
     #[error("{}", .error.display_with(&.path.display().to_string()))]
-    Asm { path: PathBuf, error: netil::AsmError },
+    Asm {
+        /// The listing's file.
+        path: PathBuf,
+        /// The syntax error.
+        error: netil::AsmError,
+    },
     /// A binary module does not load.
     #[error("{}: {error}", path.display())]
-    Load { path: PathBuf, error: netil::LoadError },
+    Load {
+        /// The module's file.
+        path: PathBuf,
+        /// Why it does not load.
+        error: netil::LoadError,
+    },
     /// A program fails verification.
     #[error("{}: verification failed: {error}", path.display())]
-    Verify { path: PathBuf, error: netvm_verify::VerifyError },
+    Verify {
+        /// The program's file.
+        path: PathBuf,
+        /// The verifier's error.
+        error: netvm_verify::VerifyError,
+    },
     /// The NetPE graph has a cycle.
     #[error("the NetPE graph has a cycle: {0}")]
     Cycle(String),
     /// A coprocessor could not be created (or forked for another worker).
     #[error("NetPE `{netpe}`: coprocessor `{copro}`: {error}")]
-    Copro { netpe: String, copro: String, error: String },
+    Copro {
+        /// Name of the NetPE.
+        netpe: String,
+        /// Name of the coprocessor, as the NetPE's program declares it.
+        copro: String,
+        /// What went wrong.
+        error: String,
+    },
     /// An `.init` handler faulted.
     #[error("NetPE `{netpe}`: .init failed: {outcome}")]
-    Init { netpe: String, outcome: netvm_vm::Outcome },
+    Init {
+        /// Name of the NetPE.
+        netpe: String,
+        /// How its `.init` handler ended.
+        outcome: netvm_vm::Outcome,
+    },
     /// The engine could not compile a NetPE (named) or the whole application.
     #[error("{}{error}", .netpe.as_ref().map(|n| format!("NetPE `{n}`: ")).unwrap_or_default())]
-    Engine { netpe: Option<String>, error: EngineError },
+    Engine {
+        /// Name of the NetPE, or `None` when the whole application was compiled at once.
+        netpe: Option<String>,
+        /// The engine's error.
+        error: EngineError,
+    },
     /// The driver was configured inconsistently (workers, inputs, sinks).
     #[error("{0}")]
     Config(String),

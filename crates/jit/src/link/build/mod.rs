@@ -24,8 +24,8 @@ use netvm_vm::graph::{AppGraph, Dest};
 pub use define::{define_app, AppSymbols, LinkedText};
 
 use super::AppLayout;
-use netvm_abi::VERDICT_DROP;
 use crate::translate::{self, ctx_flags, ExitMode, FuncCx, MemView, MetaView, SegmentEnv, SegmentExits, I32, I64};
+use netvm_abi::VERDICT_DROP;
 
 /// Offsets of the C ABI's structures (include/netvm.h) that compiled code reads and writes.
 mod off {

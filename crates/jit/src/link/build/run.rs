@@ -17,9 +17,9 @@ use netvm_vm::FaultKind;
 
 use super::table::{node_slot, source_slot, table_route_driver};
 use super::{count_mem, off, zero_info, Build, Hooks, PacketVars};
-use netvm_abi::VERDICT_DROP;
 use crate::link::LinkMode;
 use crate::translate::{ctx_flags, MemView, SegmentExits, I32, I64};
+use netvm_abi::VERDICT_DROP;
 
 /// Counters at most this many are kept in registers across a batch (direct mode).
 const MAX_SSA_COUNTERS: usize = 8;

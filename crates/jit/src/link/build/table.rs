@@ -10,8 +10,8 @@ use netvm_vm::graph::{AppGraph, Dest};
 use netvm_vm::FaultKind;
 
 use super::{count_mem, Build, PacketVars};
-use netvm_abi::VERDICT_DROP;
 use crate::translate::{MemView, I32, I64};
+use netvm_abi::VERDICT_DROP;
 
 /// The signature of a NetPE function in table mode:
 /// `(ctx, desc, pkt, len, in_port, idx) -> verdict`, tail calling convention.
