@@ -59,10 +59,6 @@ pub use harness::{observe, Observation};
 /// The `arbitrary` crate the generators take their input from (re-exported
 /// so that users need no dependency of their own).
 pub use arbitrary;
-/// The seeded generator of `netvm-traffic` under its former name, for the
-/// users not yet moved to [`netvm_traffic::SplitMix64`] (the JIT's
-/// differential test).
-pub use netvm_traffic::SplitMix64 as SplitMix;
 /// The verifier every generated program passes (re-exported for tests that
 /// depend on this crate only).
 pub use netvm_verify;

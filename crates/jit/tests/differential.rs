@@ -10,9 +10,10 @@
 //! without end.
 
 use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig, SplitMix};
+use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig};
 use netvm_interp::InterpCode;
 use netvm_jit::JitCode;
+use netvm_traffic::SplitMix64;
 use netvm_vm::{Limits, Packet};
 
 fn env_num(name: &str, default: u64) -> u64 {
@@ -63,7 +64,7 @@ fn generated_programs_and_packets() {
     let programs = env_num("NETVM_DIFF_PROGRAMS", 2200);
     let seed = env_num("NETVM_DIFF_SEED", 0x6e65_7476_6d00);
     let per_program = 50;
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64(seed);
     let cfg = GenConfig::default();
     let limits = Limits { budget: 4000 };
     let mut cases = 0usize;
