@@ -165,58 +165,16 @@ impl Base {
     }
 }
 
-/// An unsigned comparison relation, or equality.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Rel {
-    Eq,
-    Ne,
-    Lt,
-    Le,
-    Gt,
-    Ge,
-}
-
-impl Rel {
-    /// The relation of an unsigned comparison (signed ones give `None`).
-    fn of(op: Opcode) -> Option<Rel> {
-        Some(match op.condition()? {
-            Cond::Eq => Rel::Eq,
-            Cond::Ne => Rel::Ne,
-            Cond::Lt => Rel::Lt,
-            Cond::Le => Rel::Le,
-            Cond::Gt => Rel::Gt,
-            Cond::Ge => Rel::Ge,
-            _ => return None,
-        })
-    }
-
-    fn negate(self) -> Rel {
-        match self {
-            Rel::Eq => Rel::Ne,
-            Rel::Ne => Rel::Eq,
-            Rel::Lt => Rel::Ge,
-            Rel::Le => Rel::Gt,
-            Rel::Gt => Rel::Le,
-            Rel::Ge => Rel::Lt,
-        }
-    }
-
-    /// The same relation with its operands exchanged (`a < b` is `b > a`).
-    fn flip(self) -> Rel {
-        match self {
-            Rel::Lt => Rel::Gt,
-            Rel::Le => Rel::Ge,
-            Rel::Gt => Rel::Lt,
-            Rel::Ge => Rel::Le,
-            r => r,
-        }
-    }
+/// The condition of an unsigned comparison, or equality (signed ones give
+/// `None`: the ranges below are unsigned).
+fn unsigned_cond(op: Opcode) -> Option<Cond> {
+    op.condition().filter(|c| !c.is_signed())
 }
 
 /// A comparison `a rel b`, remembered by the value `cmp.*` pushes.
 #[derive(Clone, Debug, PartialEq)]
 struct Cmp {
-    rel: Rel,
+    rel: Cond,
     a: AVal,
     b: AVal,
 }
@@ -367,33 +325,33 @@ impl State {
     }
 
     /// Refines the state for an edge on which `a rel b` holds.
-    fn assume(&mut self, rel: Rel, a: &AVal, b: &AVal) {
+    fn assume(&mut self, rel: Cond, a: &AVal, b: &AVal) {
         // Packet-length facts: `x <= pktlen` or `x < pktlen`.
         let is_len = |v: &AVal| v.base == Base::Len && v.off == 0;
         let (x, rel_x_len) = if is_len(b) && !is_len(a) {
             (a, rel)
         } else if is_len(a) && !is_len(b) {
-            (b, rel.flip())
+            (b, rel.swap())
         } else {
-            (a, Rel::Ne)
+            (a, Cond::Ne)
         };
         match rel_x_len {
-            Rel::Le | Rel::Eq => self.learn(x.base, x.off),
-            Rel::Lt => self.learn(x.base, x.off + 1),
+            Cond::Le | Cond::Eq => self.learn(x.base, x.off),
+            Cond::Lt => self.learn(x.base, x.off + 1),
             _ => {}
         }
         // Ranges: compare with a constant.
         let (v, rel_v_k, k) = match (a.as_const(), b.as_const()) {
             (None, Some(k)) => (a, rel, k),
-            (Some(k), None) => (b, rel.flip(), k),
+            (Some(k), None) => (b, rel.swap(), k),
             _ => return,
         };
         let (lo, hi) = match rel_v_k {
-            Rel::Eq => (k, k),
-            Rel::Lt if k > 0 => (0, k - 1),
-            Rel::Le => (0, k),
-            Rel::Gt if k < u32::MAX => (k + 1, u32::MAX),
-            Rel::Ge => (k, u32::MAX),
+            Cond::Eq => (k, k),
+            Cond::Lt if k > 0 => (0, k - 1),
+            Cond::Le => (0, k),
+            Cond::Gt if k < u32::MAX => (k + 1, u32::MAX),
+            Cond::Ge => (k, u32::MAX),
             _ => return,
         };
         self.narrow(v, lo, hi);
@@ -636,10 +594,10 @@ impl Analysis<'_> {
                     return;
                 }
                 // The relation that holds on the taken edge.
-                let rel: Option<(Rel, AVal, AVal)> = if op == Opcode::Jz || op == Opcode::Jnz {
+                let rel: Option<(Cond, AVal, AVal)> = if op == Opcode::Jz || op == Opcode::Jnz {
                     let v = st.pop();
                     let zero = AVal::konst(0);
-                    let taken_rel = if op == Opcode::Jz { Rel::Eq } else { Rel::Ne };
+                    let taken_rel = if op == Opcode::Jz { Cond::Eq } else { Cond::Ne };
                     match &v.cmp {
                         Some(c) => {
                             let r = if op == Opcode::Jnz { c.rel } else { c.rel.negate() };
@@ -658,7 +616,7 @@ impl Analysis<'_> {
                 } else {
                     let b = st.pop();
                     let a = st.pop();
-                    Rel::of(op).map(|r| (r, a, b))
+                    unsigned_cond(op).map(|r| (r, a, b))
                 };
                 let mut taken = st.clone();
                 let mut fall = st.clone();
@@ -761,7 +719,7 @@ impl Analysis<'_> {
                 let b = st.pop();
                 let a = st.pop();
                 let mut r = AVal::def(i, 0, 1);
-                if let Some(rel) = Rel::of(op) {
+                if let Some(rel) = unsigned_cond(op) {
                     r.cmp = Some(Rc::new(Cmp { rel, a: AVal { cmp: None, ..a }, b: AVal { cmp: None, ..b } }));
                 }
                 push(st, r);

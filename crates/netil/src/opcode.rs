@@ -391,6 +391,37 @@ impl Cond {
     pub const fn is_signed(self) -> bool {
         matches!(self, Cond::Slt | Cond::Sle | Cond::Sgt | Cond::Sge)
     }
+
+    /// The condition that holds exactly when this one does not (`<` gives `>=`).
+    pub const fn negate(self) -> Cond {
+        match self {
+            Cond::Eq => Cond::Ne,
+            Cond::Ne => Cond::Eq,
+            Cond::Lt => Cond::Ge,
+            Cond::Le => Cond::Gt,
+            Cond::Gt => Cond::Le,
+            Cond::Ge => Cond::Lt,
+            Cond::Slt => Cond::Sge,
+            Cond::Sle => Cond::Sgt,
+            Cond::Sgt => Cond::Sle,
+            Cond::Sge => Cond::Slt,
+        }
+    }
+
+    /// The same condition with its operands exchanged (`a < b` is `b > a`).
+    pub const fn swap(self) -> Cond {
+        match self {
+            Cond::Lt => Cond::Gt,
+            Cond::Le => Cond::Ge,
+            Cond::Gt => Cond::Lt,
+            Cond::Ge => Cond::Le,
+            Cond::Slt => Cond::Sgt,
+            Cond::Sle => Cond::Sge,
+            Cond::Sgt => Cond::Slt,
+            Cond::Sge => Cond::Sle,
+            c => c,
+        }
+    }
 }
 
 impl Opcode {
@@ -533,5 +564,18 @@ mod tests {
         }
         let valid = (0..=255u8).filter(|b| Opcode::from_byte(*b).is_some()).count();
         assert_eq!(valid, Opcode::ALL.len());
+    }
+
+    #[test]
+    fn negate_and_swap_agree_with_eval() {
+        let values = [0u32, 1, 2, 0x7fff_ffff, 0x8000_0000, 0x8000_0001, u32::MAX - 1, u32::MAX];
+        for cond in Opcode::ALL.iter().filter_map(|op| op.condition()) {
+            for a in values {
+                for b in values {
+                    assert_eq!(cond.negate().eval(a, b), !cond.eval(a, b), "{cond:?} negated on {a:#x}, {b:#x}");
+                    assert_eq!(cond.swap().eval(b, a), cond.eval(a, b), "{cond:?} swapped on {a:#x}, {b:#x}");
+                }
+            }
+        }
     }
 }
