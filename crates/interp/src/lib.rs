@@ -428,6 +428,10 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbVi
 
 /// Executes one handler. `initial` is the value on the stack at entry (the
 /// input port for `.push`), `None` for an empty stack.
+///
+/// Long by design: the dispatch loop with one match arm per opcode (the
+/// reference semantics of docs/netil.md, in one place, with no call per
+/// instruction on the hot path).
 #[allow(clippy::too_many_arguments)] // the machine state, passed apart so the borrows stay disjoint
 fn execute(
     code: &Prepared,

@@ -572,6 +572,11 @@ pub fn translate_segment<M: Module>(
     exits
 }
 
+/// Translates instruction `i` (`insn`, at stack depth `d`) into the current block.
+///
+/// Long by design: one match arm per opcode, so the whole ISA's translation
+/// reads side by side (operations shared by several arms are helpers of
+/// this module).
 fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil::Insn, d: usize) {
     use Opcode::*;
     let op = insn.op;
