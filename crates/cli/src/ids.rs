@@ -14,15 +14,20 @@ use crate::{EXIT_ERROR, EXIT_USAGE};
 
 #[derive(Args, Debug)]
 pub struct IdsArgs {
-    /// Snort rules (see docs/ids.md for the subset); rules outside it are reported with their line and skipped.
+    /// Snort 2.9 or Snort 3 rules (see docs/ids.md); rules that do not parse, or that use options the
+    /// compiler does not implement yet, are reported with their line and reason and skipped.
     #[arg(long, value_name = "RULES")]
     rules: PathBuf,
     /// Input capture (Ethernet); `-` reads standard input.
-    #[arg(short = 'r', value_name = "IN.pcap")]
-    read: PathBuf,
-    /// Alerts, one JSON object per line: packet (1-based), sid, rev, msg, action, ts.
-    #[arg(long, value_name = "OUT.jsonl")]
-    alerts: PathBuf,
+    #[arg(short = 'r', value_name = "IN.pcap", required_unless_present = "check")]
+    read: Option<PathBuf>,
+    /// Alerts, one JSON object per line: packet (1-based), sid, gid, rev, msg, action, ts.
+    #[arg(long, value_name = "OUT.jsonl", required_unless_present = "check")]
+    alerts: Option<PathBuf>,
+    /// Only check the rules: list every rule as compiled or skipped (with the reason) on standard
+    /// output, then the skips by option; no capture is read.
+    #[arg(long)]
+    check: bool,
     /// Also write the packets that are not dropped (by `drop` rules) here (`-`: standard output).
     #[arg(short = 'w', value_name = "OUT.pcap")]
     write: Option<PathBuf>,
@@ -58,19 +63,33 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             }
         }
     }
-    let text = match std::fs::read(&args.rules) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+    let set = match netvm_ids::parse_rules_file(&args.rules, &vars) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("netvm: {}: {e}", args.rules.display());
             return EXIT_ERROR;
         }
     };
-    let set = netvm_ids::parse_rules(&text, &vars);
-    for e in &set.errors {
-        eprintln!("netvm: {}:{}: {} (skipped)", args.rules.display(), e.line, e.message);
+    let (rules, not_compiled) = netvm_ids::compile::select(&set);
+    if args.check {
+        check_report(&set, &rules, &not_compiled);
     }
-    eprintln!("netvm: {} rules compiled, {} skipped", set.rules.len(), set.errors.len());
-    let ids = match netvm_ids::compile(&set.rules) {
+    let mut skipped = not_compiled;
+    skipped.extend(set.skipped.iter().cloned());
+    skipped.sort_by_key(|s| (s.file, s.line));
+    if args.check {
+        eprintln!("netvm: {} rules compiled, {} skipped", rules.len(), skipped.len());
+        return if args.strict && !skipped.is_empty() { EXIT_ERROR } else { 0 };
+    }
+    for e in &skipped {
+        eprintln!("netvm: {}:{}: {} (skipped)", set.file_name(e.file), e.line, e.reason);
+    }
+    eprintln!("netvm: {} rules compiled, {} skipped", rules.len(), skipped.len());
+    let (Some(read), Some(alerts_path)) = (&args.read, &args.alerts) else {
+        eprintln!("netvm: ids needs -r IN.pcap and --alerts OUT.jsonl (or --check)");
+        return EXIT_USAGE;
+    };
+    let ids = match netvm_ids::compile(&rules) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("netvm: compiling the rules: {e}");
@@ -96,20 +115,20 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
     // no state between packets: `auto` may use every CPU.
     let cfg = args.engine_opts.config(false, true);
     let mut driver = Driver::new(app, cfg);
-    let spec = match common::open_source(&mut driver, &args.read, 0) {
+    let spec = match common::open_source(&mut driver, read, 0) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let alerts_file = match std::fs::File::create(&args.alerts) {
+    let alerts_file = match std::fs::File::create(alerts_path) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("netvm: {}: {e}", args.alerts.display());
+            eprintln!("netvm: {}: {e}", alerts_path.display());
             return EXIT_ERROR;
         }
     };
-    let writer = std::rc::Rc::new(std::cell::RefCell::new(Some(AlertWriter::new(BufWriter::new(alerts_file), set.rules.clone()))));
+    let writer = std::rc::Rc::new(std::cell::RefCell::new(Some(AlertWriter::new(BufWriter::new(alerts_file), rules.clone()))));
     let w = std::rc::Rc::clone(&writer);
-    let alerts_name = args.alerts.display().to_string();
+    let alerts_name = alerts_path.display().to_string();
     driver.on_events(Box::new(move |events| {
         let mut g = w.borrow_mut();
         let aw = g.as_mut().expect("the writer lives until the run ends");
@@ -129,7 +148,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
     let aw = writer.borrow_mut().take().expect("the writer is there");
     let alert_lines = aw.alerts();
     if let Err(e) = aw.finish() {
-        eprintln!("netvm: {}: {e}", args.alerts.display());
+        eprintln!("netvm: {}: {e}", alerts_path.display());
         return EXIT_ERROR;
     }
     let app = driver.app();
@@ -144,8 +163,8 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         let busy = r.busy.as_nanos() as f64;
         let j = serde_json::json!({
             "packets": r.input_packets,
-            "rules": set.rules.len(),
-            "skipped": set.errors.len(),
+            "rules": rules.len(),
+            "skipped": skipped.len(),
             "detect_netpes": ids.event_logs.len(),
             "alerts": alert_lines,
             "dropped": stats.dropped,
@@ -161,10 +180,52 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             return code;
         }
     }
-    if args.strict && !set.errors.is_empty() {
+    if args.strict && !skipped.is_empty() {
         exit = EXIT_ERROR;
     }
     exit
+}
+
+/// `--check`: every rule, in file order, as compiled or skipped with its
+/// reason; then the skips by option, most frequent first: those that did
+/// not parse, then those the compiler does not handle yet.
+fn check_report(set: &netvm_ids::RuleSet, rules: &[netvm_ids::Rule], not_compiled: &[netvm_ids::Skip]) {
+    let mut lines: Vec<(usize, usize, String)> = Vec::with_capacity(rules.len() + set.skipped.len() + not_compiled.len());
+    for r in rules {
+        lines.push((r.file, r.line, format!("sid {}: compiled", r.sid)));
+    }
+    for s in set.skipped.iter().chain(not_compiled) {
+        let sid = s.sid.map_or("-".to_string(), |n| n.to_string());
+        lines.push((s.file, s.line, format!("sid {sid}: skipped: {}: {}", s.option, s.reason)));
+    }
+    lines.sort_by_key(|(f, l, _)| (*f, *l));
+    let mut out = String::new();
+    for (f, l, text) in &lines {
+        out += &format!("{}:{l}: {text}\n", set.file_name(*f));
+    }
+    out += &format!(
+        "{} rules compiled, {} skipped: {} not parsed, {} parsed but not compiled yet\n",
+        rules.len(),
+        set.skipped.len() + not_compiled.len(),
+        set.skipped.len(),
+        not_compiled.len()
+    );
+    for (title, skips) in [("not parsed", &set.skipped[..]), ("not compiled yet", not_compiled)] {
+        let mut by_option: HashMap<&str, usize> = HashMap::new();
+        for s in skips {
+            *by_option.entry(s.option.as_str()).or_default() += 1;
+        }
+        let mut counts: Vec<(&str, usize)> = by_option.into_iter().collect();
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        if !counts.is_empty() {
+            out += &format!("skipped by option, {title}:\n");
+            for (option, n) in counts {
+                out += &format!("{n:>8} {option}\n");
+            }
+        }
+    }
+    // A closed pipe (`| head`) is not an error worth reporting.
+    let _ = common::stdout_write(&out);
 }
 
 /// Writes the application: app.toml, one .nil per NetPE, the tables.

@@ -51,9 +51,10 @@ impl<W: Write> AlertWriter<W> {
                 let Some(r) = self.rules.get(*id as usize) else { continue };
                 writeln!(
                     self.out,
-                    "{{\"packet\":{},\"sid\":{},\"gid\":1,\"rev\":{},\"msg\":{},\"action\":\"{}\",\"ts\":\"{}.{:09}\"}}",
+                    "{{\"packet\":{},\"sid\":{},\"gid\":{},\"rev\":{},\"msg\":{},\"action\":\"{}\",\"ts\":\"{}.{:09}\"}}",
                     seq + 1,
                     r.sid,
+                    r.gid,
                     r.rev,
                     json_str(&r.msg),
                     r.action.name(),

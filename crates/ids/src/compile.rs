@@ -31,7 +31,7 @@ use std::fmt::Write;
 use netvm_runtime::manifest::{ConnectSpec, NetPeSpec, SinkSpec, SourceSpec};
 use netvm_runtime::Manifest;
 
-use crate::rules::{AddrExpr, Content, Matcher, PortExpr, Proto, Rule};
+use crate::rules::{AddrExpr, Buffer, Content, Detection, Num, PortExpr, Proto, Rule, RuleSet, Skip};
 
 /// Info memory written by `decode` (offsets, big-endian).
 pub mod info {
@@ -192,6 +192,92 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     Ok(IdsApp { manifest, tables, listings, event_logs })
 }
 
+/// Most contents and pcres in one compiled rule (each takes two locals).
+pub const MAX_MATCHERS: usize = 32;
+
+/// pcre flags the compiler handles: the regex's own (`i s m x`), `R`,
+/// `B` (raw bytes: there is no normalisation, so the same bytes) and `O`
+/// (match limits: there are none to override).
+const PCRE_FLAGS: &str = "ismxRBO";
+
+/// Why the compiler cannot compile `rule` yet, or `None` when it can: the
+/// one place that says which parsed options the compiler implements, so
+/// that compiler work shrinks it option by option. One reason per rule,
+/// found in this order: the header (service rules, `<>`), `flow`, header
+/// checks, detection options in rule order, `flowbits`,
+/// `threshold`/`detection_filter`.
+pub fn unsupported(rule: &Rule) -> Option<Skip> {
+    let skip = |option: &str, what: Option<String>| {
+        Some(Skip {
+            line: rule.line,
+            file: rule.file,
+            sid: Some(rule.sid),
+            option: option.to_string(),
+            reason: format!("option {option}{}: not supported by the compiler yet", what.map_or(String::new(), |w| format!(" ({w})"))),
+        })
+    };
+    if let Some(s) = &rule.header_service {
+        return skip("service", Some(format!("a `{s}` service rule")));
+    }
+    if rule.bidirectional {
+        return skip("<>", None);
+    }
+    if let Some(f) = &rule.flow {
+        let stateless_only = f.established.is_none() && f.to_server.is_none() && f.stream.is_none() && f.frag.is_none();
+        if !stateless_only {
+            return skip("flow", None);
+        }
+    }
+    if let Some(h) = rule.header.first() {
+        return skip(h.name(), None);
+    }
+    for d in &rule.detection {
+        let buffer = d.buffer();
+        if !matches!(buffer, Buffer::PktData | Buffer::Raw) {
+            return skip(buffer.name(), None);
+        }
+        match d {
+            Detection::Content(c) => {
+                if let Some(Num::Var(v)) = [&c.offset, &c.depth, &c.distance, &c.within].into_iter().flatten().find(|n| n.lit().is_none()) {
+                    return skip("byte_extract", Some(format!("variable `{v}` as a content position")));
+                }
+            }
+            Detection::Pcre(p) => {
+                if p.negated {
+                    return skip("pcre", Some("negated".into()));
+                }
+                if let Some(f) = p.flags.chars().find(|f| !PCRE_FLAGS.contains(*f)) {
+                    return skip("pcre", Some(format!("flag `{f}`")));
+                }
+            }
+            other => return skip(other.name(), None),
+        }
+    }
+    if rule.detection.len() > MAX_MATCHERS {
+        return skip("content", Some(format!("more than {MAX_MATCHERS} contents and pcres")));
+    }
+    if !rule.flowbits.is_empty() {
+        return skip("flowbits", None);
+    }
+    if let Some(t) = &rule.threshold {
+        return skip(t.name(), None);
+    }
+    None
+}
+
+/// The rules of `set` the compiler handles, and a skip for each other one.
+pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
+    let mut rules = Vec::with_capacity(set.rules.len());
+    let mut skipped = Vec::new();
+    for r in &set.rules {
+        match unsupported(r) {
+            Some(s) => skipped.push(s),
+            None => rules.push(r.clone()),
+        }
+    }
+    (rules, skipped)
+}
+
 /// Splits `rules[lo..hi]` into chunks whose detect listing fits one code segment.
 fn split(rules: &[Rule], lo: usize, hi: usize, out: &mut Vec<(usize, usize)>) {
     if hi - lo > 1 && detect(&rules[lo..hi], lo).text.len() > MAX_LISTING {
@@ -240,12 +326,12 @@ const SECTIONS: [Section; 4] = [
 
 /// The content a rule is prefiltered on, if any.
 pub fn fast_pattern(rule: &Rule) -> Option<usize> {
-    let positive = |m: &Matcher| matches!(m, Matcher::Content(c) if !c.negated);
-    let marked = rule.matchers.iter().position(|m| positive(m) && matches!(m, Matcher::Content(c) if c.fast_pattern));
+    let positive = |m: &Detection| matches!(m, Detection::Content(c) if !c.negated);
+    let marked = rule.detection.iter().position(|m| positive(m) && matches!(m, Detection::Content(c) if c.fast_pattern.is_some()));
     marked.or_else(|| {
         let mut best: Option<(usize, usize)> = None;
-        for (i, m) in rule.matchers.iter().enumerate() {
-            if let Matcher::Content(c) = m {
+        for (i, m) in rule.detection.iter().enumerate() {
+            if let Detection::Content(c) = m {
                 if !c.negated && best.is_none_or(|(_, l)| c.bytes.len() > l) {
                     best = Some((i, c.bytes.len()));
                 }
@@ -286,7 +372,7 @@ impl Gen {
 
 fn detect(rules: &[Rule], first_id: usize) -> Detect {
     let mut g = Gen { text: String::new(), patterns: String::new(), regexes: String::new(), next_pattern: 0, next_regex: 0, labels: 0 };
-    let max_matchers = rules.iter().map(|r| r.matchers.len()).max().unwrap_or(0);
+    let max_matchers = rules.iter().map(|r| r.detection.len()).max().unwrap_or(0);
     let _ = writeln!(g.text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
     let _ = writeln!(g.text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
     let _ = writeln!(
@@ -382,17 +468,19 @@ fn detect(rules: &[Rule], first_id: usize) -> Detect {
 /// pcre. The fast pattern goes in `group`, the other contents in group 0
 /// (never searched as a group, only `find`).
 fn rule_patterns(g: &mut Gen, r: &Rule, fp: Option<(usize, u32)>) -> Vec<u32> {
-    r.matchers
+    r.detection
         .iter()
         .enumerate()
         .map(|(i, m)| match m {
-            Matcher::Content(c) => g.pattern(c, fp.filter(|(f, _)| *f == i).map_or(0, |(_, grp)| grp)),
-            Matcher::Pcre(p) => {
+            Detection::Content(c) => g.pattern(c, fp.filter(|(f, _)| *f == i).map_or(0, |(_, grp)| grp)),
+            Detection::Pcre(p) => {
                 let id = g.next_regex;
                 g.next_regex += 1;
-                let _ = writeln!(g.regexes, "{id} /{}/{}", p.pattern, p.flags);
+                let _ = writeln!(g.regexes, "{id} /{}/{}", p.pattern, p.regex_flags());
                 id
             }
+            // `unsupported` keeps every other option out of the compiler.
+            _ => u32::MAX,
         })
         .collect()
 }
@@ -409,16 +497,17 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     g.op(&format!("locstore {L_CURSOR}"));
     // Where each matcher backtracks to when it fails.
     let mut retry: Vec<String> = Vec::new();
-    for (i, m) in r.matchers.iter().enumerate() {
+    for (i, m) in r.detection.iter().enumerate() {
         let depends = match m {
-            Matcher::Content(c) => c.relative(),
-            Matcher::Pcre(p) => p.relative,
+            Detection::Content(c) => c.relative(),
+            Detection::Pcre(p) => p.relative,
+            _ => false,
         };
         // The nearest earlier positive content, whose next occurrence may help.
         let back = if depends {
             (0..i)
                 .rev()
-                .find(|j| matches!(&r.matchers[*j], Matcher::Content(c) if !c.negated))
+                .find(|j| matches!(&r.detection[*j], Detection::Content(c) if !c.negated))
                 .map_or(fail.to_string(), |j| retry[j].clone())
         } else {
             fail.to_string()
@@ -426,7 +515,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         let try_label = g.label(&format!("r{rule_id}_m{i}"));
         retry.push(try_label.clone());
         match m {
-            Matcher::Content(c) => {
+            Detection::Content(c) => {
                 region(g, c, i);
                 g.at(&try_label);
                 let pid = ids[i];
@@ -460,7 +549,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                     g.op(&format!("locstore {L_CURSOR}"));
                 }
             }
-            Matcher::Pcre(p) => {
+            Detection::Pcre(p) => {
                 g.at(&try_label);
                 g.op(&format!("push {}", ids[i]));
                 g.op("copro.in re, 0");
@@ -477,6 +566,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.op("copro.out re, 2");
                 g.op(&format!("locstore {L_CURSOR}"));
             }
+            _ => unreachable!("`unsupported` keeps other options out of the compiler"),
         }
     }
     // Log (packet, rule, action) and set the verdict bits.
@@ -506,8 +596,12 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
 /// Arithmetic is signed: offsets and distances may be negative; the start is clipped to the payload.
 fn region(g: &mut Gen, c: &Content, i: usize) {
     let (s, e) = (l_start(i), l_stop(i));
-    let (from, shift, limit) =
-        if c.relative() { (L_CURSOR, c.distance.unwrap_or(0), c.within) } else { (L_BASE, c.offset.unwrap_or(0), c.depth) };
+    let lit = |n: &Option<Num>| n.as_ref().and_then(Num::lit);
+    let (from, shift, limit) = if c.relative() {
+        (L_CURSOR, lit(&c.distance).unwrap_or(0), lit(&c.within))
+    } else {
+        (L_BASE, lit(&c.offset).unwrap_or(0), lit(&c.depth))
+    };
     g.op(&format!("locload {from}"));
     g.op(&format!("push {shift}"));
     g.op("add");
@@ -562,6 +656,8 @@ fn addr_bool(g: &mut Gen, x: &AddrExpr, yes: &str, no: &str) {
             g.op(&format!("jcmp.eq {yes}"));
             g.op(&format!("jump {no}"));
         }
+        // The decoder is IPv4-only: an IPv6 block matches no packet.
+        AddrExpr::Net6(..) => g.op(&format!("jump {no}")),
         AddrExpr::Not(inner) => addr_bool(g, inner, no, yes),
         AddrExpr::List(items) => list_bool(
             g,
@@ -658,7 +754,8 @@ alert ip any any -> any any (msg:"d"; content:"|00 01|"; fast_pattern; content:"
 alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
 "#;
         let set = crate::parse_rules(text, &HashMap::new());
-        assert!(set.errors.is_empty(), "{:?}", set.errors);
+        assert!(set.skipped.is_empty(), "{:?}", set.skipped);
+        assert!(set.rules.iter().all(|r| unsupported(r).is_none()));
         let app = compile(&set.rules).unwrap();
         for (spec, (name, listing)) in app.manifest.netpes.iter().zip(&app.listings) {
             let m = spec.module.as_ref().unwrap();

@@ -1,31 +1,46 @@
-//! Snort rules (the subset NetVMSnort compiles) → [`Rule`]s.
+//! Snort rules (Snort 2.9 and Snort 3 syntax) → a typed AST ([`Rule`]).
 //!
 //! ```text
-//! ACTION PROTO SRC SPORT -> DST DPORT (OPTION; OPTION; ...)
+//! ACTION PROTO SRC SPORT (-> | <>) DST DPORT (OPTION; OPTION; ...)
+//! ACTION SERVICE (OPTION; ...)          Snort 3 service rule, e.g. `alert http (...)`
+//! ACTION (OPTION; ...)                  Snort 3 header-less rule
 //! ```
 //!
-//! - ACTION: `alert`, `drop`, `pass`; PROTO: `tcp`, `udp`, `icmp`, `ip`.
-//! - Addresses: `any`, `a.b.c.d`, `a.b.c.d/len`, `[list, ...]` (nested),
-//!   `!` before any of them, `$VAR`. Ports: `any`, `N`, `N:M`, `:M`, `N:`,
-//!   lists, `!`, `$VAR`. A list matches a value that matches one of its
-//!   plain elements (any value when it has none) and none of its negated ones.
-//! - Options: `msg:"…"`, `sid:N`, `rev:N`, `content:"…"` / `content:!"…"`
-//!   (with `|hex|` bytes) and its modifiers `nocase`, `offset:N`, `depth:N`,
-//!   `distance:N`, `within:N`, `fast_pattern`, `rawbytes`; `pcre:"/…/flags"`;
-//!   and, accepted and ignored, `classtype`, `reference`, `metadata`,
-//!   `priority`, `gid`.
-//! - `var`, `ipvar` and `portvar` lines define variables; `#` comments; a
-//!   line ending in `\` continues on the next.
+//! The syntax is detected per rule ([`Syntax`]): Snort 3 when the rule has
+//! a `content:"…",modifier` list, a `service:` option, a Snort-3-only
+//! option, or an HTTP buffer keyword before any detection option (a sticky
+//! buffer); Snort 2.9 otherwise. The two differ in where content modifiers
+//! go (separate options after the content vs. a comma list inside it) and in
+//! HTTP buffers (Snort 2 modifiers that *follow* their content vs. Snort 3
+//! sticky buffers that *precede* the options they apply to).
 //!
-//! A rule outside the subset (another option, `<>`, an undefined variable,
-//! a modifier without a content, …) is reported with its line and a reason
-//! ([`RuleError`]) and skipped; the other rules still compile.
+//! Every option the AST knows is parsed into it, in rule order where Snort
+//! evaluates in order ([`Rule::detection`]); options outside it (e.g.
+//! `byte_math`, `dce_iface`, `ssl_state`) and malformed options make the
+//! rule *skipped* with its line, its sid and one reason naming the option
+//! ([`Skip`]). Which parsed options the compiler handles is decided
+//! separately ([`crate::compile::unsupported`]).
+//!
+//! Files ([`parse_rules`], [`parse_rules_file`]): `var`, `ipvar`, `portvar`
+//! lines define variables, over Snort's defaults ([`vars::defaults`]);
+//! `--var` overrides ([`parse_rules`]'s `overrides`) win over both;
+//! `include FILE` reads FILE relative to the including file (at most
+//! [`MAX_INCLUDE_DEPTH`] deep); `#` starts a comment line; a line ending in
+//! `\` continues on the next, and so does a rule whose option list is not
+//! closed on its line (Snort 3 writes rules over several lines);
+//! `config`, `preprocessor`, `output` and similar configuration lines are
+//! ignored.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
-// The content syntax is the string-matching coprocessor's pattern syntax.
-use netvm_copro::strmatch::parse_content_body;
+mod header;
+mod options;
+pub mod vars;
+
+pub use header::{mask, AddrExpr, PortExpr};
+pub use options::{parse_pcre, split_options};
 
 /// What a rule does when it matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,79 +77,123 @@ pub enum Proto {
     Ip,
 }
 
-/// An address expression.
+/// Which rule language a rule was written in (detected per rule).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Syntax {
+    /// Snort 2.9: modifiers are options of their own, after their content.
+    Snort2,
+    /// Snort 3: `content:"x",nocase,depth 4`, sticky buffers, `service`.
+    Snort3,
+}
+
+/// A number in a content modifier or byte option: a literal, or the name of
+/// a `byte_extract` variable.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AddrExpr {
-    /// Any address.
-    Any,
-    /// `net/len` (host bits of `net` clear).
-    Net(u32, u8),
-    /// Negation.
-    Not(Box<AddrExpr>),
-    /// A list (see the module documentation for its meaning).
-    List(Vec<AddrExpr>),
+pub enum Num {
+    /// A literal.
+    Lit(i64),
+    /// A `byte_extract` variable.
+    Var(String),
 }
 
-impl AddrExpr {
-    /// Whether `a` matches.
-    pub fn matches(&self, a: u32) -> bool {
+impl Num {
+    /// The literal, if it is one.
+    pub fn lit(&self) -> Option<i64> {
         match self {
-            AddrExpr::Any => true,
-            AddrExpr::Net(net, len) => mask(*len) & a == *net,
-            AddrExpr::Not(x) => !x.matches(a),
-            AddrExpr::List(items) => list_matches(items, |x| x.matches(a), |x| matches!(x, AddrExpr::Not(_))),
+            Num::Lit(n) => Some(*n),
+            Num::Var(_) => None,
         }
     }
 }
 
-/// A port expression.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PortExpr {
-    /// Any port.
-    Any,
-    /// `lo..=hi`.
-    Range(u16, u16),
-    /// Negation.
-    Not(Box<PortExpr>),
-    /// A list.
-    List(Vec<PortExpr>),
+/// The buffer a detection option inspects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Buffer {
+    /// The packet's payload (the default; `pkt_data`).
+    PktData,
+    /// The payload before any normalisation (`rawbytes`, `raw_data`).
+    Raw,
+    /// `file_data`: a file's data (HTTP response body, SMTP attachment, …).
+    FileData,
+    /// `http_uri` (`uricontent`, pcre `U`).
+    HttpUri,
+    /// `http_raw_uri` (pcre `I`).
+    HttpRawUri,
+    /// `http_header` (pcre `H`).
+    HttpHeader,
+    /// `http_raw_header` (pcre `D`).
+    HttpRawHeader,
+    /// `http_method` (pcre `M`).
+    HttpMethod,
+    /// `http_client_body` (pcre `P`).
+    HttpClientBody,
+    /// `http_raw_body` (Snort 3).
+    HttpRawBody,
+    /// `http_cookie` (pcre `C`).
+    HttpCookie,
+    /// `http_raw_cookie` (pcre `K`).
+    HttpRawCookie,
+    /// `http_stat_code` (pcre `S`).
+    HttpStatCode,
+    /// `http_stat_msg` (pcre `Y`).
+    HttpStatMsg,
+    /// `http_version` (Snort 3).
+    HttpVersion,
+    /// `http_raw_request` (Snort 3: the request line).
+    HttpRawRequest,
+    /// `http_raw_status` (Snort 3: the status line).
+    HttpRawStatus,
+    /// `js_data` (Snort 3: normalised JavaScript).
+    JsData,
 }
 
-impl PortExpr {
-    /// Whether `p` matches.
-    pub fn matches(&self, p: u16) -> bool {
-        match self {
-            PortExpr::Any => true,
-            PortExpr::Range(lo, hi) => (*lo..=*hi).contains(&p),
-            PortExpr::Not(x) => !x.matches(p),
-            PortExpr::List(items) => list_matches(items, |x| x.matches(p), |x| matches!(x, PortExpr::Not(_))),
-        }
+impl Buffer {
+    /// Every buffer with its rule keyword.
+    pub const ALL: [(Buffer, &'static str); 18] = [
+        (Buffer::PktData, "pkt_data"),
+        (Buffer::Raw, "raw_data"),
+        (Buffer::FileData, "file_data"),
+        (Buffer::HttpUri, "http_uri"),
+        (Buffer::HttpRawUri, "http_raw_uri"),
+        (Buffer::HttpHeader, "http_header"),
+        (Buffer::HttpRawHeader, "http_raw_header"),
+        (Buffer::HttpMethod, "http_method"),
+        (Buffer::HttpClientBody, "http_client_body"),
+        (Buffer::HttpRawBody, "http_raw_body"),
+        (Buffer::HttpCookie, "http_cookie"),
+        (Buffer::HttpRawCookie, "http_raw_cookie"),
+        (Buffer::HttpStatCode, "http_stat_code"),
+        (Buffer::HttpStatMsg, "http_stat_msg"),
+        (Buffer::HttpVersion, "http_version"),
+        (Buffer::HttpRawRequest, "http_raw_request"),
+        (Buffer::HttpRawStatus, "http_raw_status"),
+        (Buffer::JsData, "js_data"),
+    ];
+
+    /// The rule keyword that selects this buffer.
+    pub fn name(self) -> &'static str {
+        Buffer::ALL.iter().find(|(b, _)| *b == self).map_or("pkt_data", |(_, n)| n)
+    }
+
+    /// The buffer a keyword selects.
+    pub fn from_name(s: &str) -> Option<Buffer> {
+        Buffer::ALL.iter().find(|(_, n)| *n == s).map(|(b, _)| *b)
+    }
+
+    /// Whether this is one of the HTTP buffers.
+    pub fn is_http(self) -> bool {
+        self.name().starts_with("http_")
     }
 }
 
-fn list_matches<T>(items: &[T], m: impl Fn(&T) -> bool, negated: impl Fn(&T) -> bool) -> bool {
-    let mut any_plain = false;
-    let mut plain_hit = false;
-    for x in items {
-        if negated(x) {
-            if !m(x) {
-                return false;
-            }
-        } else {
-            any_plain = true;
-            plain_hit |= m(x);
-        }
-    }
-    !any_plain || plain_hit
-}
-
-/// The netmask of a prefix length.
-pub fn mask(len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        u32::MAX << (32 - u32::from(len.min(32)))
-    }
+/// `fast_pattern` of a content.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FastPattern {
+    /// `fast_pattern:only` (Snort 2): the content is only the prefilter.
+    pub only: bool,
+    /// `fast_pattern:OFFSET,LENGTH` (Snort 2) or `fast_pattern_offset` and
+    /// `fast_pattern_length` (Snort 3): the slice used as the prefilter.
+    pub slice: Option<(u16, u16)>,
 }
 
 /// A `content` and its modifiers.
@@ -146,19 +205,36 @@ pub struct Content {
     pub negated: bool,
     /// `nocase`.
     pub nocase: bool,
-    /// `offset`: the search starts this many bytes into the payload.
-    pub offset: Option<i32>,
+    /// `offset`: the search starts this many bytes into the buffer.
+    pub offset: Option<Num>,
     /// `depth`: the match must end within this many bytes of the search start.
-    pub depth: Option<u32>,
+    pub depth: Option<Num>,
     /// `distance`: the search starts this many bytes after the previous match.
-    pub distance: Option<i32>,
+    pub distance: Option<Num>,
     /// `within`: the match must end within this many bytes of the search start.
-    pub within: Option<u32>,
+    pub within: Option<Num>,
     /// `fast_pattern`: prefer this content for the prefilter.
-    pub fast_pattern: bool,
+    pub fast_pattern: Option<FastPattern>,
+    /// The buffer searched (`rawbytes` makes it [`Buffer::Raw`]).
+    pub buffer: Buffer,
 }
 
 impl Content {
+    /// A plain content of `bytes` in the packet data.
+    pub fn new(bytes: Vec<u8>) -> Content {
+        Content {
+            bytes,
+            negated: false,
+            nocase: false,
+            offset: None,
+            depth: None,
+            distance: None,
+            within: None,
+            fast_pattern: None,
+            buffer: Buffer::PktData,
+        }
+    }
+
     /// Whether the content is placed relative to the previous match.
     pub fn relative(&self) -> bool {
         self.distance.is_some() || self.within.is_some()
@@ -168,36 +244,452 @@ impl Content {
 /// A `pcre` option.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pcre {
-    /// The pattern between the slashes.
+    /// The option's text between the quotes, exactly as written
+    /// (`/…/flags`, backslashes included).
+    pub text: String,
+    /// The pattern between the slashes, escapes kept.
     pub pattern: String,
-    /// The flags among `i`, `s`, `m`, `x` (in the order given).
+    /// Every flag after the closing `/`, in the order given (PCRE flags
+    /// `i s m x A E G O`, Snort's `R` and the buffer flags `U I P H D M C K
+    /// S Y B`).
     pub flags: String,
+    /// `pcre:!"…"`: the rule needs no match.
+    pub negated: bool,
     /// `R`: matched from the end of the previous match.
     pub relative: bool,
+    /// The buffer: the sticky buffer, or the one a buffer flag names.
+    pub buffer: Buffer,
 }
 
-/// One detection step, in rule order.
+impl Pcre {
+    /// The flags among `i`, `s`, `m`, `x` (those of the regex itself).
+    pub fn regex_flags(&self) -> String {
+        self.flags.chars().filter(|c| matches!(c, 'i' | 's' | 'm' | 'x')).collect()
+    }
+}
+
+/// The comparison of a `byte_test`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ByteOp {
+    /// `<`
+    Lt,
+    /// `>`
+    Gt,
+    /// `<=`
+    Le,
+    /// `>=`
+    Ge,
+    /// `=`
+    Eq,
+    /// `&`: any of the value's bits set.
+    And,
+    /// `^`: exclusive or is non-zero.
+    Xor,
+}
+
+/// Byte order of a byte option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Endian {
+    /// Network order (the default).
+    #[default]
+    Big,
+    /// `little`.
+    Little,
+    /// `dce`: the order of the DCE/RPC request.
+    Dce,
+}
+
+/// `string, hex|dec|oct`: the bytes are a number written in text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NumBase {
+    /// `hex`
+    Hex,
+    /// `dec`
+    Dec,
+    /// `oct`
+    Oct,
+}
+
+/// `byte_test`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Matcher {
-    /// A content.
-    Content(Content),
-    /// A regular expression.
-    Pcre(Pcre),
+pub struct ByteTest {
+    /// Bytes to read (1 to 10).
+    pub bytes: u8,
+    /// `!` before the operator.
+    pub negated: bool,
+    /// The comparison.
+    pub op: ByteOp,
+    /// The value compared with.
+    pub value: Num,
+    /// Where to read.
+    pub offset: Num,
+    /// `relative`: from the end of the previous match.
+    pub relative: bool,
+    /// Byte order.
+    pub endian: Endian,
+    /// `string, BASE`.
+    pub string: Option<NumBase>,
+    /// `bitmask N`.
+    pub bitmask: Option<u32>,
+    /// The buffer read.
+    pub buffer: Buffer,
 }
 
-/// A compiled-subset Snort rule.
+/// `byte_jump`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByteJump {
+    /// Bytes to read (0 to 10).
+    pub bytes: u8,
+    /// Where to read.
+    pub offset: Num,
+    /// `relative`.
+    pub relative: bool,
+    /// `multiplier N`.
+    pub multiplier: Option<u32>,
+    /// Byte order.
+    pub endian: Endian,
+    /// `string, BASE`.
+    pub string: Option<NumBase>,
+    /// `align` (4) or Snort 3 `align N`.
+    pub align: u8,
+    /// `from_beginning`.
+    pub from_beginning: bool,
+    /// `from_end`.
+    pub from_end: bool,
+    /// `post_offset N`.
+    pub post_offset: Option<Num>,
+    /// `bitmask N`.
+    pub bitmask: Option<u32>,
+    /// The buffer read.
+    pub buffer: Buffer,
+}
+
+/// `byte_extract`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ByteExtract {
+    /// Bytes to read (1 to 10).
+    pub bytes: u8,
+    /// Where to read.
+    pub offset: i32,
+    /// The variable it defines.
+    pub name: String,
+    /// `relative`.
+    pub relative: bool,
+    /// `multiplier N`.
+    pub multiplier: Option<u32>,
+    /// Byte order.
+    pub endian: Endian,
+    /// `string, BASE`.
+    pub string: Option<NumBase>,
+    /// `align N`.
+    pub align: u8,
+    /// `bitmask N`.
+    pub bitmask: Option<u32>,
+    /// The buffer read.
+    pub buffer: Buffer,
+}
+
+/// `isdataat`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsDataAt {
+    /// The position that must (or, negated, must not) hold data.
+    pub offset: Num,
+    /// `relative`.
+    pub relative: bool,
+    /// `isdataat:!N`.
+    pub negated: bool,
+    /// The buffer (`rawbytes` makes it [`Buffer::Raw`]).
+    pub buffer: Buffer,
+}
+
+/// A comparison of an integer field: `N`, `=N`, `!N`, `<N`, `>N`, `<=N`,
+/// `>=N`, `A<>B`, `A<=>B` (and Snort 2 `ttl:A-B`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IntCheck {
+    /// `= N`
+    Eq(i64),
+    /// `!= N`
+    Ne(i64),
+    /// `< N`
+    Lt(i64),
+    /// `<= N`
+    Le(i64),
+    /// `> N`
+    Gt(i64),
+    /// `>= N`
+    Ge(i64),
+    /// `lo < x < hi`
+    Between(i64, i64),
+    /// `lo <= x <= hi`
+    BetweenIncl(i64, i64),
+}
+
+impl IntCheck {
+    /// Whether `x` passes.
+    pub fn matches(self, x: i64) -> bool {
+        match self {
+            IntCheck::Eq(n) => x == n,
+            IntCheck::Ne(n) => x != n,
+            IntCheck::Lt(n) => x < n,
+            IntCheck::Le(n) => x <= n,
+            IntCheck::Gt(n) => x > n,
+            IntCheck::Ge(n) => x >= n,
+            IntCheck::Between(a, b) => a < x && x < b,
+            IntCheck::BetweenIncl(a, b) => a <= x && x <= b,
+        }
+    }
+}
+
+/// How `flags` and `fragbits` combine their bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BitsMode {
+    /// Exactly these bits (after the mask).
+    Exact,
+    /// `+`: these bits, and maybe others.
+    All,
+    /// `*`: any of these bits.
+    Any,
+    /// `!`: none of these bits.
+    Not,
+}
+
+/// A check on the IP, TCP or ICMP header, or on the payload size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// `flags`: TCP flag bits (FIN 0x01, SYN 0x02, RST 0x04, PSH 0x08, ACK
+    /// 0x10, URG 0x20, ECE 0x40 (`E`, `2`), CWR 0x80 (`C`, `1`)); `mask`:
+    /// bits ignored.
+    Flags {
+        /// The bits (`0`: none).
+        bits: u8,
+        /// How they combine.
+        mode: BitsMode,
+        /// Bits left out of the comparison.
+        mask: u8,
+    },
+    /// `fragbits`: IP flags (R 0x8000 reserved, D 0x4000, M 0x2000).
+    Fragbits {
+        /// The bits.
+        bits: u16,
+        /// How they combine.
+        mode: BitsMode,
+    },
+    /// `dsize`: payload size.
+    Dsize(IntCheck),
+    /// `itype`.
+    Itype(IntCheck),
+    /// `icode`.
+    Icode(IntCheck),
+    /// `icmp_id`.
+    IcmpId(IntCheck),
+    /// `icmp_seq`.
+    IcmpSeq(IntCheck),
+    /// `ttl`.
+    Ttl(IntCheck),
+    /// `tos`.
+    Tos(IntCheck),
+    /// `id`: IP identification.
+    Id(IntCheck),
+    /// `ip_proto`.
+    IpProto(IntCheck),
+    /// `fragoffset`.
+    Fragoffset(IntCheck),
+    /// `seq`: TCP sequence number.
+    Seq(IntCheck),
+    /// `ack`: TCP acknowledgement number.
+    Ack(IntCheck),
+    /// `window`: TCP window.
+    Window(IntCheck),
+    /// `sameip`: source and destination addresses equal.
+    SameIp,
+}
+
+impl HeaderCheck {
+    /// The option keyword.
+    pub fn name(&self) -> &'static str {
+        match self {
+            HeaderCheck::Flags { .. } => "flags",
+            HeaderCheck::Fragbits { .. } => "fragbits",
+            HeaderCheck::Dsize(_) => "dsize",
+            HeaderCheck::Itype(_) => "itype",
+            HeaderCheck::Icode(_) => "icode",
+            HeaderCheck::IcmpId(_) => "icmp_id",
+            HeaderCheck::IcmpSeq(_) => "icmp_seq",
+            HeaderCheck::Ttl(_) => "ttl",
+            HeaderCheck::Tos(_) => "tos",
+            HeaderCheck::Id(_) => "id",
+            HeaderCheck::IpProto(_) => "ip_proto",
+            HeaderCheck::Fragoffset(_) => "fragoffset",
+            HeaderCheck::Seq(_) => "seq",
+            HeaderCheck::Ack(_) => "ack",
+            HeaderCheck::Window(_) => "window",
+            HeaderCheck::SameIp => "sameip",
+        }
+    }
+}
+
+/// One detection step, in rule order (each may move or read the cursor).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Detection {
+    /// `content` (and Snort 2 `uricontent`).
+    Content(Content),
+    /// `pcre`.
+    Pcre(Pcre),
+    /// `byte_test`.
+    ByteTest(ByteTest),
+    /// `byte_jump`.
+    ByteJump(ByteJump),
+    /// `byte_extract`.
+    ByteExtract(ByteExtract),
+    /// `isdataat`.
+    IsDataAt(IsDataAt),
+    /// `bufferlen` (Snort 3) or `urilen` (Snort 2, on `http_uri`).
+    BufferLen {
+        /// The length test.
+        check: IntCheck,
+        /// `relative`: the length left after the cursor.
+        relative: bool,
+        /// The buffer measured.
+        buffer: Buffer,
+    },
+}
+
+impl Detection {
+    /// The option keyword.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Detection::Content(_) => "content",
+            Detection::Pcre(_) => "pcre",
+            Detection::ByteTest(_) => "byte_test",
+            Detection::ByteJump(_) => "byte_jump",
+            Detection::ByteExtract(_) => "byte_extract",
+            Detection::IsDataAt(_) => "isdataat",
+            Detection::BufferLen { .. } => "bufferlen",
+        }
+    }
+
+    /// The buffer it inspects.
+    pub fn buffer(&self) -> Buffer {
+        match self {
+            Detection::Content(c) => c.buffer,
+            Detection::Pcre(p) => p.buffer,
+            Detection::ByteTest(b) => b.buffer,
+            Detection::ByteJump(b) => b.buffer,
+            Detection::ByteExtract(b) => b.buffer,
+            Detection::IsDataAt(b) => b.buffer,
+            Detection::BufferLen { buffer, .. } => *buffer,
+        }
+    }
+}
+
+/// `flow`: the connection state and direction a packet must have.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Flow {
+    /// `established` (Some(true)), `not_established` (Some(false)).
+    pub established: Option<bool>,
+    /// `stateless`.
+    pub stateless: bool,
+    /// `to_server`/`from_client` (Some(true)), `to_client`/`from_server` (Some(false)).
+    pub to_server: Option<bool>,
+    /// `only_stream` (Some(true)), `no_stream` (Some(false)).
+    pub stream: Option<bool>,
+    /// `only_frag` (Some(true)), `no_frag` (Some(false)).
+    pub frag: Option<bool>,
+}
+
+/// The operation of a `flowbits` option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlowbitsOp {
+    /// `set`
+    Set,
+    /// `setx`: set, clearing the group's other bits.
+    SetX,
+    /// `unset`
+    Unset,
+    /// `toggle`
+    Toggle,
+    /// `isset`
+    IsSet,
+    /// `isnotset`
+    IsNotSet,
+    /// `noalert`: the rule never alerts (it only sets bits).
+    NoAlert,
+    /// `reset`: clear all bits (of the group).
+    Reset,
+}
+
+/// `flowbits`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flowbits {
+    /// The operation.
+    pub op: FlowbitsOp,
+    /// The bit names.
+    pub bits: Vec<String>,
+    /// `a|b` (true): any of the bits; `a&b` or one name (false): all of them.
+    pub any: bool,
+    /// The group (Snort 2 `flowbits:set,name,group`).
+    pub group: Option<String>,
+}
+
+/// The kind of an event threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThresholdKind {
+    /// `threshold: type limit`: at most `count` alerts per period.
+    Limit,
+    /// `type threshold`: an alert every `count`th match.
+    Threshold,
+    /// `type both`: one alert per period once `count` matches are reached.
+    Both,
+    /// `detection_filter`: matches only after `count` in the period.
+    DetectionFilter,
+}
+
+/// `threshold` / `detection_filter`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Threshold {
+    /// The kind.
+    pub kind: ThresholdKind,
+    /// `track by_dst` (true) or `by_src` (false).
+    pub by_dst: bool,
+    /// `count`.
+    pub count: u32,
+    /// `seconds`.
+    pub seconds: u32,
+}
+
+impl Threshold {
+    /// The option keyword.
+    pub fn name(&self) -> &'static str {
+        if self.kind == ThresholdKind::DetectionFilter {
+            "detection_filter"
+        } else {
+            "threshold"
+        }
+    }
+}
+
+/// A parsed rule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// 1-based line where the rule starts.
     pub line: usize,
+    /// The file it came from: an index in [`RuleSet::files`] (0 for the
+    /// main file or text).
+    pub file: usize,
+    /// The syntax detected.
+    pub syntax: Syntax,
     /// Action.
     pub action: Action,
     /// Protocol.
     pub proto: Proto,
+    /// Snort 3 service rule (`alert http (…)`): the service the header names.
+    pub header_service: Option<String>,
     /// Source addresses.
     pub src: AddrExpr,
     /// Source ports.
     pub sport: PortExpr,
+    /// `<>`: the rule also applies with source and destination swapped.
+    pub bidirectional: bool,
     /// Destination addresses.
     pub dst: AddrExpr,
     /// Destination ports.
@@ -206,24 +698,69 @@ pub struct Rule {
     pub msg: String,
     /// `sid`.
     pub sid: u32,
+    /// `gid` (default 1).
+    pub gid: u32,
     /// `rev` (default 1).
     pub rev: u32,
-    /// Contents and pcres, in order.
-    pub matchers: Vec<Matcher>,
+    /// `classtype`.
+    pub classtype: Option<String>,
+    /// `priority`.
+    pub priority: Option<u32>,
+    /// `reference` values, as written.
+    pub references: Vec<String>,
+    /// `metadata` values, as written.
+    pub metadata: Vec<String>,
+    /// `tag`, as written (accepted; netvm does not tag).
+    pub tag: Option<String>,
+    /// `flow`.
+    pub flow: Option<Flow>,
+    /// Header and size checks, in rule order.
+    pub header: Vec<HeaderCheck>,
+    /// Detection options, in rule order.
+    pub detection: Vec<Detection>,
+    /// `flowbits`, in rule order.
+    pub flowbits: Vec<Flowbits>,
+    /// `threshold` or `detection_filter`.
+    pub threshold: Option<Threshold>,
+    /// Snort 3 `service:a,b`, Snort 2 `metadata: service a`, or the header's service.
+    pub service: Vec<String>,
 }
 
-/// A rule that was not compiled: where and why.
+/// A rule (or line) that was not parsed or not compiled: where and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RuleError {
+pub struct Skip {
     /// 1-based line.
     pub line: usize,
+    /// The file: an index in [`RuleSet::files`].
+    pub file: usize,
+    /// The rule's `sid`, when it was read.
+    pub sid: Option<u32>,
+    /// The option (or construct: `header`, `variable`, `include`, …) the
+    /// reason is about: the key of the skip summary.
+    pub option: String,
     /// Why.
-    pub message: String,
+    pub reason: String,
 }
 
-impl fmt::Display for RuleError {
+impl fmt::Display for Skip {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        write!(f, "line {}: {}", self.line, self.reason)
+    }
+}
+
+/// A reason for skipping, before its line is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Why {
+    /// The option (summary key).
+    pub option: String,
+    /// The reason.
+    pub reason: String,
+}
+
+impl Why {
+    /// A reason about `option`.
+    pub fn new(option: &str, reason: impl Into<String>) -> Why {
+        Why { option: option.to_string(), reason: reason.into() }
     }
 }
 
@@ -231,508 +768,252 @@ impl fmt::Display for RuleError {
 pub const MAX_RULE_LEN: usize = 64 * 1024;
 /// Largest content (bytes).
 pub const MAX_CONTENT: usize = 4096;
-/// Most contents and pcres in one rule.
-pub const MAX_MATCHERS: usize = 32;
-/// Most rules in one file.
+/// Most detection options in one rule.
+pub const MAX_DETECTION: usize = 256;
+/// Most rules in one rule set.
 pub const MAX_RULES: usize = 100_000;
-/// Deepest nesting of address and port lists.
-const MAX_NESTING: usize = 16;
+/// Deepest `include` chain.
+pub const MAX_INCLUDE_DEPTH: usize = 8;
+/// Most lines a rule without `\` may continue over (Snort 3 multi-line rules).
+const MAX_RULE_LINES: usize = 200;
 
 /// The rules of a file, and the lines that were skipped.
 #[derive(Clone, Debug, Default)]
 pub struct RuleSet {
     /// Rules in file order.
     pub rules: Vec<Rule>,
-    /// Lines not compiled, with the reason.
-    pub errors: Vec<RuleError>,
+    /// Rules and lines not parsed, with the reason.
+    pub skipped: Vec<Skip>,
+    /// The files read (index 0: the main file); empty for [`parse_rules`].
+    pub files: Vec<PathBuf>,
 }
 
-/// Parses a rules file. `vars` predefines variables (`--var NAME=VALUE`);
-/// `var`/`ipvar`/`portvar` lines in the file add to them.
-pub fn parse_rules(text: &str, vars: &HashMap<String, String>) -> RuleSet {
-    let mut vars = vars.clone();
-    let mut set = RuleSet::default();
-    let mut sids: HashMap<u32, usize> = HashMap::new();
-    let mut pending = String::new();
-    let mut start = 0;
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if pending.is_empty() {
-            start = i + 1;
-            if line.is_empty() || line.starts_with('#') {
+impl RuleSet {
+    /// The name of file `i` (`-` when the rules came as text).
+    pub fn file_name(&self, i: usize) -> String {
+        self.files.get(i).map_or("-".to_string(), |p| p.display().to_string())
+    }
+}
+
+/// Parses rules text: variables start as Snort's defaults
+/// ([`vars::defaults`]); `var`/`ipvar`/`portvar` lines redefine them;
+/// `overrides` (`--var NAME=VALUE`) win over both. `include` lines are
+/// skipped (there is no file to be relative to: see [`parse_rules_file`]).
+pub fn parse_rules(text: &str, overrides: &HashMap<String, String>) -> RuleSet {
+    let mut p = Parser::new(overrides);
+    p.text(text, 0, None, 0);
+    p.set
+}
+
+/// Parses a rules file and the files it includes.
+pub fn parse_rules_file(path: &Path, overrides: &HashMap<String, String>) -> std::io::Result<RuleSet> {
+    let text = read_text(path)?;
+    let mut p = Parser::new(overrides);
+    p.set.files.push(path.to_path_buf());
+    p.text(&text, 0, Some(path), 0);
+    Ok(p.set)
+}
+
+fn read_text(path: &Path) -> std::io::Result<String> {
+    Ok(String::from_utf8_lossy(&std::fs::read(path)?).into_owned())
+}
+
+struct Parser<'o> {
+    vars: HashMap<String, String>,
+    overrides: &'o HashMap<String, String>,
+    set: RuleSet,
+    sids: HashMap<(u32, u32), (usize, usize)>,
+}
+
+/// Configuration lines of a snort.conf that are not rules: ignored.
+const CONFIG_WORDS: [&str; 12] = [
+    "config",
+    "preprocessor",
+    "output",
+    "dynamicpreprocessor",
+    "dynamicengine",
+    "dynamicdetection",
+    "event_filter",
+    "rate_filter",
+    "suppress",
+    "threshold",
+    "ruletype",
+    "attribute_table",
+];
+
+impl<'o> Parser<'o> {
+    fn new(overrides: &'o HashMap<String, String>) -> Parser<'o> {
+        let mut vars = vars::defaults();
+        vars.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
+        Parser { vars, overrides, set: RuleSet::default(), sids: HashMap::new() }
+    }
+
+    fn skip(&mut self, file: usize, line: usize, sid: Option<u32>, why: Why) {
+        self.set.skipped.push(Skip { line, file, sid, option: why.option, reason: why.reason });
+    }
+
+    /// The statements of `text` (file index `file`, at `path`), `depth` includes deep.
+    fn text(&mut self, text: &str, file: usize, path: Option<&Path>, depth: usize) {
+        let lines: Vec<&str> = text.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let start = i + 1;
+            let first = lines[i].trim();
+            i += 1;
+            if first.is_empty() || first.starts_with('#') {
                 continue;
             }
-        }
-        if let Some(body) = line.strip_suffix('\\') {
-            pending.push_str(body);
-            pending.push(' ');
-            if pending.len() > MAX_RULE_LEN {
-                set.errors.push(RuleError { line: start, message: format!("rule longer than {MAX_RULE_LEN} bytes") });
-                pending.clear();
+            let mut whole = String::new();
+            let mut line = first;
+            let mut too_long = false;
+            // `\` continuations, then (for a rule) an option list not yet closed.
+            loop {
+                match line.strip_suffix('\\') {
+                    Some(body) if i < lines.len() => {
+                        whole.push_str(body);
+                        whole.push(' ');
+                        line = lines[i].trim();
+                        i += 1;
+                    }
+                    Some(body) => {
+                        whole.push_str(body);
+                        break;
+                    }
+                    None => {
+                        whole.push_str(line);
+                        if !open_options(&whole) || i >= lines.len() || i + 1 - start > MAX_RULE_LINES {
+                            break;
+                        }
+                        let next = lines[i].trim();
+                        if starts_statement(next) {
+                            break;
+                        }
+                        i += 1;
+                        if !next.starts_with('#') {
+                            whole.push(' ');
+                        }
+                        line = if next.starts_with('#') { "" } else { next };
+                    }
+                }
+                if whole.len() > MAX_RULE_LEN {
+                    too_long = true;
+                }
             }
-            continue;
+            if too_long || whole.len() > MAX_RULE_LEN {
+                self.skip(file, start, None, Why::new("rule", format!("rule longer than {MAX_RULE_LEN} bytes")));
+                continue;
+            }
+            self.statement(&whole, file, start, path, depth);
         }
-        pending.push_str(line);
-        let whole = std::mem::take(&mut pending);
-        if whole.len() > MAX_RULE_LEN {
-            set.errors.push(RuleError { line: start, message: format!("rule longer than {MAX_RULE_LEN} bytes") });
-            continue;
-        }
-        let err = |message: String| RuleError { line: start, message };
+    }
+
+    fn statement(&mut self, whole: &str, file: usize, line: usize, path: Option<&Path>, depth: usize) {
         let mut words = whole.split_whitespace();
-        match words.next() {
-            Some(kw @ ("var" | "ipvar" | "portvar")) => match (words.next(), words.next(), words.next()) {
+        let Some(first) = words.next() else { return };
+        match first {
+            "var" | "ipvar" | "portvar" => match (words.next(), words.next(), words.next()) {
                 (Some(name), Some(value), None) => {
-                    vars.insert(name.to_string(), value.to_string());
+                    if !self.overrides.contains_key(name) {
+                        self.vars.insert(name.to_string(), value.to_string());
+                    }
                 }
-                _ => set.errors.push(err(format!("`{kw}` needs a name and a value"))),
+                _ => self.skip(file, line, None, Why::new(first, format!("`{first}` needs a name and a value"))),
             },
-            _ => {
-                if set.rules.len() >= MAX_RULES {
-                    set.errors.push(err(format!("more than {MAX_RULES} rules")));
-                    continue;
+            "include" => {
+                let rest = whole["include".len()..].trim();
+                match header::expand(rest, &self.vars) {
+                    Ok(target) => self.include(&target, file, line, path, depth),
+                    Err(why) => self.skip(file, line, None, why),
                 }
-                match parse_rule(&whole, &vars) {
+            }
+            w if CONFIG_WORDS.contains(&w) => {}
+            _ => {
+                if self.set.rules.len() >= MAX_RULES {
+                    self.skip(file, line, None, Why::new("rule", format!("more than {MAX_RULES} rules")));
+                    return;
+                }
+                match options::parse_rule(whole, &self.vars) {
                     Ok(mut rule) => {
-                        rule.line = start;
-                        if let Some(first) = sids.get(&rule.sid) {
-                            set.errors.push(err(format!("duplicate sid {} (first on line {first})", rule.sid)));
+                        rule.line = line;
+                        rule.file = file;
+                        if let Some((f, l)) = self.sids.get(&(rule.gid, rule.sid)) {
+                            let at = if *f == file { format!("line {l}") } else { format!("{}:{l}", self.set.file_name(*f)) };
+                            let why = Why::new("sid", format!("duplicate sid {} (first on {at})", rule.sid));
+                            self.skip(file, line, Some(rule.sid), why);
                         } else {
-                            sids.insert(rule.sid, start);
-                            set.rules.push(rule);
+                            self.sids.insert((rule.gid, rule.sid), (file, line));
+                            self.set.rules.push(rule);
                         }
                     }
-                    Err(m) => set.errors.push(err(m)),
+                    Err((sid, why)) => self.skip(file, line, sid, why),
                 }
             }
         }
     }
-    if !pending.is_empty() {
-        set.errors.push(RuleError { line: start, message: "the file ends inside a continued line".into() });
-    }
-    set
-}
 
-/// Parses one rule (no continuation lines); `line` is left 0.
-pub fn parse_rule(text: &str, vars: &HashMap<String, String>) -> Result<Rule, String> {
-    let open = text.find('(').ok_or("no option list `( … )`")?;
-    let close = text.rfind(')').filter(|c| *c > open).ok_or("the option list is not closed with `)`")?;
-    if !text[close + 1..].trim().is_empty() {
-        return Err(format!("text after the option list: `{}`", text[close + 1..].trim()));
-    }
-    let header: Vec<&str> = text[..open].split_whitespace().collect();
-    let [action, proto, src, sport, dir, dst, dport] = header.as_slice() else {
-        return Err(format!("the header needs 7 fields (ACTION PROTO SRC SPORT -> DST DPORT), found {}", header.len()));
-    };
-    let action = match *action {
-        "alert" => Action::Alert,
-        "drop" => Action::Drop,
-        "pass" => Action::Pass,
-        a => return Err(format!("unsupported action `{a}` (alert, drop, pass)")),
-    };
-    let proto = match *proto {
-        "tcp" => Proto::Tcp,
-        "udp" => Proto::Udp,
-        "icmp" => Proto::Icmp,
-        "ip" => Proto::Ip,
-        p => return Err(format!("unsupported protocol `{p}` (tcp, udp, icmp, ip)")),
-    };
-    match *dir {
-        "->" => {}
-        "<>" => return Err("bidirectional rules (`<>`) are not supported".into()),
-        d => return Err(format!("expected `->`, found `{d}`")),
-    }
-    let mut rule = Rule {
-        line: 0,
-        action,
-        proto,
-        src: parse_addr(&expand(src, vars)?, 0)?,
-        sport: parse_port(&expand(sport, vars)?, 0)?,
-        dst: parse_addr(&expand(dst, vars)?, 0)?,
-        dport: parse_port(&expand(dport, vars)?, 0)?,
-        msg: String::new(),
-        sid: 0,
-        rev: 1,
-        matchers: Vec::new(),
-    };
-    let mut sid = None;
-    for (key, value) in split_options(&text[open + 1..close])? {
-        let num = |v: &Option<String>| -> Result<i64, String> {
-            let v = v.as_deref().ok_or(format!("`{key}` needs a value"))?.trim();
-            v.parse::<i64>().map_err(|_| format!("`{key}:{v}`: not a number"))
+    fn include(&mut self, target: &str, file: usize, line: usize, path: Option<&Path>, depth: usize) {
+        let Some(path) = path else {
+            return self.skip(file, line, None, Why::new("include", "`include` needs a rules file to be relative to"));
         };
-        match key.as_str() {
-            "msg" => rule.msg = unquote(value.as_deref().unwrap_or(""))?,
-            "sid" => sid = Some(u32::try_from(num(&value)?).map_err(|_| "sid out of range".to_string())?),
-            "rev" => rule.rev = u32::try_from(num(&value)?).map_err(|_| "rev out of range".to_string())?,
-            "content" => {
-                let v = value.as_deref().ok_or("`content` needs a value")?.trim();
-                let (negated, v) = match v.strip_prefix('!') {
-                    Some(rest) => (true, rest.trim_start()),
-                    None => (false, v),
-                };
-                let bytes = parse_content_body(&unquote_raw(v)?)?;
-                if bytes.is_empty() {
-                    return Err("empty content".into());
-                }
-                if bytes.len() > MAX_CONTENT {
-                    return Err(format!("content longer than {MAX_CONTENT} bytes"));
-                }
-                rule.matchers.push(Matcher::Content(Content {
-                    bytes,
-                    negated,
-                    nocase: false,
-                    offset: None,
-                    depth: None,
-                    distance: None,
-                    within: None,
-                    fast_pattern: false,
-                }));
-            }
-            "nocase" => last_content(&mut rule, &key)?.nocase = true,
-            "rawbytes" => {
-                last_content(&mut rule, &key)?;
-            }
-            "fast_pattern" => {
-                if value.as_deref().is_some_and(|v| v.trim() != "only") {
-                    return Err(format!("`fast_pattern:{}` is not supported", value.unwrap_or_default()));
-                }
-                last_content(&mut rule, &key)?.fast_pattern = true;
-            }
-            "offset" | "distance" => {
-                let n = num(&value)?;
-                let n = i32::try_from(n).ok().filter(|n| (-65535..=65535).contains(n)).ok_or(format!("`{key}` out of range"))?;
-                let c = last_content(&mut rule, &key)?;
-                if key == "offset" {
-                    c.offset = Some(n)
-                } else {
-                    c.distance = Some(n)
-                }
-            }
-            "depth" | "within" => {
-                let n = num(&value)?;
-                let n = u32::try_from(n).ok().filter(|n| (1..=65535).contains(n)).ok_or(format!("`{key}` out of range (1 to 65535)"))?;
-                let c = last_content(&mut rule, &key)?;
-                if (n as usize) < c.bytes.len() {
-                    return Err(format!("`{key}:{n}` is shorter than its content ({} bytes)", c.bytes.len()));
-                }
-                if key == "depth" {
-                    c.depth = Some(n)
-                } else {
-                    c.within = Some(n)
-                }
-            }
-            "pcre" => {
-                let v = unquote(value.as_deref().ok_or("`pcre` needs a value")?)?;
-                rule.matchers.push(Matcher::Pcre(parse_pcre(&v)?));
-            }
-            "classtype" | "reference" | "metadata" | "priority" | "gid" => {}
-            other => return Err(format!("unsupported option `{other}`")),
+        if depth >= MAX_INCLUDE_DEPTH {
+            return self.skip(file, line, None, Why::new("include", format!("includes nest deeper than {MAX_INCLUDE_DEPTH}")));
         }
-        if let Some(Matcher::Content(c)) = rule.matchers.last() {
-            if (c.offset.is_some() || c.depth.is_some()) && c.relative() {
-                return Err("a content cannot have both offset/depth and distance/within".into());
+        let target = path.parent().unwrap_or(Path::new(".")).join(target);
+        match read_text(&target) {
+            Ok(text) => {
+                let index = self.set.files.len();
+                self.set.files.push(target.clone());
+                self.text(&text, index, Some(&target), depth + 1);
             }
+            Err(e) => self.skip(file, line, None, Why::new("include", format!("include {}: {e}", target.display()))),
         }
-    }
-    if rule.matchers.len() > MAX_MATCHERS {
-        return Err(format!("more than {MAX_MATCHERS} contents and pcres"));
-    }
-    rule.sid = sid.ok_or("no `sid`")?;
-    Ok(rule)
-}
-
-/// The content a modifier applies to: the rule's last matcher.
-fn last_content<'r>(rule: &'r mut Rule, key: &str) -> Result<&'r mut Content, String> {
-    match rule.matchers.last_mut() {
-        Some(Matcher::Content(c)) => Ok(c),
-        _ => Err(format!("`{key}` does not follow a content")),
     }
 }
 
-/// Splits `key:value; key; …` respecting quotes and `\` escapes.
-fn split_options(s: &str) -> Result<Vec<(String, Option<String>)>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
+/// Whether `text` is a rule whose option list is missing or not closed yet
+/// (outside quotes).
+fn open_options(text: &str) -> bool {
+    let Some(open) = options_start(text) else { return is_rule_start(text) };
     let (mut quoted, mut escaped) = (false, false);
-    for ch in s.chars() {
+    let mut last = ' ';
+    for c in text[open + 1..].chars() {
         if escaped {
-            cur.push('\\');
-            cur.push(ch);
             escaped = false;
-            continue;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
         }
-        match ch {
-            '\\' => escaped = true,
-            '"' => {
-                quoted = !quoted;
-                cur.push(ch);
-            }
-            ';' if !quoted => {
-                push_option(&mut out, &cur)?;
-                cur.clear();
-            }
-            _ => cur.push(ch),
+        if !c.is_whitespace() {
+            last = c;
         }
     }
-    if quoted {
-        return Err("unterminated string in the options".into());
-    }
-    if escaped {
-        cur.push('\\');
-    }
-    if !cur.trim().is_empty() {
-        return Err(format!("option `{}` is not ended with `;`", cur.trim()));
-    }
-    Ok(out)
+    last != ')' || quoted
 }
 
-fn push_option(out: &mut Vec<(String, Option<String>)>, s: &str) -> Result<(), String> {
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(());
-    }
-    let (k, v) = match s.split_once(':') {
-        Some((k, v)) => (k.trim(), Some(v.trim().to_string())),
-        None => (s, None),
-    };
-    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(format!("bad option `{s}`"));
-    }
-    out.push((k.to_string(), v));
-    Ok(())
+/// Where a rule's option list opens: the first `(` that is not `$(VAR)`.
+pub(crate) fn options_start(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    (0..b.len()).find(|&i| b[i] == b'(' && (i == 0 || b[i - 1] != b'$'))
 }
 
-/// `"text"` with `\x` escapes resolved.
-fn unquote(v: &str) -> Result<String, String> {
-    let raw = unquote_raw(v)?;
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            out.push(chars.next().unwrap_or('\\'));
-        } else {
-            out.push(c);
-        }
-    }
-    Ok(out)
+/// Whether a line starts with a rule action.
+fn is_rule_start(line: &str) -> bool {
+    let w = line.split_whitespace().next().unwrap_or("");
+    matches!(w, "alert" | "drop" | "pass" | "log" | "reject" | "sdrop" | "block" | "react" | "rewrite")
 }
 
-/// The text between the quotes, escapes kept.
-fn unquote_raw(v: &str) -> Result<String, String> {
-    let v = v.trim();
-    v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).map(str::to_string).ok_or(format!("expected a quoted string, found `{v}`"))
+/// Whether a line starts a new statement (so does not continue a rule).
+fn starts_statement(line: &str) -> bool {
+    let w = line.split_whitespace().next().unwrap_or("");
+    is_rule_start(line) || matches!(w, "var" | "ipvar" | "portvar" | "include") || CONFIG_WORDS.contains(&w)
 }
 
-/// `/pattern/flags`.
-pub fn parse_pcre(v: &str) -> Result<Pcre, String> {
-    let body = v.strip_prefix('/').ok_or(format!("pcre `{v}` does not start with `/`"))?;
-    let end = body.rfind('/').ok_or(format!("pcre `{v}` has no closing `/`"))?;
-    let (pattern, flags) = (&body[..end], &body[end + 1..]);
-    let mut p = Pcre { pattern: pattern.to_string(), flags: String::new(), relative: false };
-    for f in flags.chars() {
-        match f {
-            'i' | 's' | 'm' | 'x' => p.flags.push(f),
-            'R' => p.relative = true,
-            'B' => {}
-            other => return Err(format!("pcre flag `{other}` is not supported (i, s, m, x, R, B)")),
-        }
-    }
-    Ok(p)
-}
-
-/// Replaces every `$VAR` (possibly after `!`, or inside a list) by its
-/// value, which may itself name variables (at most 8 levels deep).
-fn expand(s: &str, vars: &HashMap<String, String>) -> Result<String, String> {
-    expand_at(s, vars, 0)
-}
-
-fn expand_at(s: &str, vars: &HashMap<String, String>, depth: usize) -> Result<String, String> {
-    if depth > 8 {
-        return Err("variables nest too deeply".into());
-    }
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i + 1..];
-        let n = tail.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(tail.len());
-        let name = &tail[..n];
-        let value = vars.get(name).ok_or(format!("undefined variable `${name}`"))?;
-        out.push_str(&expand_at(value, vars, depth + 1)?);
-        if out.len() > MAX_RULE_LEN {
-            return Err("variables expand too far".into());
-        }
-        rest = &tail[n..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-fn split_list(s: &str) -> Result<Vec<&str>, String> {
-    let mut items = Vec::new();
-    let (mut depth, mut start) = (0usize, 0usize);
-    for (i, c) in s.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth = depth.checked_sub(1).ok_or("unbalanced `]`")?,
-            ',' if depth == 0 => {
-                items.push(s[start..i].trim());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if depth != 0 {
-        return Err("unbalanced `[`".into());
-    }
-    items.push(s[start..].trim());
-    if items.iter().any(|x| x.is_empty()) {
-        return Err(format!("empty element in the list `[{s}]`"));
-    }
-    Ok(items)
-}
-
-fn parse_addr(s: &str, depth: usize) -> Result<AddrExpr, String> {
-    if depth > MAX_NESTING {
-        return Err("address lists nest too deeply".into());
-    }
-    let s = s.trim();
-    if let Some(rest) = s.strip_prefix('!') {
-        return Ok(AddrExpr::Not(Box::new(parse_addr(rest, depth + 1)?)));
-    }
-    if s == "any" {
-        return Ok(AddrExpr::Any);
-    }
-    if let Some(inner) = s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        return Ok(AddrExpr::List(split_list(inner)?.into_iter().map(|x| parse_addr(x, depth + 1)).collect::<Result<_, _>>()?));
-    }
-    let (a, len) = match s.split_once('/') {
-        Some((a, l)) => (a, l.parse::<u8>().ok().filter(|l| *l <= 32).ok_or(format!("bad prefix length in `{s}`"))?),
-        None => (s, 32),
-    };
-    let addr: std::net::Ipv4Addr = a.parse().map_err(|_| format!("`{s}` is not an IPv4 address (IPv6 rules are not supported)"))?;
-    // Snort masks the host bits of a CIDR block.
-    Ok(AddrExpr::Net(u32::from(addr) & mask(len), len))
-}
-
-fn parse_port(s: &str, depth: usize) -> Result<PortExpr, String> {
-    if depth > MAX_NESTING {
-        return Err("port lists nest too deeply".into());
-    }
-    let s = s.trim();
-    if let Some(rest) = s.strip_prefix('!') {
-        return Ok(PortExpr::Not(Box::new(parse_port(rest, depth + 1)?)));
-    }
-    if s == "any" {
-        return Ok(PortExpr::Any);
-    }
-    if let Some(inner) = s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
-        return Ok(PortExpr::List(split_list(inner)?.into_iter().map(|x| parse_port(x, depth + 1)).collect::<Result<_, _>>()?));
-    }
-    let num = |x: &str| x.trim().parse::<u16>().map_err(|_| format!("`{s}` is not a port, range or list"));
-    let (lo, hi) = match s.split_once(':') {
-        Some(("", "")) => return Err(format!("`{s}` is not a port range")),
-        Some(("", h)) => (0, num(h)?),
-        Some((l, "")) => (num(l)?, u16::MAX),
-        Some((l, h)) => (num(l)?, num(h)?),
-        None => (num(s)?, num(s)?),
-    };
-    if lo > hi {
-        return Err(format!("empty port range `{s}`"));
-    }
-    Ok(PortExpr::Range(lo, hi))
+/// Parses one rule (no continuation lines); `line` is left 0. Variables in
+/// `vars` only (no defaults added).
+pub fn parse_rule(text: &str, vars: &HashMap<String, String>) -> Result<Rule, Why> {
+    options::parse_rule(text, vars).map_err(|(_, why)| why)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn one(text: &str) -> Result<Rule, String> {
-        parse_rule(text, &HashMap::new())
-    }
-
-    #[test]
-    fn a_full_rule() {
-        let r = one(r#"alert tcp 10.0.0.0/8 any -> [192.168.1.1,!192.168.1.0/24] !80 (msg:"GET \"x\"; y"; content:"GET|20|/"; nocase; offset:0; depth:10; content:!"evil"; distance:2; within:20; pcre:"/a+b/iR"; sid:1000; rev:3; classtype:bad;)"#).unwrap();
-        assert_eq!(r.action, Action::Alert);
-        assert_eq!(r.proto, Proto::Tcp);
-        assert_eq!(r.msg, "GET \"x\"; y");
-        assert_eq!((r.sid, r.rev), (1000, 3));
-        assert!(r.src.matches(0x0a01_0203) && !r.src.matches(0x0b00_0000));
-        assert!(r.sport.matches(5));
-        assert!(!r.dport.matches(80) && r.dport.matches(81));
-        assert!(!r.dst.matches(0xc0a8_0101), "negation wins in a list");
-        assert!(!r.dst.matches(0xc0a8_0102), "no plain element matches");
-        assert_eq!(r.matchers.len(), 3);
-        let Matcher::Content(c) = &r.matchers[0] else { panic!() };
-        assert_eq!(c.bytes, b"GET /");
-        assert!(c.nocase && c.offset == Some(0) && c.depth == Some(10) && !c.negated);
-        let Matcher::Content(c) = &r.matchers[1] else { panic!() };
-        assert!(c.negated && c.distance == Some(2) && c.within == Some(20));
-        let Matcher::Pcre(p) = &r.matchers[2] else { panic!() };
-        assert_eq!((p.pattern.as_str(), p.flags.as_str(), p.relative), ("a+b", "i", true));
-    }
-
-    #[test]
-    fn lists_ports_and_vars() {
-        let vars: HashMap<String, String> = [("HOME".to_string(), "[10.0.0.0/8,172.16.0.0/12]".to_string())].into();
-        let r = parse_rule("alert udp !$HOME :1023 -> any [53,5353,6000:] (sid:1;)", &vars).unwrap();
-        assert!(!r.src.matches(0x0a00_0001) && r.src.matches(0x0800_0808));
-        assert!(r.sport.matches(0) && r.sport.matches(1023) && !r.sport.matches(1024));
-        assert!(r.dport.matches(53) && r.dport.matches(6001) && !r.dport.matches(54));
-        let only_negated = parse_rule("alert ip [!1.2.3.4] any -> any any (sid:2;)", &vars).unwrap();
-        assert!(only_negated.src.matches(5) && !only_negated.src.matches(0x0102_0304));
-    }
-
-    #[test]
-    fn file_with_errors_reports_lines() {
-        let text = "# comment\n\nvar NET 10.0.0.0/8\nalert tcp $NET any -> any 80 (content:\"a\"; \\\n  sid:1;)\nalert tcp any any <> any any (sid:2;)\nalert tcp any any -> any any (flow:established; sid:3;)\nalert tcp $NOPE any -> any any (sid:4;)\nalert tcp any any -> any any (nocase; sid:5;)\nalert tcp any any -> any any (content:\"a\"; sid:1;)\nlog tcp any any -> any any (sid:6;)\nalert tcp any any -> any any (content:\"ab\"; depth:1; sid:7;)\nalert tcp any any -> any any (content:\"|4|\"; sid:8;)\nalert tcp any any -> any any (msg:\"x\")\n";
-        let set = parse_rules(text, &HashMap::new());
-        assert_eq!(set.rules.len(), 1);
-        assert_eq!(set.rules[0].line, 4);
-        let lines: Vec<usize> = set.errors.iter().map(|e| e.line).collect();
-        assert_eq!(lines, vec![6, 7, 8, 9, 10, 11, 12, 13, 14], "{:#?}", set.errors);
-        assert!(set.errors[1].message.contains("flow"));
-        assert!(set.errors[4].message.contains("duplicate sid 1 (first on line 4)"));
-    }
-
-    #[test]
-    fn content_strings() {
-        // The parser is strmatch's (tested there); here: that rules use it.
-        let parse_content = parse_content_body;
-        assert_eq!(parse_content("a|00 ff|b\\;\\\"").unwrap(), b"a\x00\xffb;\"");
-        assert_eq!(parse_content("|4142|").unwrap(), b"AB");
-        for bad in ["|4", "|4|", "|zz|", "a\\q", "a\"b", "|4 1|"] {
-            assert!(parse_content(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn hostile_text_never_panics() {
-        for t in [
-            "",
-            "(",
-            ")",
-            "alert",
-            "alert tcp any any -> any any (",
-            "alert tcp any any -> any any ();",
-            "a b c d e f g (sid:1;)",
-            "alert tcp [[[[ any -> any any (sid:1;)",
-            "alert tcp any 70000 -> any any (sid:1;)",
-            "alert tcp any 5:1 -> any any (sid:1;)",
-            "alert tcp 1.2.3.4/40 any -> any any (sid:1;)",
-            "alert tcp any any -> any any (sid:99999999999;)",
-            "alert tcp any any -> any any (pcre:\"abc\"; sid:1;)",
-            "alert tcp any any -> any any (content:\"\"; sid:1;)",
-            "alert tcp any any -> any any (sid:1;) trailing",
-            "alert tcp any any -> any any (content:\"x\"; offset:1; distance:1; sid:1;)",
-        ] {
-            let _ = parse_rules(t, &HashMap::new());
-        }
-        let deep = format!("alert tcp {}1.2.3.4{} any -> any any (sid:1;)", "[".repeat(100), "]".repeat(100));
-        assert!(parse_rule(&deep, &HashMap::new()).unwrap_err().contains("deeply"));
-        let vars: HashMap<String, String> = [("A".to_string(), "$A".to_string())].into();
-        assert!(parse_rule("alert tcp $A any -> any any (sid:1;)", &vars).is_err());
-    }
-}
+mod tests;
