@@ -12,6 +12,7 @@
 //! | `lpm`      | longest-prefix match over IPv4 (DIR-24-8) or IPv6 routes, loaded from route files |
 //! | `table`    | an exact-match table (fixed-size keys and values) with aging, loadable from a file |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
+//! | `flow`     | IPv4 connection tracking (TCP handshake and teardown, client and server) with per-flow bits |
 //!
 //! # Several workers
 //!
@@ -29,6 +30,7 @@
 //! | `counters` | `PerWorker`   | the same size and names, counters at zero |
 //! | `meter`    | `PerWorker`   | the same meters (configured and loaded rates), buckets full, color counts at zero |
 //! | `eventlog` | `PerWorker`   | an empty log of the same capacity |
+//! | `flow`     | `PerWorker`   | an empty flow table of the same configuration (needs the `flow` distribution) |
 //! | `table`    | `Shared` (`workers = "shared"`, the default) or `PerWorker` (`workers = "sharded"`) | shared: the one table, under a lock; sharded: a copy of the entries so far |
 //! | `lpm`      | `Shared`      | the one route table (read-only while shared) |
 //! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
@@ -49,11 +51,13 @@
 //! `PerWorker` kinds are folded together at the end of a run:
 //! [`Coprocessor::absorb`] moves a fork's state into the first handle
 //! (counters and statistics add up, events merge in packet order, sharded
-//! tables merge entries) and leaves the fork empty, so statistics summed
-//! over the workers are the same before and after.
+//! tables merge entries, flow tables merge flows) and leaves the fork
+//! empty, so statistics summed over the workers are the same before and
+//! after.
 
 mod counters;
 pub mod eventlog;
+pub mod flow;
 pub mod linkstate;
 pub mod lpm;
 pub mod meter;
@@ -63,6 +67,7 @@ pub mod strmatch;
 pub mod table;
 
 pub use counters::Counters;
+pub use flow::Flows;
 pub use lpm::{Lpm4, Lpm6, LpmCoprocessor};
 pub use meter::Meters;
 pub use regex::RegexCopro;
@@ -81,6 +86,7 @@ pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
     r.register("counters", counters::create);
     r.register("eventlog", eventlog::create);
+    r.register("flow", flow::create);
     r.register("linkstate", linkstate::create);
     r.register("lpm", lpm::create);
     r.register("meter", meter::create);

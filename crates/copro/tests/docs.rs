@@ -9,6 +9,7 @@ const KINDS: &[(&str, &str)] = &[
     ("counters", "counters.rs"),
     ("meter", "meter.rs"),
     ("table", "table/mod.rs"),
+    ("flow", "flow.rs"),
     ("lpm", "lpm/mod.rs"),
     ("strmatch", "strmatch/mod.rs"),
     ("regex", "regex.rs"),

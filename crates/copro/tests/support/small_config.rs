@@ -12,6 +12,7 @@ pub fn small_config(kind: &str) -> CoproConfig {
         "table" => &[("key_size", "6"), ("value_size", "4"), ("capacity", "64")],
         "lpm" => &[("tbl8_groups", "64")],
         "eventlog" => &[("capacity", "16")],
+        "flow" => &[("capacity", "64"), ("bits", "32")],
         "strmatch" => &[("backend", "aho-corasick")],
         _ => &[],
     };
