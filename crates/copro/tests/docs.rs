@@ -42,7 +42,7 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
   handle on every instance, made with `Coprocessor::fork` after `.init` and
   the loads: read-mostly tables (`lpm`, `strmatch`, `regex`, `linkstate`,
   a `shared` `table`) are shared, counting state (`counters`, `meter`,
-  `eventlog`, a `sharded` `table`) is kept per worker and folded into the
+  `eventlog`, `flow`, a `sharded` `table`) is kept per worker and folded into the
   first worker's at the end of the run (`Coprocessor::absorb`), so that
   statistics and dumps cover every worker; each kind's \"Several workers\"
   paragraph says exactly what its forks share;
