@@ -164,7 +164,8 @@
 //! never completing, bits set on one worker invisible on the others. At
 //! the end of a run `absorb` moves every worker's flows into the first
 //! worker's table (for a 5-tuple several workers hold, the most recently
-//! seen wins; flows that do not fit are counted in `evicted`) and adds
+//! seen wins; flows that do not fit are counted in `evicted`, aged ones in
+//! `aged_out`) and adds
 //! the statistics, so a dump after the run lists every worker's flows.
 //! A flow handle is only meaningful to the worker that got it.
 
@@ -978,6 +979,8 @@ impl Coprocessor for Flows {
         let Some(o) = crate::downcast::<Flows>(other) else { return };
         self.clock = self.clock.max(o.clock);
         let mut theirs: Vec<u32> = o.live_slots();
+        // Flows aged there but not yet purged are purged now.
+        self.counts[AGED_OUT] += (o.len() - theirs.len()) as u64;
         theirs.sort_by_key(|&s| o.flows[s as usize].last);
         let w = o.words.min(self.words);
         for s in theirs {

@@ -437,6 +437,15 @@ fn forks_start_empty_and_absorb_moves_flows() {
     // The adopted flows keep their order of last packet: 3 (t=3) goes first.
     track(&mut a, 9, 6);
     assert!(!a.dump().contains("10.0.0.1:3 "), "{}", a.dump());
+    // A fork's flows aged by the end of the run are purged, not moved.
+    let mut c = a.fork().unwrap();
+    track(&mut c, 20, 6);
+    track(&mut c, 21, 40); // flow 20 is idle for 34 s: aged (udp, 30 s), not purged
+    a.absorb(c.as_mut());
+    assert!(!a.dump().contains("10.0.0.1:20 ") && a.dump().contains("10.0.0.1:21 "), "{}", a.dump());
+    // Flow 20, and one of a's own (all idle since t=6 at the new clock, 40)
+    // purged to make room for flow 21.
+    assert_eq!((stat_of(&*a, "aged_out"), stat_of(&*a, "evicted")), (2, 2), "evicted: flows 1 and 3 above");
 }
 
 // ---------------------------------------------------------------------------
