@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use netvm_traffic::mixed::MixedTrace;
+use netvm_traffic::protomix::{ProtoMix, ProtoMixConfig};
 use netvm_vm::Packet;
 
 /// Writes `n` frames of the mixed trace of `seed` to a pcap file, as they
@@ -20,6 +21,23 @@ pub fn write_mixed_pcap(path: &Path, n: u64, seed: u64, micro: bool) -> Result<(
         w.write(&p).map_err(|e| e.to_string())?;
     }
     w.finish().map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// Writes the application-protocol mix of `seed` (HTTP, DNS, TLS and the
+/// rest: [`netvm_traffic::protomix`]) to a pcap file as it is generated,
+/// microsecond timestamps: `packets` packets, or fewer if `bytes` bytes of
+/// frames come first. Returns the packets and bytes written.
+pub fn write_protomix_pcap(path: &Path, packets: u64, bytes: u64, seed: u64) -> Result<(u64, u64), String> {
+    let spec = netvm_io::PcapHeaderSpec { precision: netvm_io::TsPrecision::Micro, ..netvm_io::PcapHeaderSpec::default() };
+    let mut w = netvm_io::PcapWriter::create_with(path, spec).map_err(|e| e.to_string())?;
+    let (mut n, mut b) = (0, 0);
+    for p in ProtoMix::new(ProtoMixConfig { seed, packets, bytes, ..ProtoMixConfig::default() }) {
+        w.write(&p).map_err(|e| e.to_string())?;
+        n += 1;
+        b += u64::from(p.wire_len);
+    }
+    w.finish().map_err(|e| e.to_string())?;
+    Ok((n, b))
 }
 
 /// Writes `packets` to a pcap file at `path` (nanosecond timestamps, Ethernet).

@@ -14,6 +14,8 @@
 //!   data path must drop;
 //! - [`mixed`]: the filter benchmark's workloads (the full-path packet, the
 //!   mixed trace) and the filters' edge cases;
+//! - [`protomix`]: an application-protocol mix (HTTP, DNS, TLS, ICMP, UDP,
+//!   SSH, SMTP) of complete, interleaved conversations, for the IDS;
 //! - [`write_pcap`]: a trace as a classic pcap file.
 //!
 //! Program generation (NetIL programs, applications, fuzzing) is
@@ -24,6 +26,7 @@ pub mod apps;
 pub mod frames;
 pub mod mixed;
 mod pcap;
+pub mod protomix;
 mod rng;
 
 pub use pcap::write_pcap;

@@ -5,6 +5,9 @@
 //! filterbench gen --out DIR [--packets N] [--seed S]
 //!     writes DIR/fullpath.pcap (the 64-byte frame 10.1.1.1:20 -> 10.2.2.2:30 TCP)
 //!     and DIR/mixed.pcap (N frames, default 1,000,000, at most 128 bytes stored each)
+//! filterbench gen-protomix --out FILE.pcap [--packets N] [--bytes B] [--seed S]
+//!     streams the application-protocol mix (HTTP, DNS, TLS, ...: netvm_traffic::protomix)
+//!     to FILE: N packets (default 1,000,000), or fewer once B bytes of frames are written
 //! filterbench run --traces DIR [--filters DIR] [--reps N] [--target-ms MS] [--engines a,b] [--filter NAME]
 //!     measures; prints one JSON line per (engine, filter, workload) on stdout
 //!     and a table of medians on stderr
@@ -75,6 +78,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: filterbench gen --out DIR [--packets N] [--seed S]\n       \
          filterbench gen-stream --out FILE.pcap --packets N [--seed S] [--precision micro|nano]\n       \
+         filterbench gen-protomix --out FILE.pcap [--packets N] [--bytes B] [--seed S]\n       \
          filterbench run --traces DIR [--filters DIR] [--reps N] [--target-ms MS] [--engines a,b] [--filter NAME]\n       \
          filterbench report --dir DIR [--meta FILE] [--json OUT]\n       \
          filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]\n       \
@@ -123,6 +127,14 @@ fn main() -> ExitCode {
                 other => Err(format!("--precision {other}: micro or nano")),
             })?;
             trace::write_mixed_pcap(&out, num("packets", mixed::MIXED_PACKETS as u64)?, num("seed", mixed::MIXED_SEED)?, micro)
+        })(),
+        "gen-protomix" => (|| {
+            let out = PathBuf::from(opts.get("out").ok_or("gen-protomix needs --out FILE")?);
+            let bytes = num("bytes", u64::MAX)?;
+            let packets = num("packets", if opts.contains_key("bytes") { u64::MAX } else { 1_000_000 })?;
+            let (n, b) = trace::write_protomix_pcap(&out, packets, bytes, num("seed", netvm_traffic::protomix::PROTOMIX_SEED)?)?;
+            eprintln!("filterbench: {n} packets, {b} bytes of frames written to {}", out.display());
+            Ok(())
         })(),
         "run" => (|| {
             let a = RunArgs {
