@@ -11,15 +11,13 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 
+use netvm_copro::regex::{compile_pcre2, Engine as Regex, Search};
 use netvm_ids::rules::{Content, Detection, Num, Pcre, Proto};
 use netvm_ids::{parse_rules, Action, Rule};
 use netvm_io::{read_capture, PcapWriter};
 use netvm_traffic::apps::{ids_rules, ids_trace};
 use netvm_traffic::SplitMix64;
 use netvm_vm::Packet;
-use regex_automata::meta::Regex;
-use regex_automata::util::syntax;
-use regex_automata::Input;
 
 /// What the rules see of a frame.
 struct Decoded {
@@ -98,15 +96,9 @@ fn find(hay: &[u8], needle: &[u8], nocase: bool) -> Vec<usize> {
         .collect()
 }
 
+/// The pcre on PCRE2 itself (not the coprocessor's translation to regex-automata).
 fn regex(p: &Pcre) -> Regex {
-    let syn = syntax::Config::new()
-        .unicode(false)
-        .utf8(false)
-        .case_insensitive(p.flags.contains('i'))
-        .dot_matches_new_line(p.flags.contains('s'))
-        .multi_line(p.flags.contains('m'))
-        .ignore_whitespace(p.flags.contains('x'));
-    Regex::builder().syntax(syn).build(&p.pattern).unwrap()
+    compile_pcre2(&netvm_ids::pcre::regex_spec(p).unwrap()).unwrap()
 }
 
 /// Whether matchers `ms` hold from `cursor` in `pay` = (base, end) of `f`.
@@ -136,9 +128,10 @@ fn chain(f: &[u8], pay: (usize, usize), ms: &[Detection], cursor: usize, res: &H
             let from = if p.relative { cursor } else { pay.0 };
             let re = &res[&format!("{}/{}", p.pattern, p.flags)];
             // The subject is the region: `^` anchors at its start (the payload, or the cursor with R).
-            match re.find(Input::new(&f[from.min(pay.1)..pay.1])) {
-                Some(m) => chain(f, pay, rest, from + m.end(), res),
-                None => false,
+            match (re.find(&f[from.min(pay.1)..pay.1]), p.negated) {
+                (Search::Match(_, end), false) => chain(f, pay, rest, from + end, res),
+                (Search::NoMatch, true) => chain(f, pay, rest, cursor, res),
+                _ => false,
             }
         }
         other => panic!("generated rules have no {}", other.name()),

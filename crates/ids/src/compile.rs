@@ -195,10 +195,10 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
 /// Most contents and pcres in one compiled rule (each takes two locals).
 pub const MAX_MATCHERS: usize = 32;
 
-/// pcre flags the compiler handles: the regex's own (`i s m x`), `R`,
-/// `B` (raw bytes: there is no normalisation, so the same bytes) and `O`
-/// (match limits: there are none to override).
-const PCRE_FLAGS: &str = "ismxRBO";
+/// pcre flags the compiler handles: PCRE's (`i s m x A E G O`, run by the
+/// `regex` coprocessor), `R` and `B` (raw bytes: there is no normalisation,
+/// so the same bytes); the HTTP buffer flags wait for the HTTP buffers.
+const PCRE_FLAGS: &str = "ismxAEGORB";
 
 /// Why the compiler cannot compile `rule` yet, or `None` when it can: the
 /// one place that says which parsed options the compiler implements, so
@@ -243,11 +243,14 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
                 }
             }
             Detection::Pcre(p) => {
-                if p.negated {
-                    return skip("pcre", Some("negated".into()));
-                }
                 if let Some(f) = p.flags.chars().find(|f| !PCRE_FLAGS.contains(*f)) {
                     return skip("pcre", Some(format!("flag `{f}`")));
+                }
+                // The coprocessor's own check: a pattern no engine builds skips only its rule.
+                if let Err(e) = crate::pcre::regex_spec(p) {
+                    let mut s = skip("pcre", None)?;
+                    s.reason = format!("option pcre: {e}");
+                    return Some(s);
                 }
             }
             other => return skip(other.name(), None),
@@ -476,7 +479,7 @@ fn rule_patterns(g: &mut Gen, r: &Rule, fp: Option<(usize, u32)>) -> Vec<u32> {
             Detection::Pcre(p) => {
                 let id = g.next_regex;
                 g.next_regex += 1;
-                let _ = writeln!(g.regexes, "{id} /{}/{}", p.pattern, p.regex_flags());
+                g.regexes.push_str(&crate::pcre::table_line(id, p));
                 id
             }
             // `unsupported` keeps every other option out of the compiler.
@@ -561,10 +564,17 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.op("sub");
                 g.op("copro.in re, 2");
                 g.op("copro.invoke re, 0");
+                // out 0: 1 matched, 0 not, 2 not inspected (PCRE2's limit): the rule does not match.
                 g.op("copro.out re, 0");
-                g.op(&format!("jz {back}"));
-                g.op("copro.out re, 2");
-                g.op(&format!("locstore {L_CURSOR}"));
+                if p.negated {
+                    // Holds on "no match" only; the cursor stays.
+                    g.op(&format!("jnz {back}"));
+                } else {
+                    g.op("push 1");
+                    g.op(&format!("jcmp.neq {back}"));
+                    g.op("copro.out re, 2");
+                    g.op(&format!("locstore {L_CURSOR}"));
+                }
             }
             _ => unreachable!("`unsupported` keeps other options out of the compiler"),
         }

@@ -13,6 +13,7 @@
 
 pub mod alerts;
 pub mod compile;
+pub mod pcre;
 pub mod rules;
 
 pub use alerts::AlertWriter;

@@ -1,0 +1,48 @@
+//! A rule's `pcre` as the `regex` coprocessor runs it: validated when the
+//! rule is compiled, with the coprocessor's own code
+//! ([`netvm_copro::regex::compile_check`]), so that a pattern neither
+//! engine (regex-automata, PCRE2) can build skips its rule, with the line
+//! and the reason, instead of failing the whole table at load time.
+//!
+//! Every PCRE flag (`i s m x A E G O`) goes to the coprocessor; `R` is the
+//! compiler's (the search starts at the cursor); `B` and the buffer flags
+//! choose the region ([`crate::rules::Buffer`]) and stay out of the table.
+
+use netvm_copro::regex::{compile_check, parse_pcre, PcreSpec};
+
+use crate::rules::Pcre;
+
+/// The expression the coprocessor gets for `p`: its pattern, escapes as
+/// written, and its PCRE flags; `Err` says why neither engine builds it.
+pub fn regex_spec(p: &Pcre) -> Result<PcreSpec, String> {
+    let mut spec = parse_pcre(&format!("/{}/{}", p.pattern, p.flags))?;
+    (spec.relative, spec.rawbytes, spec.buffer) = (false, false, None);
+    compile_check(&spec)?;
+    Ok(spec)
+}
+
+/// The coprocessor table line of `p` under regex id `id` (`p` validated
+/// by [`regex_spec`]).
+pub fn table_line(id: u32, p: &Pcre) -> String {
+    match regex_spec(p) {
+        Ok(spec) => format!("{id} {spec}\n"),
+        // Unreachable after `unsupported`; a line the table rejects, naming it.
+        Err(e) => format!("{id} /{}/ # {e}\n", p.pattern),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::parse_pcre as parse_option;
+
+    #[test]
+    fn specs_keep_escapes_and_pcre_flags_only() {
+        let p = parse_option("/\\x90{6,}\\xeb/iAEGORB").unwrap();
+        assert_eq!(regex_spec(&p).unwrap().to_string(), "/\\x90{6,}\\xeb/iAEGO");
+        assert_eq!(table_line(3, &p), "3 /\\x90{6,}\\xeb/iAEGO\n");
+        let bad = parse_option("/a(/").unwrap();
+        assert!(regex_spec(&bad).unwrap_err().contains("bad expression"));
+        assert!(regex_spec(&parse_option("/(?<=a)b/").unwrap()).is_ok(), "look-behind runs on PCRE2");
+    }
+}
