@@ -125,8 +125,8 @@ fn chain(f: &[u8], pay: (usize, usize), ms: &[Detection], cursor: usize, res: &H
             }
         }
         Detection::Pcre(p) => {
-            let from = if p.relative { cursor } else { pay.0 };
-            let re = &res[&format!("{}/{}", p.pattern, p.flags)];
+            let from = if p.relative() { cursor } else { pay.0 };
+            let re = &res[&p.text];
             // The subject is the region: `^` anchors at its start (the payload, or the cursor with R).
             match (re.find(&f[from.min(pay.1)..pay.1]), p.negated) {
                 (Search::Match(_, end), false) => chain(f, pay, rest, from + end, res),
@@ -159,7 +159,7 @@ fn reference(rules: &[Rule], pkts: &[Packet]) -> (BTreeSet<(u64, u32)>, BTreeSet
         .iter()
         .flat_map(|r| r.detection.iter())
         .filter_map(|m| match m {
-            Detection::Pcre(p) => Some((format!("{}/{}", p.pattern, p.flags), regex(p))),
+            Detection::Pcre(p) => Some((p.text.clone(), regex(p))),
             _ => None,
         })
         .collect();

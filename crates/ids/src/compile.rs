@@ -195,11 +195,6 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
 /// Most contents and pcres in one compiled rule (each takes two locals).
 pub const MAX_MATCHERS: usize = 32;
 
-/// pcre flags the compiler handles: PCRE's (`i s m x A E G O`, run by the
-/// `regex` coprocessor), `R` and `B` (raw bytes: there is no normalisation,
-/// so the same bytes); the HTTP buffer flags wait for the HTTP buffers.
-const PCRE_FLAGS: &str = "ismxAEGORB";
-
 /// Why the compiler cannot compile `rule` yet, or `None` when it can: the
 /// one place that says which parsed options the compiler implements, so
 /// that compiler work shrinks it option by option. One reason per rule,
@@ -243,9 +238,6 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
                 }
             }
             Detection::Pcre(p) => {
-                if let Some(f) = p.flags.chars().find(|f| !PCRE_FLAGS.contains(*f)) {
-                    return skip("pcre", Some(format!("flag `{f}`")));
-                }
                 // The coprocessor's own check: a pattern no engine builds skips only its rule.
                 if let Err(e) = crate::pcre::regex_spec(p) {
                     let mut s = skip("pcre", None)?;
@@ -503,7 +495,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     for (i, m) in r.detection.iter().enumerate() {
         let depends = match m {
             Detection::Content(c) => c.relative(),
-            Detection::Pcre(p) => p.relative,
+            Detection::Pcre(p) => p.relative(),
             _ => false,
         };
         // The nearest earlier positive content, whose next occurrence may help.
@@ -556,7 +548,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.at(&try_label);
                 g.op(&format!("push {}", ids[i]));
                 g.op("copro.in re, 0");
-                let start = if p.relative { L_CURSOR } else { L_BASE };
+                let start = if p.relative() { L_CURSOR } else { L_BASE };
                 g.op(&format!("locload {start}"));
                 g.op("copro.in re, 1");
                 g.op(&format!("locload {L_END}"));

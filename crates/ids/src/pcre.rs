@@ -8,14 +8,14 @@
 //! compiler's (the search starts at the cursor); `B` and the buffer flags
 //! choose the region ([`crate::rules::Buffer`]) and stay out of the table.
 
-use netvm_copro::regex::{compile_check, parse_pcre, PcreSpec};
+use netvm_copro::regex::{compile_check, PcreSpec};
 
 use crate::rules::Pcre;
 
 /// The expression the coprocessor gets for `p`: its pattern, escapes as
 /// written, and its PCRE flags; `Err` says why neither engine builds it.
 pub fn regex_spec(p: &Pcre) -> Result<PcreSpec, String> {
-    let mut spec = parse_pcre(&format!("/{}/{}", p.pattern, p.flags))?;
+    let mut spec = p.spec.clone();
     (spec.relative, spec.rawbytes, spec.buffer) = (false, false, None);
     compile_check(&spec)?;
     Ok(spec)
@@ -27,7 +27,7 @@ pub fn table_line(id: u32, p: &Pcre) -> String {
     match regex_spec(p) {
         Ok(spec) => format!("{id} {spec}\n"),
         // Unreachable after `unsupported`; a line the table rejects, naming it.
-        Err(e) => format!("{id} /{}/ # {e}\n", p.pattern),
+        Err(e) => format!("{id} /{}/ # {e}\n", p.spec.pattern),
     }
 }
 

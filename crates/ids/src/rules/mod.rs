@@ -35,6 +35,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use netvm_copro::regex::{HttpBuffer, PcreSpec};
+
 mod header;
 mod options;
 pub mod vars;
@@ -170,6 +172,22 @@ impl Buffer {
         (Buffer::JsData, "js_data"),
     ];
 
+    /// The buffer a pcre HTTP buffer flag (`U I P H D M C K S Y`) names.
+    pub fn of_http(b: HttpBuffer) -> Buffer {
+        match b {
+            HttpBuffer::Uri => Buffer::HttpUri,
+            HttpBuffer::RawUri => Buffer::HttpRawUri,
+            HttpBuffer::ClientBody => Buffer::HttpClientBody,
+            HttpBuffer::Header => Buffer::HttpHeader,
+            HttpBuffer::RawHeader => Buffer::HttpRawHeader,
+            HttpBuffer::Method => Buffer::HttpMethod,
+            HttpBuffer::Cookie => Buffer::HttpCookie,
+            HttpBuffer::RawCookie => Buffer::HttpRawCookie,
+            HttpBuffer::StatCode => Buffer::HttpStatCode,
+            HttpBuffer::StatMsg => Buffer::HttpStatMsg,
+        }
+    }
+
     /// The rule keyword that selects this buffer.
     pub fn name(self) -> &'static str {
         Buffer::ALL.iter().find(|(b, _)| *b == self).map_or("pkt_data", |(_, n)| n)
@@ -247,24 +265,20 @@ pub struct Pcre {
     /// The option's text between the quotes, exactly as written
     /// (`/…/flags`, backslashes included).
     pub text: String,
-    /// The pattern between the slashes, escapes kept.
-    pub pattern: String,
-    /// Every flag after the closing `/`, in the order given (PCRE flags
-    /// `i s m x A E G O`, Snort's `R` and the buffer flags `U I P H D M C K
-    /// S Y B`).
-    pub flags: String,
+    /// The expression and every flag, as the `regex` coprocessor parses
+    /// them ([`netvm_copro::regex::parse_pcre`]: one parser for both).
+    pub spec: PcreSpec,
     /// `pcre:!"…"`: the rule needs no match.
     pub negated: bool,
-    /// `R`: matched from the end of the previous match.
-    pub relative: bool,
-    /// The buffer: the sticky buffer, or the one a buffer flag names.
+    /// The buffer: the sticky buffer, or the one a buffer flag (`B`, `U I P
+    /// H D M C K S Y`) names.
     pub buffer: Buffer,
 }
 
 impl Pcre {
-    /// The flags among `i`, `s`, `m`, `x` (those of the regex itself).
-    pub fn regex_flags(&self) -> String {
-        self.flags.chars().filter(|c| matches!(c, 'i' | 's' | 'm' | 'x')).collect()
+    /// `R`: matched from the end of the previous match.
+    pub fn relative(&self) -> bool {
+        self.spec.relative
     }
 }
 

@@ -417,47 +417,18 @@ fn parse_fast_pattern(v: Option<&str>) -> Result<FastPattern, Why> {
     Ok(FastPattern { only: false, slice: Some((o, l)) })
 }
 
-/// `/pattern/flags` (the text between the option's quotes, kept exactly).
+/// `/pattern/flags` (the text between the option's quotes, kept exactly),
+/// parsed by the `regex` coprocessor's own parser; the buffer flags choose
+/// the rule's buffer.
 pub fn parse_pcre(v: &str) -> Result<Pcre, String> {
-    let body = v.strip_prefix('/').ok_or(format!("pcre `{v}` does not start with `/`"))?;
-    let end = body.rfind('/').ok_or(format!("pcre `{v}` has no closing `/`"))?;
-    let (pattern, flags) = (&body[..end], &body[end + 1..]);
-    let mut p = Pcre {
-        text: v.to_string(),
-        pattern: pattern.to_string(),
-        flags: flags.to_string(),
-        negated: false,
-        relative: false,
-        buffer: Buffer::PktData,
+    let spec = netvm_copro::regex::parse_pcre(v)?;
+    let buffer = match (spec.rawbytes, spec.buffer) {
+        (true, Some(_)) => return Err(format!("pcre `{v}`: flag `B` and an HTTP buffer flag name two buffers")),
+        (true, None) => Buffer::Raw,
+        (false, Some(http)) => Buffer::of_http(http),
+        (false, None) => Buffer::PktData,
     };
-    for f in flags.chars() {
-        let buffer = match f {
-            'i' | 's' | 'm' | 'x' | 'A' | 'E' | 'G' | 'O' => None,
-            'R' => {
-                p.relative = true;
-                None
-            }
-            'U' => Some(Buffer::HttpUri),
-            'I' => Some(Buffer::HttpRawUri),
-            'P' => Some(Buffer::HttpClientBody),
-            'H' => Some(Buffer::HttpHeader),
-            'D' => Some(Buffer::HttpRawHeader),
-            'M' => Some(Buffer::HttpMethod),
-            'C' => Some(Buffer::HttpCookie),
-            'K' => Some(Buffer::HttpRawCookie),
-            'S' => Some(Buffer::HttpStatCode),
-            'Y' => Some(Buffer::HttpStatMsg),
-            'B' => Some(Buffer::Raw),
-            other => return Err(format!("unknown pcre flag `{other}`")),
-        };
-        if let Some(b) = buffer {
-            if p.buffer != Buffer::PktData && p.buffer != b {
-                return Err(format!("pcre flags name two buffers (`{flags}`)"));
-            }
-            p.buffer = b;
-        }
-    }
-    Ok(p)
+    Ok(Pcre { text: v.to_string(), spec, negated: false, buffer })
 }
 
 fn parse_flow(v: &str) -> Result<Flow, Why> {

@@ -41,7 +41,7 @@ fn a_full_snort2_rule() {
     let c = content(&r, 1);
     assert!(c.negated && c.distance == Some(Num::Lit(2)) && c.within == Some(Num::Lit(20)));
     let Detection::Pcre(p) = &r.detection[2] else { panic!() };
-    assert_eq!((p.pattern.as_str(), p.flags.as_str(), p.relative, p.regex_flags().as_str()), ("a+b", "iR", true, "i"));
+    assert_eq!((p.spec.pattern.as_str(), p.spec.flags().as_str(), p.relative()), ("a+b", "iR", true));
 }
 
 #[test]
@@ -113,8 +113,8 @@ fn pcre_keeps_backslashes_and_reads_every_flag() {
     let r = one(r#"alert tcp any any -> any any (pcre:"/\x90{6,}\xeb\"\;\\\//smixAEGOR"; pcre:!"/a/B"; pcre:"/c/P"; sid:1;)"#);
     let Detection::Pcre(p) = &r.detection[0] else { panic!() };
     assert_eq!(p.text, r#"/\x90{6,}\xeb\"\;\\\//smixAEGOR"#);
-    assert_eq!(p.pattern, r#"\x90{6,}\xeb\"\;\\\/"#);
-    assert!(p.relative && !p.negated && p.buffer == Buffer::PktData);
+    assert_eq!(p.spec.pattern, r#"\x90{6,}\xeb\"\;\\\/"#);
+    assert!(p.relative() && !p.negated && p.buffer == Buffer::PktData);
     let Detection::Pcre(p) = &r.detection[1] else { panic!() };
     assert!(p.negated && p.buffer == Buffer::Raw);
     assert_eq!(r.detection[2].buffer(), Buffer::HttpClientBody);
