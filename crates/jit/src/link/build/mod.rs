@@ -214,15 +214,11 @@ impl<M: Module> Build<'_, '_, M> {
     fn route(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, entries: &mut BTreeMap<usize, Block>, dests: &[Dest]) {
         match dests {
             [] => {
-                let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
-                b.def_var(pv.verdict, v);
-                b.ins().jump(pv.end, &[]);
+                leave(b, pv, VERDICT_DROP);
             }
             [Dest::Sink(s)] => {
                 self.sink(b, pv, *s);
-                let v = b.ins().iconst(I32, i64::from(*s));
-                b.def_var(pv.verdict, v);
-                b.ins().jump(pv.end, &[]);
+                leave(b, pv, u32::from(*s));
             }
             [Dest::Pe { node, in_port }] => {
                 let blk = self.node_entry(b, entries, *node as usize);
@@ -364,4 +360,11 @@ fn zero_info<M: Module>(b: &mut FunctionBuilder, cx: &FuncCx<'_, M>, info: Value
         let n = b.ins().iconst(I64, size as i64);
         b.call_memset(cx.frontend, info, zero, n);
     }
+}
+
+/// The packet's walk ends with `verdict` (a sink port or [`VERDICT_DROP`]).
+fn leave(b: &mut FunctionBuilder, pv: &PacketVars, verdict: u32) {
+    let v = b.ins().iconst(I32, i64::from(verdict));
+    b.def_var(pv.verdict, v);
+    b.ins().jump(pv.end, &[]);
 }

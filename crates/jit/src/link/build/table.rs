@@ -9,7 +9,7 @@ use cranelift_module::{DataId, Module};
 use netvm_vm::graph::{AppGraph, Dest};
 use netvm_vm::FaultKind;
 
-use super::{count_mem, Build, PacketVars};
+use super::{count_mem, leave, Build, PacketVars};
 use crate::translate::{MemView, I32, I64};
 use netvm_abi::VERDICT_DROP;
 
@@ -106,15 +106,11 @@ pub(super) fn table_route_driver<M: Module>(
 ) {
     match dests {
         [] => {
-            let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
-            b.def_var(pv.verdict, v);
-            b.ins().jump(pv.end, &[]);
+            leave(b, pv, VERDICT_DROP);
         }
         [Dest::Sink(s)] => {
             build.sink(b, pv, *s);
-            let v = b.ins().iconst(I32, i64::from(*s));
-            b.def_var(pv.verdict, v);
-            b.ins().jump(pv.end, &[]);
+            leave(b, pv, u32::from(*s));
         }
         [Dest::Pe { in_port, .. }] => {
             let k = slot(0).expect("a NetPE destination has a slot");
