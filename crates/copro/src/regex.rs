@@ -738,6 +738,7 @@ mod tests {
         assert_eq!(find("/(?i)ab(?-i)c|d/", b"ABC ABc D"), M(4, 7), "(?-i) carries over to later branches");
         assert_eq!(find("/(a(?i)b|c)/", b"xC"), M(1, 2));
         assert!(!on_pcre2("/\\x90{6,}\\xeb/") && !on_pcre2("/(?i:a)b\\Z/m"));
+        assert!(!on_pcre2("/(a|bc?)*(x?)?/"), "repetitions of groups that cannot match empty");
     }
 
     #[test]
@@ -794,6 +795,9 @@ mod tests {
             ("/a\\Kb/", b"ab", M(1, 2)),
             ("/a\\Rb/", b"a\r\nb", M(0, 4)),
             ("/(?(?=a)ab|cd)/", b"xcd", M(1, 3)),
+            // PCRE ends a loop at an empty iteration; a Thompson NFA does not.
+            ("/(.?[^a]??)+?/G", b"\na", M(0, 1)),
+            ("/(a?)*b/", b"aab", M(0, 3)),
         ] {
             assert!(on_pcre2(p), "{p}");
             assert_eq!(find(p, h), want, "{p}");

@@ -18,6 +18,11 @@
 //! - PCRE's multi-line `^` does not match after a `\n` that ends the
 //!   subject; regex-syntax's does. Exact when every `^` is leading (nothing
 //!   consumed before it) and no match is empty; otherwise PCRE2.
+//!
+//! One construct differs in the match it picks: a repetition (more than
+//! once) of a group that can match empty. PCRE ends the loop at an empty
+//! iteration and goes on; a Thompson NFA drops that path and may prefer a
+//! longer one (`/(.?[^a]??)+?/G` on `\na`). Such patterns go to PCRE2.
 
 use regex_automata::util::syntax;
 
@@ -132,6 +137,20 @@ enum Node {
     Group(Box<Node>),
     Repeat { node: Box<Node>, min: u32, max: Option<u32>, lazy: bool },
     Look(Look),
+}
+
+impl Node {
+    /// Whether the node can match without consuming a byte.
+    fn nullable(&self) -> bool {
+        match self {
+            Node::Bytes(_) => false,
+            Node::Concat(items) => items.iter().all(Node::nullable),
+            Node::Alt(bs) => bs.iter().any(Node::nullable),
+            Node::Group(inner) => inner.nullable(),
+            Node::Repeat { node, min, .. } => *min == 0 || node.nullable(),
+            Node::Look(_) => true,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -664,6 +683,12 @@ impl Emitter {
             }
             Node::Repeat { node, min, max, lazy } => {
                 let once = *max == Some(1);
+                if !once && node.nullable() {
+                    // PCRE ends a loop at an iteration that matched empty and
+                    // goes on with the rest of the pattern; a Thompson NFA
+                    // drops that path instead and may prefer a longer one.
+                    self.misplaced = Some("a repetition of a group that can match empty");
+                }
                 self.out.push_str("(?:");
                 self.node(node, leading && once, last && once);
                 self.out.push(')');
