@@ -40,6 +40,10 @@ pub struct IdsArgs {
     /// Execution engine.
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     engine: EngineArg,
+    /// How the JIT binds the NetPEs (`table`, the default: one function per
+    /// NetPE, so that the large detect NetPEs compile apart from the batch loop).
+    #[arg(long, value_enum, default_value_t = LinkArg::Table)]
+    link: LinkArg,
     /// Write the compiled application's NetIL listings and tables into DIR.
     #[arg(long, value_name = "DIR")]
     emit: Option<PathBuf>,
@@ -102,7 +106,13 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             return EXIT_ERROR;
         }
     }
-    let engine = common::engine(args.engine, LinkArg::Direct);
+    if ids.manifest.distribution.as_deref() == Some("flow") && args.engine_opts.distribution == Some(common::DistributionArg::RoundRobin) {
+        eprintln!(
+            "netvm: --distribution round-robin: the rules use flow state (`flow`), which needs both directions of a flow on one worker"
+        );
+        return EXIT_USAGE;
+    }
+    let engine = common::engine(args.engine, args.link);
     let app = match ids.instantiate(engine.as_ref()) {
         Ok(a) => a,
         Err(e) => {
@@ -112,7 +122,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
     };
     let engine_name = app.engine();
     // Alerts are ordered by packet whatever the workers, and the rules keep
-    // no state between packets: `auto` may use every CPU.
+    // no state between packets but their flows' (spread by flow): `auto` may use every CPU.
     let cfg = args.engine_opts.config(false, true);
     let mut driver = Driver::new(app, cfg);
     let spec = match common::open_source(&mut driver, read, 0) {

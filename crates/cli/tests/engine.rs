@@ -71,6 +71,11 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// 4 workers (and, beyond one, both distributions), small batches so that
 /// many are in flight; the output files and stdout must be identical.
 fn same_with_workers(what: &str, args: &[&str]) {
+    same_with_workers_spread(what, args, &["flow", "round-robin"]);
+}
+
+/// As [`same_with_workers`], with the given distributions only.
+fn same_with_workers_spread(what: &str, args: &[&str], distributions: &[&str]) {
     let run = |extra: &[&str]| {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().display().to_string();
@@ -85,7 +90,7 @@ fn same_with_workers(what: &str, args: &[&str]) {
     let (want, want_stdout) = run(&["--workers", "1"]);
     assert!(want.values().any(|b| b.len() > 24), "{what}: nothing was written");
     for w in ["2", "4"] {
-        for d in ["flow", "round-robin"] {
+        for d in distributions {
             let (got, stdout) = run(&["--workers", w, "--distribution", d]);
             assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{what}: {w} workers, {d}: files");
             for (name, bytes) in &want {
@@ -136,7 +141,8 @@ fn example_applications_give_the_same_output_on_any_number_of_workers() {
     std::fs::write(&rules, netvm_traffic::apps::ids_rules(&mut rng, 300)).unwrap();
     let itrace = dir.path().join("ids.pcap");
     write_pcap(&itrace, &netvm_traffic::apps::ids_trace(&mut rng, 3000));
-    same_with_workers(
+    // The generated rules use `flow`: packets are spread by flow (round robin is refused).
+    same_with_workers_spread(
         "ids",
         &[
             "ids",
@@ -149,10 +155,13 @@ fn example_applications_give_the_same_output_on_any_number_of_workers() {
             "-w",
             "{out}/passed.pcap",
         ],
+        &["flow"],
     );
     let sample =
         ["ids", "--rules", &path("examples/ids/sample.rules"), "-r", &path("examples/ids/sample.pcap"), "--alerts", "{out}/alerts.jsonl"];
-    same_with_workers("ids sample", &sample);
+    same_with_workers_spread("ids sample", &sample, &["flow"]);
+    let o = netvm(&[&sample[..6], &["--alerts", "/dev/null", "--workers", "2", "--distribution", "round-robin"]].concat());
+    assert_eq!(o.status.code(), Some(2), "round robin is refused for rules with flow state");
 }
 
 /// What left each port per input frame: frame (seq) → set of ports.

@@ -42,6 +42,13 @@ pub mod info {
     pub const INDEX: u32 = 0;
     /// u8: protocol class, one of the `CLASS_*` values.
     pub const CLASS: u32 = 4;
+    /// u8: the `flow` coprocessor's state word for the packet
+    /// (`netvm_copro::flow::{TRACKED, ESTABLISHED, …}`; 0 when the rules use
+    /// no `flow` or the packet is not tracked).
+    pub const FLOW: u32 = 5;
+    /// u16: Snort's `dsize`: the L4 payload length (TCP, UDP, ICMP), else
+    /// the IP payload length.
+    pub const DSIZE: u32 = 6;
     /// u32: IPv4 source address.
     pub const SRC: u32 = 8;
     /// u32: IPv4 destination address.
@@ -60,8 +67,12 @@ pub mod info {
     pub const L4_PAYLOAD_LEN: u32 = 26;
     /// u8: verdict bits, [`ALERTED`] | [`DROP`] | [`PASS`].
     pub const VERDICT: u32 = 28;
+    /// u16: offset of the IPv4 header (0 when the packet is not IPv4).
+    pub const L3: u32 = 30;
+    /// u32: the packet's flow handle (0: none), for flowbits.
+    pub const FLOW_HANDLE: u32 = 32;
     /// Size of info memory.
-    pub const SIZE: u32 = 32;
+    pub const SIZE: u32 = 36;
 
     /// Not IPv4, or a header that does not parse: no rule applies.
     pub const CLASS_NONE: u8 = 0;
@@ -82,8 +93,26 @@ pub mod info {
     pub const PASS: u8 = 4;
 }
 
-/// The decoder NetPE.
+/// The decoder NetPE, without flow tracking.
 pub const DECODE: &str = include_str!("decode.nil");
+
+/// The decoder NetPE; with `track`, it tracks flows (the `flow`
+/// coprocessor `fl`) and records each packet's state word and handle.
+pub fn decode_listing(track: bool) -> String {
+    if !track {
+        return DECODE.to_string();
+    }
+    // Fragments (More Fragments or an offset) are not tracked: the runtime's
+    // flow distribution sends every fragment of a datagram where its
+    // addresses alone hash, so a first fragment's flow may live on another worker.
+    let code = format!(
+        "    locload 0\n    push 6\n    add\n    upload.16\n    push 0x3fff\n    and\n    jnz untracked\n    locload 0\n    copro.in fl, 5\n    copro.invoke fl, 1\n    push {}\n    copro.out fl, 0\n    istore.8\n    \
+         push {}\n    copro.out fl, 1\n    istore.32\nuntracked:\n",
+        info::FLOW,
+        info::FLOW_HANDLE
+    );
+    format!(".copro fl flow\n{}", DECODE.replace("    ; @track\n", &code))
+}
 
 /// The verdict NetPE.
 pub const VERDICT: &str = "\
@@ -155,8 +184,9 @@ const MAX_LISTING: usize = 2_400_000;
 pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let mut chunks: Vec<(usize, usize)> = Vec::new();
     split(rules, 0, rules.len(), &mut chunks);
+    let track = rules.iter().any(uses_flow);
     let mut netpes = vec![NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None }];
-    let mut listings = vec![("decode".to_string(), DECODE.to_string())];
+    let mut listings = vec![("decode".to_string(), decode_listing(track))];
     let mut tables = Vec::new();
     let mut event_logs = Vec::new();
     for (i, (lo, hi)) in chunks.iter().enumerate() {
@@ -180,9 +210,10 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let manifest = Manifest {
         name: Some("ids".into()),
         budget: Some(BUDGET),
-        // The rules keep no state between packets, and alerts are ordered
-        // by packet whichever worker raised them: whole batches to any worker.
-        distribution: Some("round-robin".into()),
+        // Alerts are ordered by packet whichever worker raised them. Without
+        // `flow` the rules keep no state between packets: whole batches to
+        // any worker; with it, both directions of a flow on one worker.
+        distribution: Some(if track { "flow" } else { "round-robin" }.into()),
         sources: vec![SourceSpec { port: 0, to: "decode".into() }],
         connections,
         sinks: vec![SinkSpec { from: "verdict.0".into(), port: 1, file: None }],
@@ -190,6 +221,11 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         base_dir: Default::default(),
     };
     Ok(IdsApp { manifest, tables, listings, event_logs })
+}
+
+/// Whether a rule needs flow state (a `flow` option other than `stateless`).
+pub fn uses_flow(r: &Rule) -> bool {
+    r.flow.as_ref().is_some_and(|f| f.established.is_some() || f.to_server.is_some())
 }
 
 /// Most contents and pcres in one compiled rule (each takes two locals).
@@ -214,17 +250,10 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
     if let Some(s) = &rule.header_service {
         return skip("service", Some(format!("a `{s}` service rule")));
     }
-    if rule.bidirectional {
-        return skip("<>", None);
-    }
-    if let Some(f) = &rule.flow {
-        let stateless_only = f.established.is_none() && f.to_server.is_none() && f.stream.is_none() && f.frag.is_none();
-        if !stateless_only {
-            return skip("flow", None);
-        }
-    }
-    if let Some(h) = rule.header.first() {
-        return skip(h.name(), None);
+    if rule.flow.as_ref().is_some_and(|f| f.stream == Some(true)) {
+        let mut s = skip("flow", None)?;
+        s.reason = "option flow: only_stream: netvm reassembles no streams, so the rule could never match".into();
+        return Some(s);
     }
     for d in &rule.detection {
         let buffer = d.buffer();
@@ -482,11 +511,12 @@ fn rule_patterns(g: &mut Gen, r: &Rule, fp: Option<(usize, u32)>) -> Vec<u32> {
 
 /// Header checks, matchers, logging; every failure jumps to `fail`, and so does the end.
 fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
-    addr_check(g, &r.src, info::SRC, fail);
-    addr_check(g, &r.dst, info::DST, fail);
-    if matches!(r.proto, Proto::Tcp | Proto::Udp) {
-        port_check(g, &r.sport, info::SPORT, fail);
-        port_check(g, &r.dport, info::DPORT, fail);
+    endpoints(g, r, fail);
+    if let Some(f) = &r.flow {
+        flow_check(g, f, fail);
+    }
+    for h in &r.header {
+        header_check(g, r.proto, h, fail);
     }
     g.op(&format!("locload {L_BASE}"));
     g.op(&format!("locstore {L_CURSOR}"));
@@ -592,6 +622,259 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     g.op("or");
     g.op("istore.8");
     g.op(&format!("jump {fail}"));
+}
+
+/// Jumps to `fail` unless the packet's addresses and ports match the
+/// rule's header: in its direction, or in either direction for `<>`.
+fn endpoints(g: &mut Gen, r: &Rule, fail: &str) {
+    let ports = matches!(r.proto, Proto::Tcp | Proto::Udp);
+    let one_way = |g: &mut Gen, (src, sport, dst, dport): (u32, u32, u32, u32), fail: &str| {
+        addr_check(g, &r.src, src, fail);
+        addr_check(g, &r.dst, dst, fail);
+        if ports {
+            port_check(g, &r.sport, sport, fail);
+            port_check(g, &r.dport, dport, fail);
+        }
+    };
+    if !r.bidirectional {
+        one_way(g, (info::SRC, info::SPORT, info::DST, info::DPORT), fail);
+        return;
+    }
+    let (reverse, ok) = (g.label("reverse"), g.label("endpoints_ok"));
+    one_way(g, (info::SRC, info::SPORT, info::DST, info::DPORT), &reverse);
+    g.op(&format!("jump {ok}"));
+    g.at(&reverse);
+    one_way(g, (info::DST, info::DPORT, info::SRC, info::SPORT), fail);
+    g.at(&ok);
+}
+
+/// Jumps to `fail` unless the packet's flow state (info [`info::FLOW`])
+/// satisfies `flow` (docs/ids.md; the mapping of docs/coprocessors.md).
+fn flow_check(g: &mut Gen, f: &crate::rules::Flow, fail: &str) {
+    use netvm_copro::flow::{ESTABLISHED, TO_CLIENT, TO_SERVER, TRACKED};
+    // (mask, value): the state word masked must equal the value.
+    let mut tests: Vec<(u32, u32)> = Vec::new();
+    match f.established {
+        Some(true) => tests.push((ESTABLISHED, ESTABLISHED)),
+        Some(false) => tests.push((TRACKED | ESTABLISHED, TRACKED)),
+        None => {}
+    }
+    match f.to_server {
+        Some(true) => tests.push((TO_CLIENT, 0)),
+        Some(false) => tests.push((TO_SERVER, 0)),
+        None => {}
+    }
+    for (mask, value) in tests {
+        g.op(&format!("push {}", info::FLOW));
+        g.op("iload.8");
+        g.op(&format!("push {mask}"));
+        g.op("and");
+        g.op(&format!("push {value}"));
+        g.op(&format!("jcmp.neq {fail}"));
+    }
+    if let Some(frag) = f.frag {
+        // A fragment: More Fragments set or a nonzero offset.
+        ip_field(g, 6, 16);
+        g.op("push 0x3fff");
+        g.op("and");
+        g.op(&format!("{} {fail}", if frag { "jz" } else { "jnz" }));
+    }
+}
+
+/// Pushes the `bits`-bit big-endian field at `off` in the IPv4 header.
+fn ip_field(g: &mut Gen, off: u32, bits: u32) {
+    packet_field(g, info::L3, off, bits);
+}
+
+/// Pushes the `bits`-bit big-endian field at `off` in the L4 (TCP, ICMP) header.
+fn l4_field(g: &mut Gen, off: u32, bits: u32) {
+    packet_field(g, info::IP_PAYLOAD, off, bits);
+}
+
+/// Pushes the `bits`-bit big-endian packet field at `off` after the header whose offset is the u16 at info `at`.
+fn packet_field(g: &mut Gen, at: u32, off: u32, bits: u32) {
+    g.op(&format!("push {at}"));
+    g.op("iload.16");
+    if off > 0 {
+        g.op(&format!("push {off}"));
+        g.op("add");
+    }
+    g.op(&format!("upload.{bits}"));
+}
+
+/// Jumps to `fail` unless the packet is of `class` (for `ip` rules, whose
+/// packets may be of any class; a rule of another protocol never matches).
+fn need_class(g: &mut Gen, rule: Proto, class: u8, fail: &str) {
+    let proto = match class {
+        info::CLASS_TCP => Proto::Tcp,
+        info::CLASS_UDP => Proto::Udp,
+        _ => Proto::Icmp,
+    };
+    if rule == proto {
+        return;
+    }
+    if rule != Proto::Ip {
+        g.op(&format!("jump {fail}"));
+        return;
+    }
+    g.op(&format!("push {}", info::CLASS));
+    g.op("iload.8");
+    g.op(&format!("push {class}"));
+    g.op(&format!("jcmp.neq {fail}"));
+}
+
+/// The values an [`IntCheck`](crate::rules::IntCheck) accepts among
+/// `0..=max`: an inclusive range, negated for `!N`; `None` when none.
+pub fn int_range(c: crate::rules::IntCheck, max: u32) -> Option<(bool, u32, u32)> {
+    use crate::rules::IntCheck as C;
+    let max = i64::from(max);
+    let (negated, lo, hi) = match c {
+        C::Eq(n) => (false, n, n),
+        C::Ne(n) => (true, n, n),
+        C::Lt(n) => (false, 0, n - 1),
+        C::Le(n) => (false, 0, n),
+        C::Gt(n) => (false, n + 1, max),
+        C::Ge(n) => (false, n, max),
+        C::Between(a, b) => (false, a + 1, b - 1),
+        C::BetweenIncl(a, b) => (false, a, b),
+    };
+    let (lo, hi) = (lo.max(0), hi.min(max));
+    if negated {
+        // `!N` out of range excludes nothing.
+        return Some(if (0..=max).contains(&lo) && lo == hi { (true, lo as u32, hi as u32) } else { (false, 0, max as u32) });
+    }
+    (lo <= hi).then_some((false, lo as u32, hi as u32))
+}
+
+/// Jumps to `fail` unless the value on the stack (popped) passes `c`; `max`: the field's largest value.
+fn int_check(g: &mut Gen, c: crate::rules::IntCheck, max: u32, fail: &str) {
+    let Some((negated, lo, hi)) = int_range(c, max) else {
+        g.op("pop");
+        g.op(&format!("jump {fail}"));
+        return;
+    };
+    if negated {
+        g.op(&format!("push {lo}"));
+        g.op(&format!("jcmp.eq {fail}"));
+        return;
+    }
+    g.op(&format!("locstore {L_TMP}"));
+    if lo > 0 {
+        g.op(&format!("locload {L_TMP}"));
+        g.op(&format!("push {lo}"));
+        g.op(&format!("jcmp.lt {fail}"));
+    }
+    if hi < max {
+        g.op(&format!("locload {L_TMP}"));
+        g.op(&format!("push {hi}"));
+        g.op(&format!("jcmp.gt {fail}"));
+    }
+}
+
+/// Jumps to `fail` unless the value on the stack (popped) has `bits` as `mode` says.
+fn bits_check(g: &mut Gen, bits: u32, mode: crate::rules::BitsMode, fail: &str) {
+    use crate::rules::BitsMode as M;
+    match mode {
+        M::Exact => {
+            g.op(&format!("push {bits}"));
+            g.op(&format!("jcmp.neq {fail}"));
+        }
+        M::All => {
+            g.op(&format!("push {bits}"));
+            g.op("and");
+            g.op(&format!("push {bits}"));
+            g.op(&format!("jcmp.neq {fail}"));
+        }
+        M::Any => {
+            g.op(&format!("push {bits}"));
+            g.op("and");
+            g.op(&format!("jz {fail}"));
+        }
+        M::Not => {
+            g.op(&format!("push {bits}"));
+            g.op("and");
+            g.op(&format!("jnz {fail}"));
+        }
+    }
+}
+
+/// Jumps to `fail` unless the packet passes a header check (docs/ids.md).
+fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: &str) {
+    use crate::rules::HeaderCheck as H;
+    match h {
+        H::Flags { bits, mode, mask } => {
+            need_class(g, proto, info::CLASS_TCP, fail);
+            l4_field(g, 13, 8);
+            g.op(&format!("push {}", !mask));
+            g.op("and");
+            bits_check(g, u32::from(*bits & !mask), *mode, fail);
+        }
+        H::Fragbits { bits, mode } => {
+            ip_field(g, 6, 16);
+            g.op("push 0xe000");
+            g.op("and");
+            bits_check(g, u32::from(*bits), *mode, fail);
+        }
+        H::Dsize(c) => {
+            g.op(&format!("push {}", info::DSIZE));
+            g.op("iload.16");
+            int_check(g, *c, u16::MAX.into(), fail);
+        }
+        H::Itype(c) | H::Icode(c) => {
+            need_class(g, proto, info::CLASS_ICMP, fail);
+            l4_field(g, if matches!(h, H::Itype(_)) { 0 } else { 1 }, 8);
+            int_check(g, *c, u8::MAX.into(), fail);
+        }
+        H::IcmpId(c) | H::IcmpSeq(c) => {
+            // Echo requests and replies only, as Snort.
+            need_class(g, proto, info::CLASS_ICMP, fail);
+            let ok = g.label("echo");
+            l4_field(g, 0, 8);
+            g.op(&format!("locstore {L_TMP}"));
+            g.op(&format!("locload {L_TMP}"));
+            g.op(&format!("jz {ok}"));
+            g.op(&format!("locload {L_TMP}"));
+            g.op("push 8");
+            g.op(&format!("jcmp.neq {fail}"));
+            g.at(&ok);
+            l4_field(g, if matches!(h, H::IcmpId(_)) { 4 } else { 6 }, 16);
+            int_check(g, *c, u16::MAX.into(), fail);
+        }
+        H::Ttl(c) | H::Tos(c) | H::Id(c) | H::IpProto(c) => {
+            // (offset in the IPv4 header, bits)
+            let (off, bits) = match h {
+                H::Ttl(_) => (8, 8),
+                H::Tos(_) => (1, 8),
+                H::Id(_) => (4, 16),
+                _ => (9, 8),
+            };
+            ip_field(g, off, bits);
+            int_check(g, *c, if bits == 8 { u8::MAX.into() } else { u16::MAX.into() }, fail);
+        }
+        H::Fragoffset(c) => {
+            ip_field(g, 6, 16);
+            g.op("push 0x1fff");
+            g.op("and");
+            int_check(g, *c, 0x1fff, fail);
+        }
+        H::Seq(c) | H::Ack(c) | H::Window(c) => {
+            need_class(g, proto, info::CLASS_TCP, fail);
+            match h {
+                H::Seq(_) => l4_field(g, 4, 32),
+                H::Ack(_) => l4_field(g, 8, 32),
+                _ => l4_field(g, 14, 16),
+            }
+            let max = if matches!(h, H::Window(_)) { u16::MAX.into() } else { u32::MAX };
+            int_check(g, *c, max, fail);
+        }
+        H::SameIp => {
+            g.op(&format!("push {}", info::SRC));
+            g.op("iload.32");
+            g.op(&format!("push {}", info::DST));
+            g.op("iload.32");
+            g.op(&format!("jcmp.neq {fail}"));
+        }
+    }
 }
 
 /// Sets the search region locals of content `i` from the cursor or the payload start.
@@ -754,6 +1037,8 @@ drop udp [1.2.3.4,!5.6.7.8] !53 -> any [1:10,!5] (msg:"b"; content:!"zz"; pcre:"
 pass icmp any any -> any any (msg:"c"; sid:3;)
 alert ip any any -> any any (msg:"d"; content:"|00 01|"; fast_pattern; content:"long content"; sid:4;)
 alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
+alert tcp any any <> 10.0.0.0/8 80 (msg:"f"; flow:established,to_client,no_frag; flags:+PA,12; dsize:10<>100; seq:>5; ack:!3; window:<=9; sid:6;)
+alert ip any any -> any any (msg:"g"; itype:8; icode:0; icmp_id:>1; icmp_seq:1<=>4; ttl:<64; tos:!0; id:5; ip_proto:!17; fragbits:!MD; fragoffset:0; sameip; sid:7;)
 "#;
         let set = crate::parse_rules(text, &HashMap::new());
         assert!(set.skipped.is_empty(), "{:?}", set.skipped);
@@ -768,5 +1053,11 @@ alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
         assert!(patterns.contains("\"|47 45 54|\" nocase"), "{patterns}");
         assert_eq!(fast_pattern(&set.rules[3]), Some(0), "fast_pattern wins over a longer content");
         assert_eq!(fast_pattern(&set.rules[1]), None, "no positive content");
+        assert!(app.listings[0].1.contains("copro.invoke fl, 1"), "flow rules: the decoder tracks flows");
+        assert_eq!(app.manifest.distribution.as_deref(), Some("flow"));
+        assert_eq!(int_range(crate::rules::IntCheck::Lt(0), 255), None);
+        assert_eq!(int_range(crate::rules::IntCheck::Ne(300), 255), Some((false, 0, 255)));
+        assert_eq!(int_range(crate::rules::IntCheck::Between(3, 5), 255), Some((false, 4, 4)));
+        assert_eq!(int_range(crate::rules::IntCheck::Gt(300), 255), None);
     }
 }

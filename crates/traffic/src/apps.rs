@@ -319,7 +319,74 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             }
         };
         let (src, sport, dst, dport) = (addr(r), port(r), addr(r), port(r));
+        let dir = if r.below(8) == 0 { "<>" } else { "->" };
         let mut opts = format!("msg:\"rule {k} \\\"q\\\"\"; ");
+        if r.below(3) == 0 {
+            let mut flow: Vec<&str> = Vec::new();
+            if r.chance(60) {
+                flow.push(r.pick(&["established", "not_established", "stateless"]));
+            }
+            if r.chance(60) {
+                flow.push(r.pick(&["to_server", "to_client", "from_server", "from_client"]));
+            }
+            if r.chance(15) {
+                flow.push(r.pick(&["no_stream", "only_frag", "no_frag"]));
+            }
+            if flow.is_empty() {
+                flow.push("established");
+            }
+            opts += &format!("flow:{}; ", flow.join(","));
+        }
+        for _ in 0..r.below(3) {
+            if r.chance(50) {
+                continue;
+            }
+            let int = |r: &mut SplitMix64, max: u64| -> String {
+                let (a, b) = (r.below(max + 2), r.below(max + 2));
+                match r.below(8) {
+                    0 => format!("{a}"),
+                    1 => format!("!{a}"),
+                    2 => format!("<{a}"),
+                    3 => format!(">{a}"),
+                    4 => format!("<={a}"),
+                    5 => format!(">={a}"),
+                    6 => format!("{}<>{}", a.min(b), a.max(b)),
+                    _ => format!("{}<=>{}", a.min(b), a.max(b)),
+                }
+            };
+            // Mostly the checks of the rule's protocol (those of another never match).
+            let which = match (proto, r.chance(70)) {
+                ("icmp", true) => r.pick(&[3, 3, 4, 4, 5, 6]),
+                ("tcp", true) => r.pick(&[0, 0, 2, 13]),
+                _ => r.below(15),
+            };
+            opts += &match which {
+                0 | 1 => {
+                    let bits: String = ["F", "S", "R", "P", "A", "U", "C", "E"].iter().filter(|_| r.chance(30)).copied().collect();
+                    let bits = if bits.is_empty() { "0".to_string() } else { bits };
+                    let modifier = r.pick(&["", "+", "*", "!"]);
+                    let mask = if r.chance(20) { ",12" } else { "" };
+                    format!("flags:{modifier}{bits}{mask}; ")
+                }
+                2 => format!("dsize:{}; ", int(r, 40)),
+                3 => format!("itype:{}; ", int(r, 10)),
+                4 => format!("icode:{}; ", int(r, 4)),
+                5 => format!("icmp_id:{}; ", int(r, 4)),
+                6 => format!("icmp_seq:{}; ", int(r, 4)),
+                7 => format!("ttl:{}; ", r.pick(&["64", "<64", ">=128", "1-64", "!255", "32<>200"])),
+                8 => format!("tos:{}; ", int(r, 8)),
+                9 => format!("id:{}; ", int(r, 6)),
+                10 => format!("ip_proto:{}; ", r.pick(&["6", "17", "!1", "tcp", "<17", "47"])),
+                11 => {
+                    let bits: String = ["M", "D", "R"].iter().filter(|_| r.chance(40)).copied().collect();
+                    let bits = if bits.is_empty() { "M".to_string() } else { bits };
+                    format!("fragbits:{}{bits}; ", r.pick(&["", "+", "*", "!"]))
+                }
+                12 => "sameip; ".to_string(),
+                13 => format!("{}:{}; ", r.pick(&["seq", "ack", "window"]), int(r, 6)),
+                _ => format!("fragoffset:{}; ", int(r, 20)),
+            };
+        }
         let contents = if r.below(10) == 0 { 0 } else { 1 + r.below(3) };
         for i in 0..contents {
             let w = r.pick(IDS_WORDS);
@@ -353,18 +420,34 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             opts += &format!("pcre:\"/{re}/{flags}\"; ");
         }
         opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + r.below(3));
-        out += &format!("{action} {proto} {src} {sport} -> {dst} {dport} ({opts})\n");
+        out += &format!("{action} {proto} {src} {sport} {dir} {dst} {dport} ({opts})\n");
     }
     out
+}
+
+/// A conversation of [`ids_trace`]: both directions of one flow, TCP
+/// from its handshake (or picked up midstream) to its FIN or RST.
+struct Conversation {
+    proto: u8,
+    client: (u32, u16),
+    server: (u32, u16),
+    step: u32,
+    midstream: bool,
 }
 
 /// Frames for the IDS: IPv4 TCP, UDP and ICMP (and other protocols,
 /// fragments, VLAN tags, non-IPv4 and broken headers), between addresses
 /// and ports that the generated rules name, with payloads stitched from
-/// [`IDS_WORDS`] (sometimes in another case) and random bytes.
+/// [`IDS_WORDS`] (sometimes in another case) and random bytes. Most
+/// packets belong to a few concurrent conversations (TCP handshakes,
+/// data both ways, FIN or RST; UDP and ICMP exchanges), the others have
+/// random endpoints and TCP flags; header fields (TTL, TOS, id, IP flags,
+/// ICMP type, code, id and sequence, TCP sequence, acknowledgement and
+/// window) take a few values each.
 pub fn ids_trace(r: &mut SplitMix64, n: usize) -> Vec<Packet> {
     let addrs = [0x0a00_0001u32, 0x0a01_0203, 0x0a09_0001, 0xc0a8_0101, 0xc0a8_0202, 0x0808_0808, 0x0a02_0005];
     let ports = [22u16, 53, 80, 443, 1023, 1024, 8080, 8050, 40000];
+    let mut convs: Vec<Conversation> = Vec::new();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let mut payload = Vec::new();
@@ -383,24 +466,77 @@ pub fn ids_trace(r: &mut SplitMix64, n: usize) -> Vec<Packet> {
                 payload.extend(r.bytes(k));
             }
         }
-        let proto = r.pick(&[6u8, 6, 6, 17, 17, 1, 47]);
+        // (proto, src, dst, sport, dport, TCP flags)
+        let (proto, src, dst, sport, dport, tcp_flags) = if r.chance(70) {
+            if convs.len() < 6 || r.chance(10) {
+                let proto = r.pick(&[6u8, 6, 6, 17, 1]);
+                let midstream = proto == 6 && r.chance(20);
+                convs.push(Conversation {
+                    proto,
+                    client: (r.pick(&addrs), r.pick(&ports)),
+                    server: (r.pick(&addrs), r.pick(&ports)),
+                    step: if midstream { 3 } else { 0 },
+                    midstream,
+                });
+            }
+            let k = r.below(convs.len() as u64) as usize;
+            let c = &mut convs[k];
+            let step = c.step;
+            c.step += 1;
+            let from_client = match (c.proto, step) {
+                (6, 0 | 2) => true,
+                (6, 1) => false,
+                _ => r.chance(55),
+            };
+            // SYN, SYN-ACK, ACK, then data (PSH-ACK or ACK), and after a while FIN-ACK or RST.
+            let flags = match step {
+                _ if c.proto != 6 => 0,
+                0 => 0x02,
+                1 => 0x12,
+                2 => 0x10,
+                _ if step > 8 && r.chance(30) => r.pick(&[0x11u8, 0x11, 0x04, 0x14]),
+                _ => r.pick(&[0x18u8, 0x10]),
+            };
+            let (proto, midstream) = (c.proto, c.midstream);
+            let ((sa, sp), (da, dp)) = if from_client { (c.client, c.server) } else { (c.server, c.client) };
+            if step > 12 || (midstream && step > 10) {
+                convs.swap_remove(k);
+            }
+            (proto, sa, da, sp, dp, flags)
+        } else {
+            let proto = r.pick(&[6u8, 6, 6, 17, 17, 1, 47]);
+            let src = r.pick(&addrs);
+            let dst = if r.chance(5) { src } else { r.pick(&addrs) };
+            (proto, src, dst, r.pick(&ports), r.pick(&ports), r.pick(&[0u8, 0x02, 0x12, 0x10, 0x18, 0x11, 0x04, 0x01, 0x29, 0xc2, 0xff]))
+        };
         let l4_len = match proto {
             6 => 20 + 4 * r.below(3) as usize,
             17 | 1 => 8,
             _ => 0,
         };
-        let src = r.pick(&addrs);
-        let dst = r.pick(&addrs);
-        let mut f = ipv4_frame(src, dst, 64, 14 + 20 + l4_len + payload.len());
+        let mut f = ipv4_frame(src, dst, r.pick(&[1u8, 32, 64, 64, 128, 255]), 14 + 20 + l4_len + payload.len());
         f.truncate(34);
         f[23] = proto;
+        f[15] = r.pick(&[0u8, 0, 0x10, 0x28, 3]);
+        f[18..20].copy_from_slice(&(r.below(6) as u16).to_be_bytes());
+        f[20] = r.pick(&[0u8, 0, 0x40, 0x20, 0x60, 0x80]);
         let mut l4 = vec![0u8; l4_len];
         if proto == 6 || proto == 17 {
-            l4[0..2].copy_from_slice(&r.pick(&ports).to_be_bytes());
-            l4[2..4].copy_from_slice(&r.pick(&ports).to_be_bytes());
+            l4[0..2].copy_from_slice(&sport.to_be_bytes());
+            l4[2..4].copy_from_slice(&dport.to_be_bytes());
         }
         if proto == 6 {
+            l4[4..8].copy_from_slice(&(r.below(6) as u32).to_be_bytes());
+            l4[8..12].copy_from_slice(&(r.below(6) as u32).to_be_bytes());
             l4[12] = ((l4_len / 4) as u8) << 4;
+            l4[13] = tcp_flags;
+            l4[14..16].copy_from_slice(&(r.below(6) as u16).to_be_bytes());
+        }
+        if proto == 1 {
+            l4[0] = r.pick(&[0u8, 8, 8, 3, 11, 5]);
+            l4[1] = r.below(5) as u8;
+            l4[4..6].copy_from_slice(&(r.below(5) as u16).to_be_bytes());
+            l4[6..8].copy_from_slice(&(r.below(5) as u16).to_be_bytes());
         }
         f.extend(l4);
         f.extend(&payload);

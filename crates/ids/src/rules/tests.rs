@@ -373,17 +373,14 @@ fn skips_name_their_option_and_do_not_touch_other_rules() {
 #[test]
 fn compile_selection_names_one_option() {
     let set = parse_rules(
-        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flags:S; sid:2;)\nalert tcp any any -> any any (http_uri; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\n",
+        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flow:only_stream; flags:S; sid:2;)\nalert tcp any any -> any any (http_uri; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\nalert tcp any any -> any any (flowbits:set,a; sid:8;)\n",
         &HashMap::new(),
     );
     let (rules, skipped) = crate::compile::select(&set);
-    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![6]);
+    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6]);
     let got: Vec<(Option<u32>, &str)> = skipped.iter().map(|s| (s.sid, s.option.as_str())).collect();
-    assert_eq!(
-        got,
-        vec![(Some(1), "flow"), (Some(2), "flags"), (Some(3), "http_uri"), (Some(4), "byte_test"), (Some(5), "<>"), (Some(7), "service")]
-    );
-    assert_eq!(skipped[0].reason, "option flow: not supported by the compiler yet");
+    assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "http_uri"), (Some(4), "byte_test"), (Some(7), "service"), (Some(8), "flowbits")]);
+    assert_eq!(skipped[4].reason, "option flowbits: not supported by the compiler yet");
 }
 
 #[test]
