@@ -136,6 +136,10 @@ fn chain(f: &[u8], pay: (usize, usize), ms: &[Detection], cursor: usize, res: &H
                 _ => false,
             }
         }
+        Detection::IsDataAt(d) => {
+            let at = if d.relative { cursor as i64 } else { base } + d.offset.lit().expect("generated rules use literal offsets");
+            (at < end) != d.negated && chain(f, pay, rest, cursor, res)
+        }
         other => panic!("generated rules have no {}", other.name()),
     }
 }
@@ -418,6 +422,7 @@ fn assert_coverage(alerted: &[Rule]) {
     some("flow:to_server", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(true)));
     some("flow:to_client", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(false)));
     some("<>", &|r| r.bidirectional);
+    some("isdataat", &|r| r.detection.iter().any(|d| matches!(d, Detection::IsDataAt(_))));
     for name in ["flags", "dsize", "itype", "icode", "ttl", "tos", "id", "ip_proto", "fragbits"] {
         some(name, &|r| r.header.iter().any(|h| h.name() == name));
     }

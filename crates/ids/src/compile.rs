@@ -274,6 +274,11 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
                     return Some(s);
                 }
             }
+            Detection::IsDataAt(d) => {
+                if let Num::Var(v) = &d.offset {
+                    return skip("byte_extract", Some(format!("variable `{v}` as an isdataat offset")));
+                }
+            }
             other => return skip(other.name(), None),
         }
     }
@@ -526,6 +531,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         let depends = match m {
             Detection::Content(c) => c.relative(),
             Detection::Pcre(p) => p.relative(),
+            Detection::IsDataAt(d) => d.relative,
             _ => false,
         };
         // The nearest earlier positive content, whose next occurrence may help.
@@ -597,6 +603,16 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                     g.op("copro.out re, 2");
                     g.op(&format!("locstore {L_CURSOR}"));
                 }
+            }
+            Detection::IsDataAt(d) => {
+                // Data at (cursor or payload start) + N: that position is before the payload end.
+                g.at(&try_label);
+                let n = d.offset.lit().unwrap_or(0);
+                g.op(&format!("locload {}", if d.relative { L_CURSOR } else { L_BASE }));
+                g.op(&format!("push {n}"));
+                g.op("add");
+                g.op(&format!("locload {L_END}"));
+                g.op(&format!("{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" }));
             }
             _ => unreachable!("`unsupported` keeps other options out of the compiler"),
         }
@@ -1037,7 +1053,7 @@ drop udp [1.2.3.4,!5.6.7.8] !53 -> any [1:10,!5] (msg:"b"; content:!"zz"; pcre:"
 pass icmp any any -> any any (msg:"c"; sid:3;)
 alert ip any any -> any any (msg:"d"; content:"|00 01|"; fast_pattern; content:"long content"; sid:4;)
 alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
-alert tcp any any <> 10.0.0.0/8 80 (msg:"f"; flow:established,to_client,no_frag; flags:+PA,12; dsize:10<>100; seq:>5; ack:!3; window:<=9; sid:6;)
+alert tcp any any <> 10.0.0.0/8 80 (msg:"f"; flow:established,to_client,no_frag; flags:+PA,12; dsize:10<>100; seq:>5; ack:!3; window:<=9; content:"x"; isdataat:!5,relative; isdataat:2; sid:6;)
 alert ip any any -> any any (msg:"g"; itype:8; icode:0; icmp_id:>1; icmp_seq:1<=>4; ttl:<64; tos:!0; id:5; ip_proto:!17; fragbits:!MD; fragoffset:0; sameip; sid:7;)
 "#;
         let set = crate::parse_rules(text, &HashMap::new());

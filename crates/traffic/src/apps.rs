@@ -414,6 +414,10 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 }
             }
         }
+        if r.below(5) == 0 {
+            let relative = if contents > 0 && r.chance(60) { ",relative" } else { "" };
+            opts += &format!("isdataat:{}{}{relative}; ", if r.chance(30) { "!" } else { "" }, r.below(30));
+        }
         if r.below(6) == 0 {
             let re = r.pick(&["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"]);
             let flags = r.pick(&["", "i", "s", "R", "iR"]);
