@@ -267,3 +267,26 @@ fn compile_emits_clif_and_asm_and_jit_is_the_default_engine() {
         assert_eq!(jit[key], interp[key], "{key}");
     }
 }
+
+#[test]
+fn a_shared_coprocessor_instance_is_reported_and_dumped_once() {
+    // tests/apps/shared_copro.toml: `b` and `c` name `a.c` (`instance = "a.c"`).
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    let pkts: Vec<Packet> = (0..50).map(|i| Packet { ts: Timestamp { sec: i, nsec: 0 }, ..Packet::from_bytes(vec![i as u8; 8]) }).collect();
+    write_pcap(&input, &pkts);
+    let app = path("tests/apps/shared_copro.toml");
+    for workers in ["1", "3"] {
+        let dump = dir.path().join(format!("dump-{workers}.txt"));
+        let arg = format!("b.mine={}", dump.display());
+        let o = netvm(&["run", &app, "-r", input.to_str().unwrap(), "--workers", workers, "--stats", "json", "--dump", &arg]);
+        let s = json(&o);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        // Every packet counted once by `a` and once by `b`, on every worker, under the owner only.
+        assert_eq!(s["copro"], serde_json::json!({ "a.c": { "0": 50, "1": 50 } }), "{workers} workers");
+        assert_eq!(s["netpes"][0]["copro"], serde_json::json!({ "c": { "0": 50, "1": 50 } }));
+        assert!(s["netpes"][1].get("copro").is_none(), "{}", s["netpes"][1]);
+        // A dump through an alias's name is the owner's instance.
+        assert_eq!(std::fs::read_to_string(&dump).unwrap().trim(), "0=50 1=50", "{workers} workers");
+    }
+}

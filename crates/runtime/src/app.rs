@@ -25,6 +25,7 @@ use netvm_vm::{
     WorkerShare, XbDesc, XbView,
 };
 
+use crate::alias::{Group, Shares};
 use crate::distribute::Distribution;
 use crate::manifest::{parse_endpoint, scalar_to_string, Manifest};
 use crate::stats::{AppStats, PeCounters};
@@ -53,6 +54,8 @@ struct AppMeta {
     fanout: bool,
     /// The manifest's distribution.
     distribution: Option<Distribution>,
+    /// Which coprocessor slots share another NetPE's instance.
+    shares: Shares,
 }
 
 /// A built NetVM application: one worker's instance (see the module docs).
@@ -106,6 +109,10 @@ pub struct AppPlan {
     /// Every NetPE's verified module, in manifest order.
     pub verified: Vec<Verified>,
     /// Every NetPE's fresh state (data memory, coprocessors), in manifest order.
+    /// A declaration the manifest binds to another NetPE's instance
+    /// (`instance = "NETPE.NAME"`) holds a handle on that instance, as the
+    /// owner's does: keep the states together, and run them on one thread
+    /// at a time, as an engine does.
     pub states: Vec<PeState>,
     /// Names of each NetPE's coprocessor instances, in declaration order.
     pub copro_names: Vec<Vec<String>>,
@@ -117,12 +124,18 @@ pub struct AppPlan {
     pub limits: Limits,
     /// How the manifest asks packets to be spread over workers, if it does.
     pub distribution: Option<Distribution>,
+    /// Which coprocessor slots share another NetPE's instance
+    /// (`instance = "NETPE.NAME"`): their handles in `states` reach the
+    /// owner's instance, so the states of a plan go (and run) together.
+    pub(crate) shares: Shares,
 }
 
 impl Application {
     /// Resolves a manifest: loads and verifies every program, creates its
-    /// coprocessors from `registry`, and checks the graph (known names,
-    /// existing ports, no cycle). Nothing is compiled or run.
+    /// coprocessors from `registry` (one instance per declaration, but for
+    /// those the manifest points at another NetPE's instance, see
+    /// [`crate::manifest`]), and checks the graph (known names, existing
+    /// ports, no cycle). Nothing is compiled or run.
     pub fn plan(manifest: &Manifest, registry: &CoproRegistry, budget: Option<u64>) -> Result<AppPlan, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
@@ -131,7 +144,11 @@ impl Application {
         }
         let mut index: HashMap<&str, u32> = HashMap::new();
         let mut verified: Vec<Verified> = Vec::with_capacity(manifest.netpes.len());
-        let mut states = Vec::with_capacity(manifest.netpes.len());
+        // Per NetPE, per declaration: the instance, or `None` for one that
+        // names another NetPE's instance (bound once every NetPE is known).
+        let mut copros: Vec<Vec<Option<Box<dyn Coprocessor>>>> = Vec::with_capacity(manifest.netpes.len());
+        // (NetPE, declaration, `OWNER.INSTANCE`) of every such declaration.
+        let mut aliases: Vec<(usize, usize, String)> = Vec::new();
         let mut copro_names = Vec::with_capacity(manifest.netpes.len());
         let mut out: Vec<Vec<Vec<Dest>>> = Vec::with_capacity(manifest.netpes.len());
         let mut info_size = 0usize;
@@ -147,25 +164,65 @@ impl Application {
             let v = loaded.verify()?;
             let module = &v.module;
             info_size = info_size.max(module.info_size as usize);
+            if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
+                return Err(bad(format!("NetPE `{}` configures coprocessor `{unknown}`, which its program does not declare", spec.name)));
+            }
             let mut configs: HashMap<&str, CoproConfig> = HashMap::new();
+            let mut instances: HashMap<&str, String> = HashMap::new();
             for (name, t) in &spec.copro {
+                if let Some(target) = t.get("instance") {
+                    let at = |m: String| bad(format!("NetPE `{}`, coprocessor `{name}`: {m}", spec.name));
+                    let toml::Value::String(target) = target else {
+                        return Err(at(format!("`instance` must be a string \"NETPE.NAME\", found {}", target.type_str())));
+                    };
+                    if let Some(k) = t.keys().find(|k| *k != "instance") {
+                        return Err(at(format!(
+                            "`instance` shares the instance `{target}`, configured where it is declared: `{k}` cannot be set here"
+                        )));
+                    }
+                    instances.insert(name.as_str(), target.clone());
+                    continue;
+                }
                 let cfg = configs.entry(name.as_str()).or_default();
                 for (k, v) in t {
                     let v = scalar_to_string(v).map_err(|e| bad(format!("NetPE `{}`, coprocessor `{name}`, `{k}`: {e}", spec.name)))?;
                     cfg.insert(k.clone(), v);
                 }
             }
-            let state = registry
-                .instantiate(module, |d| configs.get(d.name.as_str()).cloned().unwrap_or_default())
-                .map_err(|(copro, error)| RuntimeError::Copro { netpe: spec.name.clone(), copro, error })?;
-            if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
-                return Err(bad(format!("NetPE `{}` configures coprocessor `{unknown}`, which its program does not declare", spec.name)));
+            // As `CoproRegistry::instantiate` makes them, but for the
+            // declarations that name another NetPE's instance.
+            let mut slots = Vec::with_capacity(module.copros.len());
+            for (c, d) in module.copros.iter().enumerate() {
+                if let Some(target) = instances.get(d.name.as_str()) {
+                    aliases.push((i, c, target.clone()));
+                    slots.push(None);
+                    continue;
+                }
+                let cfg = configs.get(d.name.as_str()).cloned().unwrap_or_default();
+                let instance = registry.create(&d.kind, &cfg).map_err(|error| RuntimeError::Copro {
+                    netpe: spec.name.clone(),
+                    copro: d.name.clone(),
+                    error,
+                })?;
+                slots.push(Some(instance));
             }
             copro_names.push(module.copros.iter().map(|d| d.name.clone()).collect());
             out.push(vec![Vec::new(); module.out_ports as usize]);
-            states.push(state);
+            copros.push(slots);
             verified.push(v);
         }
+        let names: Vec<String> = manifest.netpes.iter().map(|n| n.name.clone()).collect();
+        let shares = resolve_shares(&aliases, &copros, &verified, &index, &names)?;
+        shares.bind(&mut copros, &names);
+        let states = verified
+            .iter()
+            .zip(copros)
+            .map(|(v, slots)| {
+                let mut st = PeState::new(&v.module);
+                st.copros = slots.into_iter().map(|c| c.expect("every slot bound")).collect();
+                st
+            })
+            .collect();
         let lookup_out = |s: &str, what: &str, out: &[Vec<Vec<Dest>>]| -> Result<(u32, u16), RuntimeError> {
             let (name, port) = parse_endpoint(s, None).map_err(|e| bad(format!("{what}: {e}")))?;
             let &n = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
@@ -203,14 +260,13 @@ impl Application {
         let order = topological_order(&out, manifest)?;
         let sink_ports = manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0);
         let graph = AppGraph { out, sources, sink_ports, order };
-        let names = manifest.netpes.iter().map(|n| n.name.clone()).collect();
         let distribution = match manifest.distribution.as_deref() {
             None => None,
             Some(d) => {
                 Some(Distribution::from_name(d).ok_or_else(|| bad(format!("distribution `{d}` is neither `flow` nor `round-robin`")))?)
             }
         };
-        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution })
+        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares })
     }
 
     /// Builds an application: [`Application::plan`], then compiles it with
@@ -228,7 +284,7 @@ impl Application {
 
     /// Compiles a plan with `engine` and runs every `.init` handler.
     pub fn from_plan(plan: AppPlan, engine: &dyn Engine) -> Result<Application, RuntimeError> {
-        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution } = plan;
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
@@ -259,6 +315,7 @@ impl Application {
             link,
             writes_packets,
             writes_data,
+            shares,
         };
         let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
         let meta = Arc::clone(&app.meta);
@@ -299,17 +356,39 @@ impl Application {
 
     /// Another worker's instance over the same code: the NetPEs' data
     /// memories as they are now, every coprocessor forked
-    /// ([`Coprocessor::fork`]), counters at zero.
+    /// ([`Coprocessor::fork`]), counters at zero. An instance several
+    /// NetPEs share is forked once, through its owner, and shared by the
+    /// fork's NetPEs in the same way.
     pub fn fork(&mut self) -> Result<Application, RuntimeError> {
-        let mut states = Vec::with_capacity(self.states.len());
-        for (i, st) in self.states.iter_mut().enumerate() {
-            let forked = st.fork().map_err(|(c, error)| RuntimeError::Copro {
-                netpe: self.meta.names[i].clone(),
-                copro: self.meta.copro_names[i].get(c).cloned().unwrap_or_default(),
-                error,
-            })?;
-            states.push(forked);
+        let meta = &self.meta;
+        let err = |pe: usize, c: usize, error: String| RuntimeError::Copro {
+            netpe: meta.names[pe].clone(),
+            copro: meta.copro_names[pe].get(c).cloned().unwrap_or_default(),
+            error,
+        };
+        // Every owned instance first (shared ones included: their owner's
+        // handle forks the instance itself), then the fork's aliases, on
+        // the fork's instances.
+        let mut copros: Vec<Vec<Option<Box<dyn Coprocessor>>>> = Vec::with_capacity(self.states.len());
+        for (pe, st) in self.states.iter_mut().enumerate() {
+            let mut slots = Vec::with_capacity(st.copros.len());
+            for (c, cp) in st.copros.iter_mut().enumerate() {
+                slots.push(if meta.shares.is_alias(pe, c) { None } else { Some(cp.fork().map_err(|e| err(pe, c, e))?) });
+            }
+            copros.push(slots);
         }
+        meta.shares.bind(&mut copros, &meta.names);
+        let states = self
+            .states
+            .iter()
+            .zip(copros)
+            .map(|(st, slots)| PeState {
+                data: st.data.clone(),
+                copros: slots.into_iter().map(|c| c.expect("every slot bound")).collect(),
+                scratch: Vec::new(),
+                budget_used: 0,
+            })
+            .collect();
         let binding = match &self.binding {
             Binding::Dispatch(codes) => Binding::Dispatch(Arc::clone(codes)),
             Binding::Linked(l) => Binding::Linked(l.fork()),
@@ -327,9 +406,10 @@ impl Application {
     /// had its own.
     pub fn absorb(&mut self, mut other: Application) {
         self.absorbed.add(&other.stats());
-        for (mine, theirs) in self.states.iter_mut().zip(&mut other.states) {
-            for (a, b) in mine.copros.iter_mut().zip(&mut theirs.copros) {
-                if a.share() == WorkerShare::PerWorker {
+        for (pe, (mine, theirs)) in self.states.iter_mut().zip(&mut other.states).enumerate() {
+            for (c, (a, b)) in mine.copros.iter_mut().zip(&mut theirs.copros).enumerate() {
+                // A shared instance is absorbed once, through its owner.
+                if a.share() == WorkerShare::PerWorker && !self.meta.shares.is_alias(pe, c) {
                     a.absorb(b.as_mut());
                 }
             }
@@ -567,7 +647,10 @@ impl Application {
     }
 
     /// The coprocessor instance called `name`: `NETPE.INSTANCE`, or just
-    /// `INSTANCE` when exactly one NetPE declares an instance of that name.
+    /// `INSTANCE` when exactly one NetPE declares an instance of that name
+    /// (or when every NetPE that does shares one instance). A NetPE's name
+    /// for another NetPE's instance (`instance = "..."` in the manifest)
+    /// gives that instance, as its owner's slot.
     pub fn copro_mut(&mut self, name: &str) -> Result<&mut dyn Coprocessor, String> {
         let (pe, i) = self.find_copro(name)?;
         Ok(self.states[pe].copros[i].as_mut())
@@ -588,12 +671,19 @@ impl Application {
             .flat_map(|(pe, names)| names.iter().enumerate().map(move |(i, n)| (pe, i, n.clone())))
             .collect();
         let qualified = |pe: usize, n: &str| format!("{}.{n}", self.meta.names[pe]);
+        let owner = |pe: usize, i: usize| self.meta.shares.owner_of(pe, i).unwrap_or((pe, i));
         if let Some((pe, i, _)) = all.iter().find(|(pe, _, n)| qualified(*pe, n) == name) {
-            return Ok((*pe, *i));
+            return Ok(owner(*pe, *i));
         }
-        let matches: Vec<&(usize, usize, String)> = all.iter().filter(|(_, _, n)| n == name).collect();
+        let mut matches: Vec<&(usize, usize, String)> = all.iter().filter(|(_, _, n)| n == name).collect();
+        // The names of one shared instance name one instance.
+        if let Some(&&(pe, i, _)) = matches.first() {
+            if matches.iter().all(|m| owner(m.0, m.1) == owner(pe, i)) {
+                matches.truncate(1);
+            }
+        }
         match matches.as_slice() {
-            [(pe, i, _)] => Ok((*pe, *i)),
+            [(pe, i, _)] => Ok(owner(*pe, *i)),
             [] => {
                 let known: Vec<String> = all.iter().map(|(pe, _, n)| qualified(*pe, n)).collect();
                 Err(format!(
@@ -612,10 +702,12 @@ impl Application {
     /// those with an input attached (`netvm run` passes its `-r` ports).
     pub fn set_link_state(&mut self, up: &[u16]) {
         let list: String = up.iter().map(|p| format!("{p}\n")).collect();
-        for st in &mut self.states {
-            for c in st.copros.iter_mut().filter(|c| c.kind() == "linkstate") {
-                // A list of port numbers always loads.
-                let _ = c.load(&list);
+        for (pe, st) in self.states.iter_mut().enumerate() {
+            for (i, c) in st.copros.iter_mut().enumerate() {
+                if c.kind() == "linkstate" && !self.meta.shares.is_alias(pe, i) {
+                    // A list of port numbers always loads.
+                    let _ = c.load(&list);
+                }
             }
         }
     }
@@ -637,22 +729,28 @@ impl Application {
     }
 
     /// Every coprocessor instance's named statistics: `(NetPE, instance, stats)` in manifest and declaration order.
+    /// An instance several NetPEs share is reported once, under the NetPE that declares it.
     pub fn copro_stats(&self) -> Vec<CoproStats> {
         let mut out = Vec::new();
-        for ((pe, names), st) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states) {
-            for (name, cp) in names.iter().zip(&st.copros) {
-                out.push((pe.clone(), name.clone(), cp.stats()));
+        for (pe, ((netpe, names), st)) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states).enumerate() {
+            for (i, (name, cp)) in names.iter().zip(&st.copros).enumerate() {
+                if !self.meta.shares.is_alias(pe, i) {
+                    out.push((netpe.clone(), name.clone(), cp.stats()));
+                }
             }
         }
         out
     }
 
     /// The state of every coprocessor instance, keyed `NETPE.NAME`, for the control plane.
+    /// An instance several NetPEs share is dumped once, under the NetPE that declares it.
     pub fn copro_dumps(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
-        for ((pe, names), st) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states) {
-            for (name, cp) in names.iter().zip(&st.copros) {
-                out.insert(format!("{pe}.{name}"), cp.dump());
+        for (pe, ((netpe, names), st)) in self.meta.names.iter().zip(&self.meta.copro_names).zip(&self.states).enumerate() {
+            for (i, (name, cp)) in names.iter().zip(&st.copros).enumerate() {
+                if !self.meta.shares.is_alias(pe, i) {
+                    out.insert(format!("{netpe}.{name}"), cp.dump());
+                }
             }
         }
         out
@@ -845,6 +943,58 @@ enum Buf {
 }
 
 type Work = (Dest, Buf, Vec<u8>);
+
+/// Checks the manifest's `instance = "OWNER.INSTANCE"` declarations
+/// (`aliases`: NetPE, declaration, target) against the NetPEs (`copros`:
+/// `None` where a declaration is itself such an alias) and groups them by
+/// the instance they share.
+fn resolve_shares(
+    aliases: &[(usize, usize, String)],
+    copros: &[Vec<Option<Box<dyn Coprocessor>>>],
+    verified: &[Verified],
+    index: &HashMap<&str, u32>,
+    names: &[String],
+) -> Result<Shares, RuntimeError> {
+    let mut shares = Shares { groups: Vec::new(), alias_of: copros.iter().map(|v| vec![None; v.len()]).collect() };
+    let targets: HashMap<(usize, usize), &str> = aliases.iter().map(|(pe, c, t)| ((*pe, *c), t.as_str())).collect();
+    for (pe, c, target) in aliases {
+        let (pe, c) = (*pe, *c);
+        let decl = &verified[pe].module.copros[c];
+        let at =
+            |m: String| RuntimeError::Manifest(format!("NetPE `{}`, coprocessor `{}`: instance `{target}`: {m}", names[pe], decl.name));
+        let Some((owner, inst)) = target.rsplit_once('.').filter(|(o, i)| !o.is_empty() && !i.is_empty()) else {
+            return Err(at("expected NETPE.NAME (a NetPE and the name its program declares the instance under)".into()));
+        };
+        let &o = index.get(owner).ok_or_else(|| at(format!("no NetPE `{owner}` in the application")))?;
+        let o = o as usize;
+        let declared = &verified[o].module.copros;
+        let Some(oc) = declared.iter().position(|d| d.name == inst) else {
+            let list: Vec<&str> = declared.iter().map(|d| d.name.as_str()).collect();
+            return Err(at(format!(
+                "NetPE `{owner}` declares no coprocessor `{inst}` (it declares {})",
+                if list.is_empty() { "none".to_string() } else { list.join(", ") }
+            )));
+        };
+        if (o, oc) == (pe, c) {
+            return Err(at("an instance cannot be its own".into()));
+        }
+        if let Some(next) = targets.get(&(o, oc)) {
+            return Err(at(format!("`{target}` itself shares the instance `{next}`: name that one")));
+        }
+        if declared[oc].kind != decl.kind {
+            return Err(at(format!(
+                "`{target}` is a `{}` coprocessor, and this NetPE declares `{}` as `{}`",
+                declared[oc].kind, decl.name, decl.kind
+            )));
+        }
+        shares.alias_of[pe][c] = Some((o, oc));
+        match shares.groups.iter_mut().find(|g| g.owner == (o, oc)) {
+            Some(g) => g.aliases.push((pe, c)),
+            None => shares.groups.push(Group { owner: (o, oc), aliases: vec![(pe, c)] }),
+        }
+    }
+    Ok(shares)
+}
 
 /// Orders the NetPEs so that every NetPE comes after those feeding it; fails on a cycle, naming it.
 fn topological_order(out: &[Vec<Vec<Dest>>], manifest: &Manifest) -> Result<Vec<usize>, RuntimeError> {

@@ -21,6 +21,7 @@
 //! the next one starts. With several workers, packets are processed in
 //! parallel and leave every sink in arrival order.
 
+mod alias;
 mod app;
 mod distribute;
 mod driver;

@@ -16,6 +16,12 @@
 //! program = "count.nil"
 //! copro = { hits = { size = 16 } }  # configuration of `.copro hits counters`
 //!
+//! [[netpe]]
+//! name = "report"
+//! program = "report.nil"          # declares `.copro seen counters`
+//! copro = { seen = { instance = "count.hits" } }  # not an instance of its own:
+//!                                 # the instance `hits` of NetPE `count`
+//!
 //! [[source]]
 //! port = 0                        # application input port (`-r 0=FILE`); default 0
 //! to = "classify"                 # NetPE[.inport], inport default 0
@@ -29,6 +35,34 @@
 //! port = 1                        # application output port (stats key, `{port}` in -w)
 //! file = "tcp.pcap"               # optional: also written here (relative to the working directory)
 //! ```
+//!
+//! # Shared coprocessor instances
+//!
+//! Every `.copro NAME KIND` declaration gets an instance of its own,
+//! configured by `copro.NAME`, unless its configuration is
+//! `{ instance = "NETPE.INST" }`: then the NetPE reaches, under its own name
+//! `NAME`, the instance `INST` of NetPE `NETPE` (declared before or after
+//! it): what one writes, the other reads (an IDS's detection NetPEs test
+//! the flowbits of the flows its decoder tracks in a `flow` instance).
+//! `NETPE.INST` splits at its last dot. The rules, each a
+//! [`RuntimeError::Manifest`] naming the NetPE and the declaration:
+//!
+//! - `NETPE` is a NetPE of the application and declares `INST`, of the
+//!   same kind (the `.copro` declarations' `KIND`s are equal), and it is
+//!   another declaration than this one;
+//! - `NETPE.INST` has an instance of its own: it is not itself an
+//!   `instance = ...` (no chains: name the owner);
+//! - `instance` is the only key: the instance is configured where it is
+//!   declared.
+//!
+//! The instance is one: the control plane reaches it by either name
+//! (`--load`, `--dump`, `Application::copro_mut`: through the owner's slot),
+//! and it is ticked, reported (`copro_stats`, `--stats`), dumped
+//! (`copro_dumps`) and absorbed once, under the NetPE that owns it. With
+//! several workers each worker has its own fork of the instance
+//! ([`Application::fork`](crate::Application::fork)), which the worker's
+//! NetPEs share in the same way; whether the application keeps per-worker
+//! state (and so its default distribution) is the owner's kind's business.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -80,7 +114,9 @@ pub struct NetPeSpec {
     pub name: String,
     /// Program file (`.nil` or `.nvm`).
     pub program: PathBuf,
-    /// Coprocessor configuration, by the instance name the module declares.
+    /// Coprocessor configuration, by the instance name the module declares:
+    /// `key = value` pairs for the kind, or `instance = "NETPE.NAME"` alone
+    /// for another NetPE's instance (see the module documentation).
     #[serde(default)]
     pub copro: BTreeMap<String, BTreeMap<String, toml::Value>>,
     /// The program itself, when it was made in memory (a compiled filter

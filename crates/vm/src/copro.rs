@@ -188,8 +188,11 @@ impl CoproRegistry {
     /// A fresh state for a NetPE running `module` (see [`PeState::new`])
     /// with its coprocessors bound: one instance per declaration, in
     /// declaration order, configured by `config`. The one place NetPE
-    /// states with coprocessors are made; an error names the declaration
-    /// (instance name) and says why.
+    /// states with coprocessors are made (but for the runtime's
+    /// applications, whose manifest can bind a declaration to another
+    /// NetPE's instance: `Application::plan` creates the others with
+    /// [`CoproRegistry::create`] in the same way); an error names the
+    /// declaration (instance name) and says why.
     pub fn instantiate(
         &self,
         module: &netil::Module,
