@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use netvm_copro::regex::{compile_pcre2, Engine as Regex, Search};
-use netvm_ids::rules::{BitsMode, Content, Detection, HeaderCheck, Num, Pcre, Proto};
+use netvm_ids::rules::{BitsMode, Buffer, Content, Detection, HeaderCheck, Num, Pcre, Proto};
 use netvm_ids::{parse_rules, Action, Rule};
 use netvm_io::{read_capture, PcapWriter};
 use netvm_traffic::apps::{ids_rules, ids_trace};
@@ -103,10 +103,133 @@ fn regex(p: &Pcre) -> Regex {
     compile_pcre2(&netvm_ids::pcre::regex_spec(p).unwrap()).unwrap()
 }
 
-/// Whether matchers `ms` hold from `cursor` in `pay` = (base, end) of `f`.
-fn chain(f: &[u8], pay: (usize, usize), ms: &[Detection], cursor: usize, res: &HashMap<String, Regex>) -> bool {
+/// The regions of one packet an HTTP rule may inspect, by the reference's
+/// own reading of docs/ids.md (frame offsets).
+#[derive(Default)]
+struct Http {
+    regions: HashMap<&'static str, (usize, usize)>,
+}
+
+/// A naive HTTP/1.x reader of the TCP payload `pay` of `f`.
+fn http(f: &[u8], pay: (usize, usize)) -> Http {
+    let mut h = Http::default();
+    let msg = &f[pay.0..pay.1];
+    let Some(nl) = msg.iter().position(|&b| b == b'\n') else { return h };
+    let first = if nl > 0 && msg[nl - 1] == b'\r' { &msg[..nl - 1] } else { &msg[..nl] };
+    let version_ok = |v: &[u8]| v.len() == 8 && v.starts_with(b"HTTP/") && v[5].is_ascii_digit() && v[6] == b'.' && v[7].is_ascii_digit();
+    let at = |part: &[u8]| part.as_ptr() as usize - msg.as_ptr() as usize;
+    let mut put = |name: &'static str, part: &[u8]| {
+        h.regions.insert(name, (pay.0 + at(part), pay.0 + at(part) + part.len()));
+    };
+    let request = if first.starts_with(b"HTTP/") {
+        let parts: Vec<&[u8]> = first.splitn(3, |&b| b == b' ').collect();
+        if parts.len() < 2 || !version_ok(parts[0]) || parts[1].len() != 3 || !parts[1].iter().all(u8::is_ascii_digit) {
+            return Http::default();
+        }
+        put("version", parts[0]);
+        put("stat_code", parts[1]);
+        put("stat_msg", parts.get(2).copied().unwrap_or(&first[first.len()..]));
+        put("raw_status", first);
+        false
+    } else {
+        let parts: Vec<&[u8]> = first.split(|&b| b == b' ').collect();
+        let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+        if parts.len() != 3
+            || parts[0].is_empty()
+            || parts[0].len() > 32
+            || !parts[0].iter().all(token)
+            || parts[1].is_empty()
+            || parts[1].iter().any(|&b| b < 0x20 || b == 0x7f)
+            || !version_ok(parts[2])
+        {
+            return Http::default();
+        }
+        put("method", parts[0]);
+        put("uri", parts[1]);
+        put("version", parts[2]);
+        put("raw_request", first);
+        true
+    };
+    // Complete header lines until an empty one.
+    let headers_start = nl + 1;
+    let mut line_start = headers_start;
+    let mut cookie = None;
+    let mut length: Option<usize> = None;
+    let mut empty_line = None;
+    while let Some(k) = msg[line_start..].iter().position(|&b| b == b'\n') {
+        let line = &msg[line_start..line_start + k];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.is_empty() {
+            empty_line = Some((line_start, line_start + k + 1));
+            break;
+        }
+        if let Some(c) = line.iter().position(|&b| b == b':') {
+            let name = String::from_utf8_lossy(&line[..c]).to_ascii_lowercase();
+            let value = &line[c + 1..];
+            let skip = value.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+            let value = &value[skip..];
+            if cookie.is_none() && name == if request { "cookie" } else { "set-cookie" } {
+                cookie = Some((line_start + c + 1 + skip, value.len()));
+            }
+            if length.is_none() && name == "content-length" {
+                length = std::str::from_utf8(value).ok().and_then(|v| v.trim().parse().ok());
+            }
+        }
+        line_start += k + 1;
+    }
+    let region = |a: usize, b: usize| (pay.0 + a, pay.0 + b);
+    if let Some((c, n)) = cookie {
+        h.regions.insert("cookie", region(c, c + n));
+    }
+    match empty_line {
+        Some((blank, body)) => {
+            h.regions.insert("header", region(headers_start, blank));
+            let end = length.map_or(msg.len(), |n| msg.len().min(body + n));
+            h.regions.insert("body", region(body, end));
+            if request {
+                h.regions.insert("client_body", region(body, end));
+            }
+        }
+        None => {
+            h.regions.insert("header", region(headers_start, msg.len()));
+        }
+    }
+    h
+}
+
+/// The reference's name of the bytes a buffer keyword inspects (keywords
+/// of the same bytes share a name); `pkt` for the payload.
+fn region_name(b: Buffer) -> &'static str {
+    match b {
+        Buffer::PktData | Buffer::Raw => "pkt",
+        Buffer::HttpUri | Buffer::HttpRawUri => "uri",
+        Buffer::HttpHeader | Buffer::HttpRawHeader => "header",
+        Buffer::HttpCookie | Buffer::HttpRawCookie => "cookie",
+        Buffer::HttpMethod => "method",
+        Buffer::HttpStatCode => "stat_code",
+        Buffer::HttpStatMsg => "stat_msg",
+        Buffer::HttpVersion => "version",
+        Buffer::FileData | Buffer::HttpRawBody => "body",
+        Buffer::HttpClientBody => "client_body",
+        Buffer::HttpRawRequest => "raw_request",
+        Buffer::HttpRawStatus => "raw_status",
+        Buffer::JsData => panic!("generated rules have no js_data"),
+    }
+}
+
+/// Whether matchers `ms` hold from `cursor` in the buffer named `current`
+/// (an earlier matcher's; a matcher in another buffer starts at that
+/// buffer's start) of `f`, the payload being `pay` and the HTTP regions `h`.
+#[allow(clippy::too_many_arguments)]
+fn chain(f: &[u8], pay: (usize, usize), h: &Http, current: &str, ms: &[Detection], cursor: usize, res: &HashMap<String, Regex>) -> bool {
     let Some((m, rest)) = ms.split_first() else { return true };
-    let (base, end) = (pay.0 as i64, pay.1 as i64);
+    let name = region_name(m.buffer());
+    let region = if name == "pkt" { Some(pay) } else { h.regions.get(name).copied() };
+    // A buffer the packet does not have: the rule does not match.
+    let Some(buf) = region else { return false };
+    let cursor = if name == current { cursor } else { buf.0 };
+    let next = |at: usize| chain(f, pay, h, name, rest, at, res);
+    let (base, end) = (buf.0 as i64, buf.1 as i64);
     let lit = |n: &Option<Num>| n.as_ref().map(|n| n.lit().expect("generated rules use literal positions"));
     match m {
         Detection::Content(c) => {
@@ -121,24 +244,24 @@ fn chain(f: &[u8], pay: (usize, usize), ms: &[Detection], cursor: usize, res: &H
             let start = raw.max(base);
             let hits = if stop > start { find(&f[start as usize..stop as usize], bytes, *nocase) } else { Vec::new() };
             if *negated {
-                hits.is_empty() && chain(f, pay, rest, cursor, res)
+                hits.is_empty() && next(cursor)
             } else {
-                hits.iter().any(|h| chain(f, pay, rest, start as usize + h + bytes.len(), res))
+                hits.iter().any(|h| next(start as usize + h + bytes.len()))
             }
         }
         Detection::Pcre(p) => {
-            let from = if p.relative() { cursor } else { pay.0 };
+            let from = if p.relative() { cursor } else { buf.0 };
             let re = &res[&p.text];
-            // The subject is the region: `^` anchors at its start (the payload, or the cursor with R).
-            match (re.find(&f[from.min(pay.1)..pay.1]), p.negated) {
-                (Search::Match(_, end), false) => chain(f, pay, rest, from + end, res),
-                (Search::NoMatch, true) => chain(f, pay, rest, cursor, res),
+            // The subject is the region: `^` anchors at its start (the buffer's, or the cursor with R).
+            match (re.find(&f[from.min(buf.1)..buf.1]), p.negated) {
+                (Search::Match(_, end), false) => next(from + end),
+                (Search::NoMatch, true) => next(cursor),
                 _ => false,
             }
         }
         Detection::IsDataAt(d) => {
             let at = if d.relative { cursor as i64 } else { base } + d.offset.lit().expect("generated rules use literal offsets");
-            (at < end) != d.negated && chain(f, pay, rest, cursor, res)
+            (at < end) != d.negated && next(cursor)
         }
         other => panic!("generated rules have no {}", other.name()),
     }
@@ -325,7 +448,8 @@ fn rule_matches(r: &Rule, d: &Decoded, view: FlowView, f: &[u8], res: &HashMap<S
         return false;
     }
     let pay = if r.proto == Proto::Ip { d.ip_payload } else { d.l4_payload };
-    chain(f, pay, &r.detection, pay.0, res)
+    let h = if d.proto == Some(Proto::Tcp) { http(f, d.l4_payload) } else { Http::default() };
+    chain(f, pay, &h, "", &r.detection, pay.0, res)
 }
 
 /// (packet, sid) alerts and the indices of dropped packets, by the reference.
@@ -423,6 +547,10 @@ fn assert_coverage(alerted: &[Rule]) {
     some("flow:to_client", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(false)));
     some("<>", &|r| r.bidirectional);
     some("isdataat", &|r| r.detection.iter().any(|d| matches!(d, Detection::IsDataAt(_))));
+    for b in ["uri", "header", "method", "client_body", "cookie", "stat_code", "stat_msg", "body"] {
+        some(b, &|r| r.detection.iter().any(|d| region_name(d.buffer()) == b));
+    }
+    some("a pcre in an HTTP buffer", &|r| r.detection.iter().any(|d| matches!(d, Detection::Pcre(p) if p.buffer != Buffer::PktData)));
     for name in ["flags", "dsize", "itype", "icode", "ttl", "tos", "id", "ip_proto", "fragbits"] {
         some(name, &|r| r.header.iter().any(|h| h.name() == name));
     }
@@ -434,7 +562,7 @@ fn ids_matches_the_naive_matcher() {
     for seed in 0..3 {
         alerted.extend(check(seed, 60, 400));
     }
-    alerted.extend(check(42, 1200, 600));
+    alerted.extend(check(42, 1200, 1500));
     assert_coverage(&alerted);
 }
 

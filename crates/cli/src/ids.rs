@@ -67,6 +67,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             }
         }
     }
+    let started = std::time::Instant::now();
     let set = match netvm_ids::parse_rules_file(&args.rules, &vars) {
         Ok(s) => s,
         Err(e) => {
@@ -93,6 +94,8 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         eprintln!("netvm: ids needs -r IN.pcap and --alerts OUT.jsonl (or --check)");
         return EXIT_USAGE;
     };
+    let parse_time = started.elapsed();
+    let t = std::time::Instant::now();
     let ids = match netvm_ids::compile(&rules) {
         Ok(a) => a,
         Err(e) => {
@@ -113,7 +116,8 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         return EXIT_USAGE;
     }
     let engine = common::engine(args.engine, args.link);
-    let app = match ids.instantiate(engine.as_ref()) {
+    let generate_time = t.elapsed();
+    let (app, build) = match ids.instantiate_timed(engine.as_ref()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("netvm: {e}");
@@ -185,6 +189,14 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             "gbit_per_s": if busy == 0.0 { 0.0 } else { (r.input_bytes as f64 * 8.0 / busy * 1000.0).round() / 1000.0 },
             "workers": crate::run::workers_json(&r),
             "wall_ns": r.wall.as_nanos() as u64,
+            "compile_ms": {
+                "parse": ms(parse_time),
+                "generate": ms(generate_time),
+                "verify": ms(build.verify),
+                "code": ms(build.code),
+                "tables": ms(build.tables),
+                "total": ms(parse_time + generate_time + build.verify + build.code + build.tables),
+            },
         });
         if let Err(code) = common::stdout_write(&format!("{j}\n")) {
             return code;
@@ -194,6 +206,11 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         exit = EXIT_ERROR;
     }
     exit
+}
+
+/// Milliseconds, to a tenth.
+fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
 /// `--check`: every rule, in file order, as compiled or skipped with its

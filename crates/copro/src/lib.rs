@@ -13,6 +13,7 @@
 //! | `table`    | an exact-match table (fixed-size keys and values) with aging, loadable from a file |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 //! | `flow`     | IPv4 connection tracking (TCP handshake and teardown, client and server) with per-flow bits |
+//! | `http`     | where an HTTP/1.x request's or response's parts lie in a packet (method, URI, headers, cookie, body, …) |
 //!
 //! # Several workers
 //!
@@ -31,6 +32,7 @@
 //! | `meter`    | `PerWorker`   | the same meters (configured and loaded rates), buckets full, color counts at zero |
 //! | `eventlog` | `PerWorker`   | an empty log of the same capacity |
 //! | `flow`     | `PerWorker`   | an empty flow table of the same configuration (needs the `flow` distribution) |
+//! | `http`     | `PerWorker`   | a parser of its own, counts at zero |
 //! | `table`    | `Shared` (`workers = "shared"`, the default) or `PerWorker` (`workers = "sharded"`) | shared: the one table, under a lock; sharded: a copy of the entries so far |
 //! | `lpm`      | `Shared`      | the one route table (read-only while shared) |
 //! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
@@ -58,6 +60,7 @@
 mod counters;
 pub mod eventlog;
 pub mod flow;
+pub mod http;
 pub mod linkstate;
 pub mod lpm;
 pub mod meter;
@@ -87,6 +90,7 @@ pub fn registry() -> CoproRegistry {
     r.register("counters", counters::create);
     r.register("eventlog", eventlog::create);
     r.register("flow", flow::create);
+    r.register("http", http::create);
     r.register("linkstate", linkstate::create);
     r.register("lpm", lpm::create);
     r.register("meter", meter::create);

@@ -10,6 +10,7 @@ const KINDS: &[(&str, &str)] = &[
     ("meter", "meter.rs"),
     ("table", "table/mod.rs"),
     ("flow", "flow.rs"),
+    ("http", "http.rs"),
     ("lpm", "lpm/mod.rs"),
     ("strmatch", "strmatch/mod.rs"),
     ("regex", "regex.rs"),

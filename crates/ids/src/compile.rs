@@ -71,8 +71,17 @@ pub mod info {
     pub const L3: u32 = 30;
     /// u32: the packet's flow handle (0: none), for flowbits.
     pub const FLOW_HANDLE: u32 = 32;
+    /// u8: the `http` coprocessor's kind of the TCP payload: 0 not HTTP (or
+    /// the rules use no HTTP buffer), [`netvm_copro::http::REQUEST`],
+    /// [`netvm_copro::http::RESPONSE`].
+    pub const HTTP_KIND: u32 = 29;
+    /// u16: the HTTP fields present (bit `f` for `netvm_copro::http` field `f`).
+    pub const HTTP_PRESENT: u32 = 36;
+    /// u16, u16 at `HTTP_FIELDS + 4 f`: HTTP field `f`'s start and end
+    /// (packet offsets); written only for the fields the rules use.
+    pub const HTTP_FIELDS: u32 = 40;
     /// Size of info memory.
-    pub const SIZE: u32 = 36;
+    pub const SIZE: u32 = HTTP_FIELDS + 4 * netvm_copro::http::FIELDS as u32;
 
     /// Not IPv4, or a header that does not parse: no rule applies.
     pub const CLASS_NONE: u8 = 0;
@@ -97,10 +106,17 @@ pub mod info {
 pub const DECODE: &str = include_str!("decode.nil");
 
 /// The decoder NetPE; with `track`, it tracks flows (the `flow`
-/// coprocessor `fl`) and records each packet's state word and handle.
-pub fn decode_listing(track: bool) -> String {
+/// coprocessor `fl`) and records each packet's state word and handle; with
+/// `http_fields` (a mask of `netvm_copro::http` fields), it parses each TCP
+/// payload with the `http` coprocessor `h` and records the kind, the
+/// present fields and those fields' bounds.
+pub fn decode_listing(track: bool, http_fields: u32) -> String {
+    let mut text = DECODE.to_string();
+    if http_fields != 0 {
+        text = format!(".copro h http\n{}", text.replace("    ; @http\n", &http_code(http_fields)));
+    }
     if !track {
-        return DECODE.to_string();
+        return text;
     }
     // Fragments (More Fragments or an offset) are not tracked: the runtime's
     // flow distribution sends every fragment of a datagram where its
@@ -111,7 +127,48 @@ pub fn decode_listing(track: bool) -> String {
         info::FLOW,
         info::FLOW_HANDLE
     );
-    format!(".copro fl flow\n{}", DECODE.replace("    ; @track\n", &code))
+    format!(".copro fl flow\n{}", text.replace("    ; @track\n", &code))
+}
+
+/// Decode code for HTTP: on a TCP packet, the L4 payload (start in local
+/// 3, end in local 2) goes to the `http` parser; its kind, present fields
+/// and the bounds of the fields in `fields` go to info memory.
+fn http_code(fields: u32) -> String {
+    let mut ops: Vec<String> = vec![
+        format!("push {}", info::CLASS),
+        "iload.8".into(),
+        format!("push {}", info::CLASS_TCP),
+        "jcmp.neq http_done".into(),
+        "locload 2".into(),
+        "locload 3".into(),
+        "sub".into(),
+        "dup".into(),
+        "jz http_none".into(),
+        "copro.in h, 1".into(),
+        "locload 3".into(),
+        "copro.in h, 0".into(),
+        "copro.invoke h, 0".into(),
+        "copro.out h, 0".into(),
+        "dup".into(),
+        "jz http_none".into(),
+        format!("push {}", info::HTTP_KIND),
+        "swap".into(),
+        "istore.8".into(),
+        format!("push {}", info::HTTP_PRESENT),
+        "copro.out h, 1".into(),
+        "istore.16".into(),
+    ];
+    for f in (0..netvm_copro::http::FIELDS).filter(|f| fields & (1 << f) != 0) {
+        for (k, reg) in [(0, 2 + 2 * f), (2, 3 + 2 * f)] {
+            ops.push(format!("push {}", info::HTTP_FIELDS + 4 * f as u32 + k));
+            ops.push(format!("copro.out h, {reg}"));
+            ops.push("istore.16".into());
+        }
+    }
+    ops.push("jump http_done".into());
+    let mut c: String = ops.iter().map(|o| format!("    {o}\n")).collect();
+    c.push_str("http_none:\n    pop\nhttp_done:\n");
+    c
 }
 
 /// The verdict NetPE.
@@ -156,13 +213,34 @@ impl IdsApp {
     /// Builds the application with `engine` and loads its tables: ready for
     /// a [`netvm_runtime::Driver`].
     pub fn instantiate(&self, engine: &dyn netvm_vm::Engine) -> Result<netvm_runtime::Application, String> {
-        let mut app =
-            netvm_runtime::Application::build(&self.manifest, engine, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
+        self.instantiate_timed(engine).map(|(app, _)| app)
+    }
+
+    /// As [`IdsApp::instantiate`], with the time each step took.
+    pub fn instantiate_timed(&self, engine: &dyn netvm_vm::Engine) -> Result<(netvm_runtime::Application, BuildTimes), String> {
+        let t = std::time::Instant::now();
+        let plan = netvm_runtime::Application::plan(&self.manifest, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
+        let verify = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut app = netvm_runtime::Application::from_plan(plan, engine).map_err(|e| e.to_string())?;
+        let code = t.elapsed();
+        let t = std::time::Instant::now();
         for (name, table) in &self.tables {
             app.load_table(name, table).map_err(|e| format!("loading {name}: {e}"))?;
         }
-        Ok(app)
+        Ok((app, BuildTimes { verify, code, tables: t.elapsed() }))
     }
+}
+
+/// Where building an [`IdsApp`] spends its time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BuildTimes {
+    /// Verifying the NetPEs and creating their coprocessors.
+    pub verify: std::time::Duration,
+    /// Compiling them with the engine (native code for the JIT) and running `.init`.
+    pub code: std::time::Duration,
+    /// Loading the pattern and regex tables (building the matchers).
+    pub tables: std::time::Duration,
 }
 
 /// Event word 2: the action, as logged.
@@ -182,16 +260,16 @@ const MAX_LISTING: usize = 2_400_000;
 
 /// Compiles `rules` (their index is the rule id logged in events).
 pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
-    let mut chunks: Vec<(usize, usize)> = Vec::new();
-    split(rules, 0, rules.len(), &mut chunks);
+    let mut ports = PortCache::new();
+    let chunks = split(rules, &mut ports);
     let track = rules.iter().any(uses_flow);
     let mut netpes = vec![NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None }];
-    let mut listings = vec![("decode".to_string(), decode_listing(track))];
+    let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules)))];
     let mut tables = Vec::new();
     let mut event_logs = Vec::new();
     for (i, (lo, hi)) in chunks.iter().enumerate() {
         let name = format!("detect_{}", i + 1);
-        let d = detect(&rules[*lo..*hi], *lo);
+        let d = detect(&rules[*lo..*hi], *lo, &mut ports);
         tables.push((format!("{name}.sm"), d.patterns));
         if !d.regexes.is_empty() {
             tables.push((format!("{name}.re"), d.regexes));
@@ -257,8 +335,8 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
     }
     for d in &rule.detection {
         let buffer = d.buffer();
-        if !matches!(buffer, Buffer::PktData | Buffer::Raw) {
-            return skip(buffer.name(), None);
+        if buffer == Buffer::JsData {
+            return skip(buffer.name(), Some("no JavaScript normalisation".into()));
         }
         match d {
             Detection::Content(c) => {
@@ -307,16 +385,32 @@ pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
     (rules, skipped)
 }
 
-/// Splits `rules[lo..hi]` into chunks whose detect listing fits one code segment.
-fn split(rules: &[Rule], lo: usize, hi: usize, out: &mut Vec<(usize, usize)>) {
-    if hi - lo > 1 && detect(&rules[lo..hi], lo).text.len() > MAX_LISTING {
-        let mid = lo + (hi - lo) / 2;
-        split(rules, lo, mid, out);
-        split(rules, mid, hi, out);
-    } else {
-        out.push((lo, hi));
+/// Splits `rules` into consecutive chunks whose detect listings fit one
+/// code segment, from the size of each rule's code generated alone.
+fn split(rules: &[Rule], ports: &mut PortCache) -> Vec<(usize, usize)> {
+    let mut chunks = Vec::new();
+    let (mut lo, mut size) = (0, 0);
+    for (i, r) in rules.iter().enumerate() {
+        let mut g = Gen::new(0, ports);
+        let ids = rule_patterns(&mut g, r, None);
+        rule_body(&mut g, r, i, &ids, "end");
+        // The rule's code, its dispatch and once-per-packet check, and its share of a section.
+        let cost = g.text.len() + 200;
+        if i > lo && size + cost > MAX_LISTING {
+            chunks.push((lo, i));
+            (lo, size) = (i, 0);
+        }
+        size += cost;
     }
+    if lo < rules.len() || chunks.is_empty() {
+        chunks.push((lo, rules.len()));
+    }
+    chunks
 }
+
+/// The ports each port expression matches (by its text), shared by every
+/// detect NetPE's generation.
+type PortCache = std::collections::HashMap<String, std::rc::Rc<Vec<(u16, u16)>>>;
 
 /// A generated detect NetPE.
 struct Detect {
@@ -330,11 +424,50 @@ const L_TMP: u32 = 0;
 const L_BASE: u32 = 1;
 const L_END: u32 = 2;
 const L_CURSOR: u32 = 3;
+/// Start and end of the HTTP buffer the current matchers inspect.
+const L_HBASE: u32 = 4;
+const L_HEND: u32 = 5;
+/// Locals before the matchers' own.
+const L_FIXED: u32 = 6;
 fn l_start(i: usize) -> u32 {
-    4 + 2 * i as u32
+    L_FIXED + 2 * i as u32
 }
 fn l_stop(i: usize) -> u32 {
-    5 + 2 * i as u32
+    L_FIXED + 1 + 2 * i as u32
+}
+
+/// The `http` field a buffer is, and the message kind it needs (`None`:
+/// either); `None` for the packet payload.
+pub fn http_field(b: Buffer) -> Option<(usize, Option<u32>)> {
+    use netvm_copro::http::*;
+    Some(match b {
+        Buffer::PktData | Buffer::Raw | Buffer::JsData => return None,
+        Buffer::HttpUri | Buffer::HttpRawUri => (URI, None),
+        Buffer::HttpHeader | Buffer::HttpRawHeader => (HEADER, None),
+        Buffer::HttpMethod => (METHOD, None),
+        Buffer::HttpClientBody => (BODY, Some(REQUEST)),
+        Buffer::HttpRawBody | Buffer::FileData => (BODY, None),
+        Buffer::HttpCookie | Buffer::HttpRawCookie => (COOKIE, None),
+        Buffer::HttpStatCode => (STAT_CODE, None),
+        Buffer::HttpStatMsg => (STAT_MSG, None),
+        Buffer::HttpVersion => (VERSION, None),
+        Buffer::HttpRawRequest => (START_LINE, Some(REQUEST)),
+        Buffer::HttpRawStatus => (START_LINE, Some(RESPONSE)),
+    })
+}
+
+/// The `http` fields `rules` inspect (a mask).
+pub fn http_fields(rules: &[Rule]) -> u32 {
+    rules.iter().flat_map(|r| &r.detection).filter_map(|d| http_field(d.buffer())).fold(0, |m, (f, _)| m | 1 << f)
+}
+
+/// The locals holding a matcher's buffer bounds: the payload's, or the HTTP buffer's.
+fn bounds(b: Buffer) -> (u32, u32) {
+    if http_field(b).is_some() {
+        (L_HBASE, L_HEND)
+    } else {
+        (L_BASE, L_END)
+    }
 }
 
 /// One protocol section of the detect code.
@@ -370,16 +503,44 @@ pub fn fast_pattern(rule: &Rule) -> Option<usize> {
     })
 }
 
-struct Gen {
+struct Gen<'p> {
     text: String,
     patterns: String,
     regexes: String,
     next_pattern: u32,
     next_regex: u32,
     labels: u32,
+    /// Port sets checked with a bitmap in data memory, in order.
+    port_sets: Vec<Vec<(u16, u16)>>,
+    /// Each port expression's bitmap in this NetPE, by its text.
+    bitmaps: std::collections::HashMap<String, u32>,
+    /// Where the first bitmap is in data memory.
+    bitmap_base: u32,
+    /// Port expressions' ranges.
+    ports: &'p mut PortCache,
 }
 
-impl Gen {
+/// A port set of more ranges than this is checked with a bitmap.
+const MAX_INLINE_RANGES: usize = 3;
+/// Bytes of a port bitmap.
+const BITMAP: u32 = 65536 / 8;
+
+impl<'p> Gen<'p> {
+    fn new(bitmap_base: u32, ports: &'p mut PortCache) -> Gen<'p> {
+        Gen {
+            text: String::new(),
+            patterns: String::new(),
+            regexes: String::new(),
+            next_pattern: 0,
+            next_regex: 0,
+            labels: 0,
+            port_sets: Vec::new(),
+            bitmaps: Default::default(),
+            bitmap_base,
+            ports,
+        }
+    }
+
     fn label(&mut self, what: &str) -> String {
         self.labels += 1;
         format!("{what}_{}", self.labels)
@@ -399,18 +560,11 @@ impl Gen {
     }
 }
 
-fn detect(rules: &[Rule], first_id: usize) -> Detect {
-    let mut g = Gen { text: String::new(), patterns: String::new(), regexes: String::new(), next_pattern: 0, next_regex: 0, labels: 0 };
+fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache) -> Detect {
+    // Data memory: a word per rule (the last packet it was evaluated on), then the port bitmaps.
+    let bitmap_base = (4 * rules.len() as u32).next_multiple_of(8);
+    let mut g = Gen::new(bitmap_base, ports);
     let max_matchers = rules.iter().map(|r| r.detection.len()).max().unwrap_or(0);
-    let _ = writeln!(g.text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
-    let _ = writeln!(g.text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
-    let _ = writeln!(
-        g.text,
-        ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
-        info::SIZE,
-        4 * rules.len().max(1),
-        4 + 2 * max_matchers
-    );
     let _ = writeln!(g.text, "segment .push");
     g.op("pop");
     g.op(&format!("push {}", info::CLASS));
@@ -490,7 +644,21 @@ fn detect(rules: &[Rule], first_id: usize) -> Detect {
     g.at("done");
     g.op("ret 0");
     let _ = writeln!(g.text, "ends");
-    Detect { text: g.text, patterns: g.patterns, regexes: g.regexes }
+    let mut text = String::new();
+    let _ = writeln!(text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
+    let _ = writeln!(text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
+    let _ = writeln!(
+        text,
+        ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
+        info::SIZE,
+        (bitmap_base + BITMAP * g.port_sets.len() as u32).max(4),
+        L_FIXED as usize + 2 * max_matchers
+    );
+    if !g.port_sets.is_empty() {
+        init_bitmaps(&mut text, bitmap_base, &g.port_sets);
+    }
+    text.push_str(&g.text);
+    Detect { text, patterns: g.patterns, regexes: g.regexes }
 }
 
 /// Each matcher's table id: the pattern id of a content, the regex id of a
@@ -523,20 +691,27 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     for h in &r.header {
         header_check(g, r.proto, h, fail);
     }
-    g.op(&format!("locload {L_BASE}"));
-    g.op(&format!("locstore {L_CURSOR}"));
     // Where each matcher backtracks to when it fails.
     let mut retry: Vec<String> = Vec::new();
+    // The first matcher of the run of matchers in the current buffer.
+    let mut run = 0;
     for (i, m) in r.detection.iter().enumerate() {
+        let buffer = m.buffer();
+        if i == 0 || http_field(buffer) != http_field(r.detection[i - 1].buffer()) {
+            // A buffer of its own: the cursor starts at its start.
+            run = i;
+            enter_buffer(g, buffer, fail);
+        }
+        let (base, end) = bounds(buffer);
         let depends = match m {
             Detection::Content(c) => c.relative(),
             Detection::Pcre(p) => p.relative(),
             Detection::IsDataAt(d) => d.relative,
             _ => false,
         };
-        // The nearest earlier positive content, whose next occurrence may help.
+        // The nearest earlier positive content in this buffer, whose next occurrence may help.
         let back = if depends {
-            (0..i)
+            (run..i)
                 .rev()
                 .find(|j| matches!(&r.detection[*j], Detection::Content(c) if !c.negated))
                 .map_or(fail.to_string(), |j| retry[j].clone())
@@ -547,7 +722,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         retry.push(try_label.clone());
         match m {
             Detection::Content(c) => {
-                region(g, c, i);
+                region(g, c, i, (base, end));
                 g.at(&try_label);
                 let pid = ids[i];
                 let (s, e) = (l_start(i), l_stop(i));
@@ -584,10 +759,10 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.at(&try_label);
                 g.op(&format!("push {}", ids[i]));
                 g.op("copro.in re, 0");
-                let start = if p.relative() { L_CURSOR } else { L_BASE };
+                let start = if p.relative() { L_CURSOR } else { base };
                 g.op(&format!("locload {start}"));
                 g.op("copro.in re, 1");
-                g.op(&format!("locload {L_END}"));
+                g.op(&format!("locload {end}"));
                 g.op(&format!("locload {start}"));
                 g.op("sub");
                 g.op("copro.in re, 2");
@@ -608,10 +783,10 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 // Data at (cursor or payload start) + N: that position is before the payload end.
                 g.at(&try_label);
                 let n = d.offset.lit().unwrap_or(0);
-                g.op(&format!("locload {}", if d.relative { L_CURSOR } else { L_BASE }));
+                g.op(&format!("locload {}", if d.relative { L_CURSOR } else { base }));
                 g.op(&format!("push {n}"));
                 g.op("add");
-                g.op(&format!("locload {L_END}"));
+                g.op(&format!("locload {end}"));
                 g.op(&format!("{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" }));
             }
             _ => unreachable!("`unsupported` keeps other options out of the compiler"),
@@ -893,22 +1068,51 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
     }
 }
 
-/// Sets the search region locals of content `i` from the cursor or the payload start.
+/// Starts inspecting `buffer`: jumps to `fail` when the packet does not
+/// have it (an HTTP buffer of a packet that is not an HTTP message of the
+/// right kind, or without that field); sets the HTTP bounds locals; puts the
+/// cursor at the buffer's start.
+fn enter_buffer(g: &mut Gen, buffer: Buffer, fail: &str) {
+    if let Some((f, kind)) = http_field(buffer) {
+        if let Some(k) = kind {
+            g.op(&format!("push {}", info::HTTP_KIND));
+            g.op("iload.8");
+            g.op(&format!("push {k}"));
+            g.op(&format!("jcmp.neq {fail}"));
+        }
+        g.op(&format!("push {}", info::HTTP_PRESENT));
+        g.op("iload.16");
+        g.op(&format!("push {}", 1u32 << f));
+        g.op("and");
+        g.op(&format!("jz {fail}"));
+        g.op(&format!("push {}", info::HTTP_FIELDS + 4 * f as u32));
+        g.op("iload.16");
+        g.op(&format!("locstore {L_HBASE}"));
+        g.op(&format!("push {}", info::HTTP_FIELDS + 4 * f as u32 + 2));
+        g.op("iload.16");
+        g.op(&format!("locstore {L_HEND}"));
+    }
+    let (base, _) = bounds(buffer);
+    g.op(&format!("locload {base}"));
+    g.op(&format!("locstore {L_CURSOR}"));
+}
+
+/// Sets the search region locals of content `i` from the cursor or the buffer start.
 /// Arithmetic is signed: offsets and distances may be negative; the start is clipped to the payload.
-fn region(g: &mut Gen, c: &Content, i: usize) {
+fn region(g: &mut Gen, c: &Content, i: usize, (base, end): (u32, u32)) {
     let (s, e) = (l_start(i), l_stop(i));
     let lit = |n: &Option<Num>| n.as_ref().and_then(Num::lit);
     let (from, shift, limit) = if c.relative() {
         (L_CURSOR, lit(&c.distance).unwrap_or(0), lit(&c.within))
     } else {
-        (L_BASE, lit(&c.offset).unwrap_or(0), lit(&c.depth))
+        (base, lit(&c.offset).unwrap_or(0), lit(&c.depth))
     };
     g.op(&format!("locload {from}"));
     g.op(&format!("push {shift}"));
     g.op("add");
     g.op(&format!("locstore {s}"));
-    // end = min(start + limit, payload end)
-    g.op(&format!("locload {L_END}"));
+    // end = min(start + limit, buffer end)
+    g.op(&format!("locload {end}"));
     g.op(&format!("locstore {e}"));
     if let Some(n) = limit {
         let keep = g.label("keep");
@@ -923,12 +1127,12 @@ fn region(g: &mut Gen, c: &Content, i: usize) {
         g.op(&format!("locstore {e}"));
         g.at(&keep);
     }
-    // start = max(start, payload start)
+    // start = max(start, buffer start)
     let ok = g.label("inside");
     g.op(&format!("locload {s}"));
-    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("locload {base}"));
     g.op(&format!("jcmp.sge {ok}"));
-    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("locload {base}"));
     g.op(&format!("locstore {s}"));
     g.at(&ok);
 }
@@ -979,43 +1183,88 @@ fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
     if *x == PortExpr::Any {
         return;
     }
+    let key = format!("{x:?}");
+    let ranges = std::rc::Rc::clone(g.ports.entry(key.clone()).or_insert_with(|| std::rc::Rc::new(port_ranges(x))));
+    let bitmap = match g.bitmaps.get(&key) {
+        Some(&b) => Some(b),
+        None if ranges.len() > MAX_INLINE_RANGES => {
+            g.port_sets.push(ranges.to_vec());
+            let b = g.bitmap_base + BITMAP * (g.port_sets.len() as u32 - 1);
+            g.bitmaps.insert(key, b);
+            Some(b)
+        }
+        None => None,
+    };
     g.op(&format!("push {off}"));
     g.op("iload.16");
+    if let Some(base) = bitmap {
+        // Bit (port & 7) of the byte base + port / 8.
+        g.op("dup");
+        g.op("push 3");
+        g.op("shr");
+        g.op(&format!("push {base}"));
+        g.op("add");
+        g.op("dload.8");
+        g.op("swap");
+        g.op("push 7");
+        g.op("and");
+        g.op("shr");
+        g.op("push 1");
+        g.op("and");
+        g.op(&format!("jz {fail}"));
+        return;
+    }
     g.op(&format!("locstore {L_TMP}"));
     let ok = g.label("port_ok");
-    port_bool(g, x, &ok, fail);
+    for &(lo, hi) in ranges.iter() {
+        let next = g.label("port_next");
+        if lo > 0 {
+            g.op(&format!("locload {L_TMP}"));
+            g.op(&format!("push {lo}"));
+            g.op(&format!("jcmp.lt {next}"));
+        }
+        if hi < u16::MAX {
+            g.op(&format!("locload {L_TMP}"));
+            g.op(&format!("push {hi}"));
+            g.op(&format!("jcmp.gt {next}"));
+        }
+        g.op(&format!("jump {ok}"));
+        g.at(&next);
+    }
+    g.op(&format!("jump {fail}"));
     g.at(&ok);
 }
 
-fn port_bool(g: &mut Gen, x: &PortExpr, yes: &str, no: &str) {
-    match x {
-        PortExpr::Any => g.op(&format!("jump {yes}")),
-        PortExpr::Range(lo, hi) => {
-            if *lo > 0 {
-                g.op(&format!("locload {L_TMP}"));
-                g.op(&format!("push {lo}"));
-                g.op(&format!("jcmp.lt {no}"));
+/// The ports `x` matches, as sorted disjoint ranges.
+fn port_ranges(x: &PortExpr) -> Vec<(u16, u16)> {
+    let mut ranges: Vec<(u16, u16)> = Vec::new();
+    for p in 0..=u16::MAX {
+        if x.matches(p) {
+            match ranges.last_mut() {
+                Some((_, hi)) if u32::from(*hi) + 1 == u32::from(p) => *hi = p,
+                _ => ranges.push((p, p)),
             }
-            if *hi < u16::MAX {
-                g.op(&format!("locload {L_TMP}"));
-                g.op(&format!("push {hi}"));
-                g.op(&format!("jcmp.gt {no}"));
-            }
-            g.op(&format!("jump {yes}"));
         }
-        PortExpr::Not(inner) => port_bool(g, inner, no, yes),
-        PortExpr::List(items) => list_bool(
-            g,
-            items,
-            yes,
-            no,
-            |x| match x {
-                PortExpr::Not(i) => Some(i.as_ref()),
-                _ => None,
-            },
-            port_bool,
-        ),
     }
+    ranges
+}
+
+/// The `.init` segment that sets the port bitmaps' bits (data memory is zero before it).
+fn init_bitmaps(text: &mut String, base: u32, sets: &[Vec<(u16, u16)>]) {
+    let _ = writeln!(text, "segment .init");
+    let mut n = 0;
+    for (k, set) in sets.iter().enumerate() {
+        let at = base + BITMAP * k as u32;
+        for &(lo, hi) in set {
+            n += 1;
+            let _ = writeln!(
+                text,
+                "    push {lo}\n    locstore 0\nbits_{n}:\n    locload 0\n    push 3\n    shr\n    push {at}\n    add\n    dup\n    dload.8\n    push 1\n    \
+                 locload 0\n    push 7\n    and\n    shl\n    or\n    dstore.8\n    locload 0\n    push 1\n    add\n    dup\n    locstore 0\n    push {hi}\n    jcmp.le bits_{n}"
+            );
+        }
+    }
+    let _ = writeln!(text, "    exit\nends");
 }
 
 /// A list: no negated element may match, and a plain one must (if there is one).

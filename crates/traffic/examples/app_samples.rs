@@ -35,7 +35,7 @@ fn main() {
     let mut rules = ids_rules(&mut r, 40);
     rules += "# outside the subset: reported and skipped\n";
     rules += "alert tcp any any -> any 80 (msg:\"flowbits\"; flowbits:isset,login; content:\"GET\"; sid:9000001;)\n";
-    rules += "alert tcp any any -> any 80 (msg:\"http buffer\"; content:\"GET\"; http_method; sid:9000002;)\n";
+    rules += "alert tcp any any -> any 80 (msg:\"javascript\"; js_data; content:\"eval(\"; sid:9000002;)\n";
     rules += "alert tcp $EXTERNAL_NET any -> any 80 (msg:\"undefined variable\"; sid:9000003;)\n";
     std::fs::write("examples/ids/sample.rules", rules).expect("sample.rules");
     write("examples/ids/sample.pcap", &ids_trace(&mut r, 300));

@@ -283,6 +283,106 @@ pub const IDS_WORDS: &[&[u8]] = &[
     b"\xff\xfe",
 ];
 
+/// Words of generated HTTP messages, and of the contents of generated
+/// rules that inspect HTTP buffers (none has a space or a control byte,
+/// so each can stand in a request target).
+pub const IDS_HTTP_WORDS: &[&[u8]] = &[
+    b"GET",
+    b"POST",
+    b"HEAD",
+    b"admin",
+    b"login.php",
+    b"id=",
+    b"passwd",
+    b"cmd.exe",
+    b"../",
+    b"%00",
+    b"sess",
+    b"evil",
+    b"200",
+    b"404",
+    b"OK",
+    b"Found",
+    b"Mozilla",
+    b"curl",
+    b"SELECT",
+    b"<script>",
+    b"\x90\x90",
+];
+
+/// An HTTP/1.x request or response over [`IDS_HTTP_WORDS`]: a request
+/// line or status line, header lines (Host, User-Agent, Cookie or
+/// Set-Cookie, Content-Length that may cut the body short, others), the
+/// empty line and a body; sometimes with bare LF line ends, the header
+/// block cut before its end, or a malformed first line.
+pub fn http_message(r: &mut SplitMix64) -> Vec<u8> {
+    let word = |r: &mut SplitMix64| -> Vec<u8> {
+        let mut w = r.pick(IDS_HTTP_WORDS).to_vec();
+        if r.chance(15) {
+            w.iter_mut().for_each(|b| *b = b.to_ascii_lowercase());
+        }
+        w
+    };
+    let words = |r: &mut SplitMix64, n: u64, sep: &[u8]| -> Vec<u8> {
+        let k = 1 + r.below(n);
+        let mut out = Vec::new();
+        for i in 0..k {
+            if i > 0 {
+                out.extend_from_slice(sep);
+            }
+            out.extend(word(r));
+        }
+        out
+    };
+    let eol: &[u8] = if r.chance(85) { b"\r\n" } else { b"\n" };
+    let response = r.chance(40);
+    let mut m = Vec::new();
+    if response {
+        m.extend_from_slice(r.pick(&[&b"HTTP/1.1 "[..], b"HTTP/1.0 "]));
+        m.extend_from_slice(r.pick(&[&b"200"[..], b"404", b"302", b"500"]));
+        if r.chance(85) {
+            m.push(b' ');
+            m.extend_from_slice(r.pick(&[&b"OK"[..], b"Not Found", b"Found", b"admin evil"]));
+        }
+    } else {
+        m.extend_from_slice(r.pick(&[&b"GET"[..], b"GET", b"POST", b"HEAD", b"PUT"]));
+        m.push(b' ');
+        m.push(b'/');
+        m.extend(words(r, 4, b"/"));
+        if r.chance(40) {
+            m.push(b'?');
+            m.extend(words(r, 3, b"&"));
+        }
+        m.extend_from_slice(r.pick(&[&b" HTTP/1.1"[..], b" HTTP/1.1", b" HTTP/1.0"]));
+    }
+    if r.chance(4) {
+        // Not HTTP after all: a doubled space.
+        let at = m.iter().position(|&b| b == b' ').unwrap_or(0);
+        m.insert(at, b' ');
+    }
+    m.extend_from_slice(eol);
+    let body = words(r, 4, b" ");
+    for _ in 0..r.below(5) {
+        let (name, value): (&[u8], Vec<u8>) = match r.below(6) {
+            0 => (b"Host", words(r, 1, b"")),
+            1 => (b"User-Agent", words(r, 3, b" ")),
+            2 => (if response { b"Set-Cookie" } else { b"Cookie" }, words(r, 3, b";")),
+            3 if r.chance(50) => (b"cookie", words(r, 2, b";")),
+            3 => (b"Content-Length", format!("{}", r.below(body.len() as u64 + 4)).into_bytes()),
+            _ => (r.pick(&[&b"Accept"[..], b"X-Evil", b"Referer"]), words(r, 2, b",")),
+        };
+        m.extend_from_slice(name);
+        m.extend_from_slice(r.pick(&[&b": "[..], b":", b":\t"]));
+        m.extend(value);
+        m.extend_from_slice(eol);
+    }
+    if r.chance(85) {
+        m.extend_from_slice(eol);
+        m.extend(body);
+    }
+    m
+}
+
 /// `n` Snort rules over [`IDS_WORDS`]: random actions (mostly alert),
 /// protocols, address and port sets (lists, negations, ranges), and one to
 /// four contents with nocase, offset/depth, distance/within, negation and
@@ -318,7 +418,10 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 _ => "any".into(),
             }
         };
+        // TCP rules often inspect HTTP buffers: Snort 2 modifiers after a content, or `file_data` sticky.
+        let http = proto == "tcp" && r.chance(40);
         let (src, sport, dst, dport) = (addr(r), port(r), addr(r), port(r));
+        let (sport, dport) = if http && r.chance(60) { ("any".to_string(), "any".to_string()) } else { (sport, dport) };
         let dir = if r.below(8) == 0 { "<>" } else { "->" };
         let mut opts = format!("msg:\"rule {k} \\\"q\\\"\"; ");
         if r.below(3) == 0 {
@@ -338,7 +441,7 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             opts += &format!("flow:{}; ", flow.join(","));
         }
         for _ in 0..r.below(3) {
-            if r.chance(50) {
+            if r.chance(if http { 85 } else { 50 }) {
                 continue;
             }
             let int = |r: &mut SplitMix64, max: u64| -> String {
@@ -389,7 +492,36 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
         }
         let contents = if r.below(10) == 0 { 0 } else { 1 + r.below(3) };
         for i in 0..contents {
-            let w = r.pick(IDS_WORDS);
+            let buffer = if http && r.chance(70) {
+                Some(r.pick(&[
+                    "http_uri",
+                    "http_uri",
+                    "http_raw_uri",
+                    "http_header",
+                    "http_header",
+                    "http_raw_header",
+                    "http_method",
+                    "http_client_body",
+                    "http_cookie",
+                    "http_raw_cookie",
+                    "http_stat_code",
+                    "http_stat_msg",
+                ]))
+            } else {
+                None
+            };
+            if http && i == 1 && buffer.is_none() && r.chance(50) {
+                opts += "file_data; ";
+            }
+            let w: &[u8] = match buffer {
+                // Words that fields this short can hold.
+                Some("http_method") => r.pick(&[&b"GET"[..], b"POST", b"HEAD", b"PUT", b"GE"]),
+                Some("http_stat_code") => r.pick(&[&b"200"[..], b"404", b"30", b"500"]),
+                Some("http_stat_msg") => r.pick(&[&b"OK"[..], b"Found", b"Not", b"evil"]),
+                Some(_) => r.pick(IDS_HTTP_WORDS),
+                None if http && r.chance(50) => r.pick(IDS_HTTP_WORDS),
+                None => r.pick(IDS_WORDS),
+            };
             let text: String = w
                 .iter()
                 .map(
@@ -398,6 +530,9 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 .collect();
             let neg = if i > 0 && r.below(8) == 0 { "!" } else { "" };
             opts += &format!("content:{neg}\"{text}\"; ");
+            if let Some(b) = buffer {
+                opts += &format!("{b}; ");
+            }
             if r.below(3) == 0 {
                 opts += "nocase; ";
             }
@@ -419,8 +554,26 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             opts += &format!("isdataat:{}{}{relative}; ", if r.chance(30) { "!" } else { "" }, r.below(30));
         }
         if r.below(6) == 0 {
-            let re = r.pick(&["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"]);
-            let flags = r.pick(&["", "i", "s", "R", "iR"]);
+            let re = if http {
+                r.pick(&[
+                    "a[bc]+",
+                    "(?:GET|POST)",
+                    "^/[a-z]+",
+                    "login\\.php",
+                    "^[0-9]{3}$",
+                    "id=[^&]*",
+                    "pass(wd)?",
+                    "^[A-Z]{3}",
+                    "Mozilla.*\\r?$",
+                ])
+            } else {
+                r.pick(&["a[bc]+", "(?:GET|POST) /[a-z]+", "\\x90{2,}", "pass(wd)?", "^[A-Z]{3}"])
+            };
+            let flags = if http && r.chance(60) {
+                r.pick(&["U", "UR", "I", "H", "D", "P", "C", "K", "M", "S", "Y", "Ui", "HR"])
+            } else {
+                r.pick(&["", "i", "s", "R", "iR"])
+            };
             opts += &format!("pcre:\"/{re}/{flags}\"; ");
         }
         opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + r.below(3));
@@ -513,6 +666,9 @@ pub fn ids_trace(r: &mut SplitMix64, n: usize) -> Vec<Packet> {
             let dst = if r.chance(5) { src } else { r.pick(&addrs) };
             (proto, src, dst, r.pick(&ports), r.pick(&ports), r.pick(&[0u8, 0x02, 0x12, 0x10, 0x18, 0x11, 0x04, 0x01, 0x29, 0xc2, 0xff]))
         };
+        if proto == 6 && r.chance(50) {
+            payload = http_message(r);
+        }
         let l4_len = match proto {
             6 => 20 + 4 * r.below(3) as usize,
             17 | 1 => 8,

@@ -373,13 +373,13 @@ fn skips_name_their_option_and_do_not_touch_other_rules() {
 #[test]
 fn compile_selection_names_one_option() {
     let set = parse_rules(
-        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flow:only_stream; flags:S; sid:2;)\nalert tcp any any -> any any (http_uri; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\nalert tcp any any -> any any (flowbits:set,a; sid:8;)\n",
+        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flow:only_stream; flags:S; sid:2;)\nalert tcp any any -> any any (js_data; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\nalert tcp any any -> any any (flowbits:set,a; sid:8;)\nalert tcp any any -> any any (http_uri; content:\"x\"; file_data; content:\"y\"; sid:9;)\n",
         &HashMap::new(),
     );
     let (rules, skipped) = crate::compile::select(&set);
-    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6]);
+    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6, 9]);
     let got: Vec<(Option<u32>, &str)> = skipped.iter().map(|s| (s.sid, s.option.as_str())).collect();
-    assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "http_uri"), (Some(4), "byte_test"), (Some(7), "service"), (Some(8), "flowbits")]);
+    assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "js_data"), (Some(4), "byte_test"), (Some(7), "service"), (Some(8), "flowbits")]);
     assert_eq!(skipped[4].reason, "option flowbits: not supported by the compiler yet");
 }
 
