@@ -355,8 +355,8 @@ fn zero_info<M: Module>(b: &mut FunctionBuilder, cx: &FuncCx<'_, M>, info: Value
     if size <= INLINE_MEMSET {
         b.emit_small_memset(cx.frontend, info, 0, size as u64, 1, MemFlagsData::trusted());
     } else {
+        // `call_memset` widens the i8 byte to the C `int` itself.
         let zero = b.ins().iconst(types::I8, 0);
-        let zero = b.ins().uextend(I32, zero);
         let n = b.ins().iconst(I64, size as i64);
         b.call_memset(cx.frontend, info, zero, n);
     }
