@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use netvm_copro::regex::{compile_pcre2, Engine as Regex, Search};
-use netvm_ids::rules::{BitsMode, Buffer, Content, Detection, HeaderCheck, Num, Pcre, Proto};
+use netvm_ids::rules::{BitsMode, Buffer, Content, Detection, FlowbitsOp, HeaderCheck, Num, Pcre, Proto};
 use netvm_ids::{parse_rules, Action, Rule};
 use netvm_io::{read_capture, PcapWriter};
 use netvm_traffic::apps::{ids_rules, ids_trace};
@@ -285,21 +285,26 @@ struct FlowModel {
     seen_server: bool,
     /// The last packet's time, in seconds (the trace's times are whole seconds and microseconds).
     last: f64,
+    /// The flowbits set.
+    bits: BTreeSet<String>,
 }
 
 /// What a rule's `flow` sees of a packet: `None` when it is not tracked,
 /// else (established, from the client).
 type FlowView = Option<(bool, bool)>;
 
-/// The reference's flows, by (protocol, lower endpoint, higher endpoint).
-type Flows = HashMap<(u8, (u32, u16), (u32, u16)), FlowModel>;
+/// A flow's key: (protocol, lower endpoint, higher endpoint).
+type FlowKey = (u8, (u32, u16), (u32, u16));
 
-/// Tracks one packet of the trace, in order.
-fn track(flows: &mut Flows, f: &[u8], d: &Decoded, now: f64) -> FlowView {
+/// The reference's flows.
+type Flows = HashMap<FlowKey, FlowModel>;
+
+/// Tracks one packet of the trace, in order: what `flow` sees, and the packet's flow.
+fn track(flows: &mut Flows, f: &[u8], d: &Decoded, now: f64) -> (FlowView, Option<FlowKey>) {
     let l3 = d.l3;
     // Fragments are not tracked (docs/ids.md).
     if u16::from_be_bytes([f[l3 + 6], f[l3 + 7]]) & 0x3fff != 0 {
-        return None;
+        return (None, None);
     }
     let proto = f[l3 + 9];
     let l4 = l3 + usize::from(f[l3] & 15) * 4;
@@ -309,7 +314,7 @@ fn track(flows: &mut Flows, f: &[u8], d: &Decoded, now: f64) -> FlowView {
         _ => 0,
     };
     if f.len() < l4 + need {
-        return None;
+        return (None, None);
     }
     let (sport, dport) =
         if need > 0 { (u16::from_be_bytes([f[l4], f[l4 + 1]]), u16::from_be_bytes([f[l4 + 2], f[l4 + 3]])) } else { (0, 0) };
@@ -371,7 +376,61 @@ fn track(flows: &mut Flows, f: &[u8], d: &Decoded, now: f64) -> FlowView {
         }
     }
     m.last = now;
-    Some((m.established, from_client))
+    (Some((m.established, from_client)), Some(key))
+}
+
+/// Whether the rule's flowbits tests hold on `bits`, the packet's flow's
+/// bits when it arrived (`None`: no flow, where every test fails).
+fn flowbits_hold(r: &Rule, bits: Option<&BTreeSet<String>>) -> bool {
+    r.flowbits.iter().all(|f| {
+        let set = |b: &String| bits.is_some_and(|s| s.contains(b));
+        match f.op {
+            FlowbitsOp::IsSet if f.any => bits.is_some() && f.bits.iter().any(set),
+            FlowbitsOp::IsSet => bits.is_some() && f.bits.iter().all(set),
+            FlowbitsOp::IsNotSet if f.any || f.bits.len() == 1 => bits.is_some() && !f.bits.iter().any(set),
+            FlowbitsOp::IsNotSet => bits.is_some() && !f.bits.iter().all(set),
+            _ => true,
+        }
+    })
+}
+
+/// The flowbit changes of the rules in `hit`, applied to `bits`: every
+/// toggle, then every unset, then every set (so that a set wins).
+fn change_flowbits(hit: &[&Rule], all: &[Rule], bits: &mut BTreeSet<String>) {
+    let group = |g: &str| -> BTreeSet<String> {
+        all.iter().flat_map(|r| &r.flowbits).filter(|f| f.group.as_deref() == Some(g)).flat_map(|f| f.bits.iter().cloned()).collect()
+    };
+    let (mut set, mut unset, mut toggle) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::<String>::new());
+    for f in hit.iter().flat_map(|r| &r.flowbits) {
+        let names = f.bits.iter().cloned();
+        match f.op {
+            FlowbitsOp::Set => set.extend(names),
+            FlowbitsOp::Unset => unset.extend(names),
+            FlowbitsOp::Toggle => {
+                for n in names {
+                    if !toggle.remove(&n) {
+                        toggle.insert(n);
+                    }
+                }
+            }
+            FlowbitsOp::SetX => {
+                unset.extend(group(f.group.as_deref().unwrap()));
+                set.extend(names);
+            }
+            FlowbitsOp::Reset => match &f.group {
+                Some(g) => unset.extend(group(g)),
+                None => unset.extend(bits.iter().cloned()),
+            },
+            _ => {}
+        }
+    }
+    for n in toggle {
+        if !bits.remove(&n) {
+            bits.insert(n);
+        }
+    }
+    bits.retain(|b| !unset.contains(b));
+    bits.extend(set);
 }
 
 fn flow_matches(fl: &netvm_ids::rules::Flow, view: FlowView, f: &[u8], d: &Decoded) -> bool {
@@ -431,7 +490,7 @@ fn header_matches(h: &HeaderCheck, d: &Decoded, f: &[u8]) -> bool {
     }
 }
 
-fn rule_matches(r: &Rule, d: &Decoded, view: FlowView, f: &[u8], res: &HashMap<String, Regex>) -> bool {
+fn rule_matches(r: &Rule, d: &Decoded, view: FlowView, bits: Option<&BTreeSet<String>>, f: &[u8], res: &HashMap<String, Regex>) -> bool {
     let proto_ok = match r.proto {
         Proto::Ip => d.proto.is_some(),
         p => d.proto == Some(p),
@@ -444,7 +503,10 @@ fn rule_matches(r: &Rule, d: &Decoded, view: FlowView, f: &[u8], res: &HashMap<S
     if !proto_ok || !endpoints {
         return false;
     }
-    if r.flow.as_ref().is_some_and(|fl| !flow_matches(fl, view, f, d)) || !r.header.iter().all(|h| header_matches(h, d, f)) {
+    if r.flow.as_ref().is_some_and(|fl| !flow_matches(fl, view, f, d))
+        || !flowbits_hold(r, bits)
+        || !r.header.iter().all(|h| header_matches(h, d, f))
+    {
         return false;
     }
     let pay = if r.proto == Proto::Ip { d.ip_payload } else { d.l4_payload };
@@ -466,8 +528,14 @@ fn reference(rules: &[Rule], pkts: &[Packet]) -> (BTreeSet<(u64, u32)>, BTreeSet
     let mut flows = HashMap::new();
     for (i, p) in pkts.iter().enumerate() {
         let Some(d) = decode(&p.data) else { continue };
-        let view = track(&mut flows, &p.data, &d, p.ts.as_nanos() as f64 / 1e9);
-        let hit: Vec<&Rule> = rules.iter().filter(|r| rule_matches(r, &d, view, &p.data, &res)).collect();
+        let (view, key) = track(&mut flows, &p.data, &d, p.ts.as_nanos() as f64 / 1e9);
+        let bits = key.map(|k| flows[&k].bits.clone());
+        let hit: Vec<&Rule> = rules.iter().filter(|r| rule_matches(r, &d, view, bits.as_ref(), &p.data, &res)).collect();
+        if let Some(k) = key {
+            change_flowbits(&hit, rules, &mut flows.get_mut(&k).unwrap().bits);
+        }
+        // `noalert` rules only change flowbits.
+        let hit: Vec<&Rule> = hit.into_iter().filter(|r| !r.flowbits.iter().any(|f| f.op == FlowbitsOp::NoAlert)).collect();
         if hit.iter().any(|r| r.action == Action::Pass) {
             continue;
         }
@@ -546,6 +614,11 @@ fn assert_coverage(alerted: &[Rule]) {
     some("flow:to_server", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(true)));
     some("flow:to_client", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(false)));
     some("<>", &|r| r.bidirectional);
+    for (what, op) in
+        [("flowbits:isset", FlowbitsOp::IsSet), ("flowbits:isnotset", FlowbitsOp::IsNotSet), ("flowbits:set", FlowbitsOp::Set)]
+    {
+        some(what, &|r| r.flowbits.iter().any(|f| f.op == op));
+    }
     some("isdataat", &|r| r.detection.iter().any(|d| matches!(d, Detection::IsDataAt(_))));
     for b in ["uri", "header", "method", "client_body", "cookie", "stat_code", "stat_msg", "body"] {
         some(b, &|r| r.detection.iter().any(|d| region_name(d.buffer()) == b));
@@ -563,6 +636,7 @@ fn ids_matches_the_naive_matcher() {
         alerted.extend(check(seed, 60, 400));
     }
     alerted.extend(check(42, 1200, 1500));
+    alerted.extend(check(7, 600, 1500));
     assert_coverage(&alerted);
 }
 
@@ -591,7 +665,7 @@ fn check_lists_every_rule_and_the_skips_by_option() {
         "alert tcp any any -> any 80 (msg:\"a\"; content:\"GET\"; sid:1;)\n\
          alert tcp any any -> any any (msg:\"b\"; flow:established,to_server; content:\"x\",nocase; sid:2;)\n\
          alert tcp any any -> any any (msg:\"c\"; dce_iface:uuid 1-2; sid:3;)\n\
-         alert tcp any any -> any any (msg:\"d\"; flowbits:isset,x; sid:4;)\n\
+         alert tcp any any -> any any (msg:\"d\"; flowbits:isset,x; threshold:type limit,track by_src,count 1,seconds 60; sid:4;)\n\
          alert tcp any any -> any any (msg:\"e\"; flow:only_stream; sid:5;)\n\
          alert tcp any any <> any 80 (msg:\"f\"; flow:to_client; dsize:>10; flags:PA; sid:6;)\n",
     )
@@ -605,11 +679,11 @@ fn check_lists_every_rule_and_the_skips_by_option() {
         format!("{name}:1: sid 1: compiled"),
         format!("{name}:2: sid 2: compiled"),
         format!("{name}:3: sid 3: skipped: dce_iface: "),
-        format!("{name}:4: sid 4: skipped: flowbits: option flowbits: not supported by the compiler yet"),
+        format!("{name}:4: sid 4: skipped: threshold: option threshold: not supported by the compiler yet"),
         format!("{name}:5: sid 5: skipped: flow: option flow: only_stream: netvm reassembles no streams"),
         format!("{name}:6: sid 6: compiled"),
         "skipped by option, not parsed:\n       1 dce_iface\n".to_string(),
-        "skipped by option, not compiled yet:\n       1 flow\n       1 flowbits\n".to_string(),
+        "skipped by option, not compiled yet:\n       1 flow\n       1 threshold\n".to_string(),
     ] {
         assert!(out.contains(&line), "missing `{line}` in\n{out}");
     }

@@ -80,8 +80,19 @@ pub mod info {
     /// u16, u16 at `HTTP_FIELDS + 4 f`: HTTP field `f`'s start and end
     /// (packet offsets); written only for the fields the rules use.
     pub const HTTP_FIELDS: u32 = 40;
+    /// u32 × [`FLOWBIT_WORDS`]: the packet's flow's flowbits when it arrived
+    /// (bit `n` of the rule set's numbering is bit `n % 32` of word `n / 32`).
+    pub const FLOWBITS: u32 = HTTP_FIELDS + 4 * netvm_copro::http::FIELDS as u32;
+    /// u32 × [`FLOWBIT_WORDS`]: the bits the rules that matched the packet set.
+    pub const FLOWBITS_SET: u32 = FLOWBITS + 4 * FLOWBIT_WORDS;
+    /// u32 × [`FLOWBIT_WORDS`]: the bits they unset.
+    pub const FLOWBITS_UNSET: u32 = FLOWBITS_SET + 4 * FLOWBIT_WORDS;
+    /// u32 × [`FLOWBIT_WORDS`]: the bits they toggle.
+    pub const FLOWBITS_TOGGLE: u32 = FLOWBITS_UNSET + 4 * FLOWBIT_WORDS;
+    /// Words of flowbits: at most 32 × this many names in one rule set.
+    pub const FLOWBIT_WORDS: u32 = 8;
     /// Size of info memory.
-    pub const SIZE: u32 = HTTP_FIELDS + 4 * netvm_copro::http::FIELDS as u32;
+    pub const SIZE: u32 = FLOWBITS_TOGGLE + 4 * FLOWBIT_WORDS;
 
     /// Not IPv4, or a header that does not parse: no rule applies.
     pub const CLASS_NONE: u8 = 0;
@@ -110,7 +121,7 @@ pub const DECODE: &str = include_str!("decode.nil");
 /// `http_fields` (a mask of `netvm_copro::http` fields), it parses each TCP
 /// payload with the `http` coprocessor `h` and records the kind, the
 /// present fields and those fields' bounds.
-pub fn decode_listing(track: bool, http_fields: u32) -> String {
+pub fn decode_listing(track: bool, http_fields: u32, flowbit_words: u32) -> String {
     let mut text = DECODE.to_string();
     if http_fields != 0 {
         text = format!(".copro h http\n{}", text.replace("    ; @http\n", &http_code(http_fields)));
@@ -123,9 +134,16 @@ pub fn decode_listing(track: bool, http_fields: u32) -> String {
     // addresses alone hash, so a first fragment's flow may live on another worker.
     let code = format!(
         "    locload 0\n    push 6\n    add\n    upload.16\n    push 0x3fff\n    and\n    jnz untracked\n    locload 0\n    copro.in fl, 5\n    copro.invoke fl, 1\n    push {}\n    copro.out fl, 0\n    istore.8\n    \
-         push {}\n    copro.out fl, 1\n    istore.32\nuntracked:\n",
+         push {}\n    copro.out fl, 1\n    istore.32\n{}untracked:\n",
         info::FLOW,
-        info::FLOW_HANDLE
+        info::FLOW_HANDLE,
+        // The flow's bits as the packet found them (`all` with an empty mask reads a word).
+        (0..flowbit_words)
+            .map(|w| format!(
+                "    push {}\n    push {w}\n    copro.in fl, 7\n    push 0\n    copro.in fl, 8\n    copro.invoke fl, 6\n    copro.out fl, 2\n    istore.32\n",
+                info::FLOWBITS + 4 * w
+            ))
+            .collect::<String>()
     );
     format!(".copro fl flow\n{}", text.replace("    ; @track\n", &code))
 }
@@ -171,7 +189,37 @@ fn http_code(fields: u32) -> String {
     c
 }
 
-/// The verdict NetPE.
+/// The verdict NetPE; with `flowbit_words`, it first applies the flowbit
+/// changes of the rules that matched to the packet's flow (the `flow`
+/// instance `fl`, decode's): toggles, then unsets, then sets.
+pub fn verdict_listing(flowbit_words: u32) -> String {
+    if flowbit_words == 0 {
+        return VERDICT.to_string();
+    }
+    let mut code = format!(
+        ".copro fl flow\n{}",
+        VERDICT
+            .replace(".infosize 32", &format!(".infosize {}", info::SIZE))
+            .replace("segment .push\n    pop\n", "segment .push\n    pop\n    ; @flowbits\n")
+    );
+    let mut c =
+        format!("    push {}\n    iload.32\n    dup\n    jz fb_none\n    copro.in fl, 6\n    copro.invoke fl, 2\n", info::FLOW_HANDLE);
+    for (area, op) in [(info::FLOWBITS_TOGGLE, 5), (info::FLOWBITS_UNSET, 4), (info::FLOWBITS_SET, 3)] {
+        for w in 0..flowbit_words {
+            let label = format!("fb_{op}_{w}");
+            let _ = write!(
+                c,
+                "    push {}\n    iload.32\n    dup\n    jz {label}\n    copro.in fl, 8\n    push {w}\n    copro.in fl, 7\n    copro.invoke fl, {op}\n    push 0\n{label}:\n    pop\n",
+                area + 4 * w
+            );
+        }
+    }
+    c.push_str("    push 0\nfb_none:\n    pop\n");
+    code = code.replace("    ; @flowbits\n", &c);
+    code
+}
+
+/// The verdict NetPE without flowbits.
 pub const VERDICT: &str = "\
 ; verdict: drops a packet a drop rule matched, unless a pass rule matched.
 .infosize 32
@@ -261,15 +309,17 @@ const MAX_LISTING: usize = 2_400_000;
 /// Compiles `rules` (their index is the rule id logged in events).
 pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let mut ports = PortCache::new();
-    let chunks = split(rules, &mut ports);
-    let track = rules.iter().any(uses_flow);
+    let bits = FlowbitNames::of(rules);
+    let chunks = split(rules, &mut ports, &bits);
+    let words = bits.words();
+    let track = rules.iter().any(uses_flow) || words > 0;
     let mut netpes = vec![NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None }];
-    let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules)))];
+    let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules), words))];
     let mut tables = Vec::new();
     let mut event_logs = Vec::new();
     for (i, (lo, hi)) in chunks.iter().enumerate() {
         let name = format!("detect_{}", i + 1);
-        let d = detect(&rules[*lo..*hi], *lo, &mut ports);
+        let d = detect(&rules[*lo..*hi], *lo, &mut ports, &bits);
         tables.push((format!("{name}.sm"), d.patterns));
         if !d.regexes.is_empty() {
             tables.push((format!("{name}.re"), d.regexes));
@@ -278,8 +328,13 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro: Default::default(), module: None });
         listings.push((name, d.text));
     }
-    netpes.push(NetPeSpec { name: "verdict".into(), program: "verdict.nil".into(), copro: Default::default(), module: None });
-    listings.push(("verdict".into(), VERDICT.into()));
+    let mut verdict_copro = std::collections::BTreeMap::new();
+    if words > 0 {
+        // The verdict NetPE changes the bits of the flows decode tracks.
+        verdict_copro.insert("fl".to_string(), [("instance".to_string(), toml::Value::String("decode.fl".into()))].into_iter().collect());
+    }
+    netpes.push(NetPeSpec { name: "verdict".into(), program: "verdict.nil".into(), copro: verdict_copro, module: None });
+    listings.push(("verdict".into(), verdict_listing(words)));
     for (spec, (name, text)) in netpes.iter_mut().zip(&listings) {
         let a = netil::assemble(text).map_err(|e| format!("{name}: {}", e.display_with(name)))?;
         spec.module = Some(a.module);
@@ -300,6 +355,53 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     };
     Ok(IdsApp { manifest, tables, listings, event_logs })
 }
+
+/// The flowbit names of a rule set, numbered in order of first use, and
+/// the groups they were set in (`flowbits:set,NAME,GROUP`).
+#[derive(Clone, Debug, Default)]
+pub struct FlowbitNames {
+    /// Each name's bit.
+    pub bits: std::collections::HashMap<String, u32>,
+    /// Each group's names' bits.
+    pub groups: std::collections::HashMap<String, Vec<u32>>,
+}
+
+impl FlowbitNames {
+    /// The names and groups of `rules` (at most [`MAX_FLOWBITS`] names: see [`select`]).
+    pub fn of(rules: &[Rule]) -> FlowbitNames {
+        let mut n = FlowbitNames::default();
+        for f in rules.iter().flat_map(|r| &r.flowbits) {
+            for b in &f.bits {
+                let next = n.bits.len() as u32;
+                let bit = *n.bits.entry(b.clone()).or_insert(next);
+                if let Some(g) = &f.group {
+                    let members = n.groups.entry(g.clone()).or_default();
+                    if !members.contains(&bit) {
+                        members.push(bit);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Words of info memory the bits take.
+    pub fn words(&self) -> u32 {
+        (self.bits.len() as u32).div_ceil(32)
+    }
+
+    /// Per word, the mask of `bits`.
+    fn masks(bits: impl IntoIterator<Item = u32>) -> Vec<(u32, u32)> {
+        let mut m: std::collections::BTreeMap<u32, u32> = Default::default();
+        for b in bits {
+            *m.entry(b / 32).or_default() |= 1 << (b % 32);
+        }
+        m.into_iter().collect()
+    }
+}
+
+/// Most flowbit names in one rule set ([`info::FLOWBIT_WORDS`] words).
+pub const MAX_FLOWBITS: usize = 32 * info::FLOWBIT_WORDS as usize;
 
 /// Whether a rule needs flow state (a `flow` option other than `stateless`).
 pub fn uses_flow(r: &Rule) -> bool {
@@ -363,9 +465,6 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
     if rule.detection.len() > MAX_MATCHERS {
         return skip("content", Some(format!("more than {MAX_MATCHERS} contents and pcres")));
     }
-    if !rule.flowbits.is_empty() {
-        return skip("flowbits", None);
-    }
     if let Some(t) = &rule.threshold {
         return skip(t.name(), None);
     }
@@ -376,10 +475,25 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
 pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
     let mut rules = Vec::with_capacity(set.rules.len());
     let mut skipped = Vec::new();
+    let mut names: std::collections::HashSet<&str> = Default::default();
     for r in &set.rules {
         match unsupported(r) {
             Some(s) => skipped.push(s),
-            None => rules.push(r.clone()),
+            None => {
+                let mine: std::collections::HashSet<&str> = r.flowbits.iter().flat_map(|f| &f.bits).map(String::as_str).collect();
+                if names.len() + mine.difference(&names).count() > MAX_FLOWBITS {
+                    skipped.push(Skip {
+                        line: r.line,
+                        file: r.file,
+                        sid: Some(r.sid),
+                        option: "flowbits".into(),
+                        reason: format!("option flowbits: more than {MAX_FLOWBITS} flowbit names in the rule set"),
+                    });
+                    continue;
+                }
+                names.extend(mine);
+                rules.push(r.clone());
+            }
         }
     }
     (rules, skipped)
@@ -387,11 +501,11 @@ pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
 
 /// Splits `rules` into consecutive chunks whose detect listings fit one
 /// code segment, from the size of each rule's code generated alone.
-fn split(rules: &[Rule], ports: &mut PortCache) -> Vec<(usize, usize)> {
+fn split(rules: &[Rule], ports: &mut PortCache, bits: &FlowbitNames) -> Vec<(usize, usize)> {
     let mut chunks = Vec::new();
     let (mut lo, mut size) = (0, 0);
     for (i, r) in rules.iter().enumerate() {
-        let mut g = Gen::new(0, ports);
+        let mut g = Gen::new(0, ports, bits);
         let ids = rule_patterns(&mut g, r, None);
         rule_body(&mut g, r, i, &ids, "end");
         // The rule's code, its dispatch and once-per-packet check, and its share of a section.
@@ -518,6 +632,8 @@ struct Gen<'p> {
     bitmap_base: u32,
     /// Port expressions' ranges.
     ports: &'p mut PortCache,
+    /// The rule set's flowbit numbering.
+    flowbits: &'p FlowbitNames,
 }
 
 /// A port set of more ranges than this is checked with a bitmap.
@@ -526,7 +642,7 @@ const MAX_INLINE_RANGES: usize = 3;
 const BITMAP: u32 = 65536 / 8;
 
 impl<'p> Gen<'p> {
-    fn new(bitmap_base: u32, ports: &'p mut PortCache) -> Gen<'p> {
+    fn new(bitmap_base: u32, ports: &'p mut PortCache, flowbits: &'p FlowbitNames) -> Gen<'p> {
         Gen {
             text: String::new(),
             patterns: String::new(),
@@ -538,6 +654,7 @@ impl<'p> Gen<'p> {
             bitmaps: Default::default(),
             bitmap_base,
             ports,
+            flowbits,
         }
     }
 
@@ -560,10 +677,10 @@ impl<'p> Gen<'p> {
     }
 }
 
-fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache) -> Detect {
+fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache, bits: &FlowbitNames) -> Detect {
     // Data memory: a word per rule (the last packet it was evaluated on), then the port bitmaps.
     let bitmap_base = (4 * rules.len() as u32).next_multiple_of(8);
-    let mut g = Gen::new(bitmap_base, ports);
+    let mut g = Gen::new(bitmap_base, ports, bits);
     let max_matchers = rules.iter().map(|r| r.detection.len()).max().unwrap_or(0);
     let _ = writeln!(g.text, "segment .push");
     g.op("pop");
@@ -688,6 +805,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     if let Some(f) = &r.flow {
         flow_check(g, f, fail);
     }
+    flowbits_check(g, r, fail);
     for h in &r.header {
         header_check(g, r.proto, h, fail);
     }
@@ -792,6 +910,12 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             _ => unreachable!("`unsupported` keeps other options out of the compiler"),
         }
     }
+    flowbits_change(g, r);
+    if r.flowbits.iter().any(|f| f.op == crate::rules::FlowbitsOp::NoAlert) {
+        // `noalert`: the rule only changes flowbits.
+        g.op(&format!("jump {fail}"));
+        return;
+    }
     // Log (packet, rule, action) and set the verdict bits.
     g.op(&format!("push {}", info::INDEX));
     g.op("iload.32");
@@ -837,6 +961,98 @@ fn endpoints(g: &mut Gen, r: &Rule, fail: &str) {
     g.at(&reverse);
     one_way(g, (info::DST, info::DPORT, info::SRC, info::SPORT), fail);
     g.at(&ok);
+}
+
+/// Jumps to `fail` unless the rule's flowbits tests hold on the bits the
+/// packet's flow had when the packet arrived (info [`info::FLOWBITS`]); a
+/// packet without a flow fails every test (docs/coprocessors.md, `flow`).
+fn flowbits_check(g: &mut Gen, r: &Rule, fail: &str) {
+    use crate::rules::FlowbitsOp::{IsNotSet, IsSet};
+    let tests: Vec<&crate::rules::Flowbits> = r.flowbits.iter().filter(|f| matches!(f.op, IsSet | IsNotSet)).collect();
+    if tests.is_empty() {
+        return;
+    }
+    g.op(&format!("push {}", info::FLOW));
+    g.op("iload.8");
+    g.op(&format!("push {}", netvm_copro::flow::TRACKED));
+    g.op("and");
+    g.op(&format!("jz {fail}"));
+    for f in tests {
+        let masks = FlowbitNames::masks(f.bits.iter().map(|b| g.flowbits.bits[b]));
+        let word = |g: &mut Gen, w: u32, m: u32| {
+            g.op(&format!("push {}", info::FLOWBITS + 4 * w));
+            g.op("iload.32");
+            g.op(&format!("push {m}"));
+            g.op("and");
+        };
+        // isset a&b: all; isset a|b: any; isnotset a|b (or one): none; isnotset a&b: not all.
+        match (f.op, f.any && f.bits.len() > 1) {
+            (IsSet, false) => {
+                for &(w, m) in &masks {
+                    word(g, w, m);
+                    g.op(&format!("push {m}"));
+                    g.op(&format!("jcmp.neq {fail}"));
+                }
+            }
+            (IsNotSet, _) if f.any || f.bits.len() == 1 => {
+                for &(w, m) in &masks {
+                    word(g, w, m);
+                    g.op(&format!("jnz {fail}"));
+                }
+            }
+            (IsSet, true) => {
+                let ok = g.label("fb_any");
+                for &(w, m) in &masks {
+                    word(g, w, m);
+                    g.op(&format!("jnz {ok}"));
+                }
+                g.op(&format!("jump {fail}"));
+                g.at(&ok);
+            }
+            _ => {
+                let ok = g.label("fb_not_all");
+                for &(w, m) in &masks {
+                    word(g, w, m);
+                    g.op(&format!("push {m}"));
+                    g.op(&format!("jcmp.neq {ok}"));
+                }
+                g.op(&format!("jump {fail}"));
+                g.at(&ok);
+            }
+        }
+    }
+}
+
+/// Adds the rule's flowbit changes to the packet's (info
+/// [`info::FLOWBITS_SET`], `_UNSET`, `_TOGGLE`), which the verdict NetPE
+/// applies to the flow once every rule has been evaluated.
+fn flowbits_change(g: &mut Gen, r: &Rule) {
+    use crate::rules::FlowbitsOp::*;
+    let every = g.flowbits.bits.len() as u32;
+    for f in &r.flowbits {
+        let named = || f.bits.iter().map(|b| g.flowbits.bits[b]).collect::<Vec<u32>>();
+        let group = || f.group.as_ref().map(|n| g.flowbits.groups.get(n).cloned().unwrap_or_default());
+        let changes: Vec<(u32, Vec<u32>)> = match f.op {
+            Set => vec![(info::FLOWBITS_SET, named())],
+            Unset => vec![(info::FLOWBITS_UNSET, named())],
+            Toggle => vec![(info::FLOWBITS_TOGGLE, named())],
+            // The group's other bits cleared; the named ones set (a set wins over an unset).
+            SetX => vec![(info::FLOWBITS_UNSET, group().unwrap_or_default()), (info::FLOWBITS_SET, named())],
+            Reset => vec![(info::FLOWBITS_UNSET, group().unwrap_or_else(|| (0..every).collect()))],
+            IsSet | IsNotSet | NoAlert => Vec::new(),
+        };
+        for (area, bits) in changes {
+            for (w, m) in FlowbitNames::masks(bits) {
+                let at = area + 4 * w;
+                g.op(&format!("push {at}"));
+                g.op(&format!("push {at}"));
+                g.op("iload.32");
+                g.op(&format!("push {m}"));
+                g.op("or");
+                g.op("istore.32");
+            }
+        }
+    }
 }
 
 /// Jumps to `fail` unless the packet's flow state (info [`info::FLOW`])
@@ -1295,6 +1511,17 @@ mod tests {
     use std::collections::HashMap;
 
     #[test]
+    fn decode_and_verdict_see_the_whole_info_layout() {
+        assert!(DECODE.contains(&format!("\n.infosize {}\n", info::SIZE)), "decode.nil's .infosize is info::SIZE");
+        assert!(verdict_listing(1).contains(&format!(".infosize {}", info::SIZE)));
+        assert_eq!(info::SIZE, info::FLOWBITS + 16 * info::FLOWBIT_WORDS);
+        // Every listing assembles, with every optional part.
+        for text in [decode_listing(true, u32::MAX >> (32 - netvm_copro::http::FIELDS), 8), verdict_listing(8), verdict_listing(0)] {
+            netil::assemble(&text).unwrap_or_else(|e| panic!("{}\n{text}", e.display_with("listing")));
+        }
+    }
+
+    #[test]
     fn every_generated_module_verifies() {
         let text = r#"
 alert tcp any any -> 10.0.0.0/8 80 (msg:"a"; content:"GET"; nocase; offset:0; depth:3; content:"x"; distance:1; within:5; sid:1;)
@@ -1303,6 +1530,8 @@ pass icmp any any -> any any (msg:"c"; sid:3;)
 alert ip any any -> any any (msg:"d"; content:"|00 01|"; fast_pattern; content:"long content"; sid:4;)
 alert tcp any any -> any any (msg:"e"; pcre:"/^x/"; sid:5;)
 alert tcp any any <> 10.0.0.0/8 80 (msg:"f"; flow:established,to_client,no_frag; flags:+PA,12; dsize:10<>100; seq:>5; ack:!3; window:<=9; content:"x"; isdataat:!5,relative; isdataat:2; sid:6;)
+alert tcp any any -> any $HTTP_PORTS (msg:"h"; flowbits:isset,a|b; flowbits:setx,c,g; content:"GET"; http_method; content:"/x"; http_uri; pcre:"/y/H"; file_data; content:"z"; sid:8;)
+alert tcp any any -> any any (msg:"i"; flowbits:isnotset,a&c; flowbits:toggle,b; flowbits:reset,g; flowbits:noalert; sid:9;)
 alert ip any any -> any any (msg:"g"; itype:8; icode:0; icmp_id:>1; icmp_seq:1<=>4; ttl:<64; tos:!0; id:5; ip_proto:!17; fragbits:!MD; fragoffset:0; sameip; sid:7;)
 "#;
         let set = crate::parse_rules(text, &HashMap::new());

@@ -490,6 +490,25 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 _ => format!("fragoffset:{}; ", int(r, 20)),
             };
         }
+        // Flowbits over a few names, one group.
+        for _ in 0..r.below(3) {
+            if r.chance(if http { 90 } else { 60 }) {
+                continue;
+            }
+            let name = |r: &mut SplitMix64| r.pick(&["login", "seen", "a", "b"]);
+            opts += &match r.below(12) {
+                0 | 1 => format!("flowbits:set,{}; ", name(r)),
+                2 => format!("flowbits:set,{},g1; ", name(r)),
+                3 => format!("flowbits:setx,{},g1; ", name(r)),
+                4 => format!("flowbits:unset,{}; ", name(r)),
+                5 => format!("flowbits:toggle,{}; ", name(r)),
+                6 | 7 => format!("flowbits:isset,{}; ", name(r)),
+                8 => format!("flowbits:isset,{}{}{}; ", name(r), r.pick(&["&", "|"]), name(r)),
+                9 => format!("flowbits:isnotset,{}; ", name(r)),
+                10 => format!("flowbits:isnotset,{}{}{}; ", name(r), r.pick(&["&", "|"]), name(r)),
+                _ => r.pick(&["flowbits:noalert; ", "flowbits:reset; ", "flowbits:reset,g1; "]).to_string(),
+            };
+        }
         let contents = if r.below(10) == 0 { 0 } else { 1 + r.below(3) };
         for i in 0..contents {
             let buffer = if http && r.chance(70) {
@@ -553,7 +572,7 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             let relative = if contents > 0 && r.chance(60) { ",relative" } else { "" };
             opts += &format!("isdataat:{}{}{relative}; ", if r.chance(30) { "!" } else { "" }, r.below(30));
         }
-        if r.below(6) == 0 {
+        if r.below(if http { 3 } else { 6 }) == 0 {
             let re = if http {
                 r.pick(&[
                     "a[bc]+",

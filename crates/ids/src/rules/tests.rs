@@ -377,10 +377,10 @@ fn compile_selection_names_one_option() {
         &HashMap::new(),
     );
     let (rules, skipped) = crate::compile::select(&set);
-    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6, 9]);
+    assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6, 8, 9]);
     let got: Vec<(Option<u32>, &str)> = skipped.iter().map(|s| (s.sid, s.option.as_str())).collect();
-    assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "js_data"), (Some(4), "byte_test"), (Some(7), "service"), (Some(8), "flowbits")]);
-    assert_eq!(skipped[4].reason, "option flowbits: not supported by the compiler yet");
+    assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "js_data"), (Some(4), "byte_test"), (Some(7), "service")]);
+    assert_eq!(skipped[2].reason, "option byte_test: not supported by the compiler yet");
 }
 
 #[test]
@@ -455,4 +455,17 @@ fn corpus_et_open_2017() {
     files.sort();
     assert!(files.len() > 30);
     corpus(&files, 0.9);
+}
+
+#[test]
+fn flowbit_names_beyond_the_info_layout_skip_their_rules() {
+    let text: String = (0..crate::compile::MAX_FLOWBITS + 3)
+        .map(|i| format!("alert tcp any any -> any any (flowbits:set,n{i}; flowbits:isset,n0; sid:{};)\n", i + 1))
+        .collect();
+    let set = parse_rules(&text, &HashMap::new());
+    let (rules, skipped) = crate::compile::select(&set);
+    assert_eq!(rules.len(), crate::compile::MAX_FLOWBITS);
+    assert_eq!(skipped.len(), 3);
+    assert!(skipped.iter().all(|s| s.option == "flowbits" && s.reason.contains("more than 256 flowbit names")), "{skipped:?}");
+    assert_eq!(crate::compile::FlowbitNames::of(&rules).words(), 8);
 }
