@@ -59,6 +59,42 @@ fn linked_applications_agree_with_the_interpreter() {
     }
 }
 
+/// Compiling on several threads changes nothing: every engine, each
+/// function handed to a worker (`set_inline_insts(0)`), against the
+/// interpreter on generated applications (netvm-jit's tests/parallel.rs
+/// checks that the machine code is the same); and so does Cranelift's
+/// single-pass register allocator, used by default on huge functions only
+/// (`JitOptions::fast_regalloc_insts`), here on every function.
+#[test]
+fn linked_applications_compiled_on_several_threads_agree_with_the_interpreter() {
+    netvm_jit::parallel::set_inline_insts(0);
+    let seed = env_num("NETVM_LINK_SEED", 0x6c69_6e6b) ^ 0x7468_7265_6164;
+    let mut rng = SplitMix64::new(seed);
+    let opts = netvm_jit::JitOptions { threads: 4, ..netvm_jit::JitOptions::default() };
+    let single_pass = netvm_jit::JitOptions { fast_regalloc_insts: 0, ..opts };
+    let engines: [(&str, Box<dyn Engine>); 6] = [
+        ("jit/direct, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Direct), opts })),
+        ("jit/table, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Table), opts })),
+        ("jit/dispatch, 4 threads", Box::new(JitEngine { link: None, opts })),
+        ("jit/direct, single-pass regalloc", Box::new(JitEngine { link: Some(LinkMode::Direct), opts: single_pass })),
+        ("jit/table, single-pass regalloc", Box::new(JitEngine { link: Some(LinkMode::Table), opts: single_pass })),
+        ("jit/dispatch, single-pass regalloc", Box::new(JitEngine { link: None, opts: single_pass })),
+    ];
+    let mut built = 0usize;
+    for a in 0..60 {
+        let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, ..GenConfig::default() };
+        let Some(g) = generate_app(&mut rng, &cfg) else { continue };
+        let pkt_bytes = rng.bytes(60 * 160);
+        let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), 60) else { continue };
+        match check_generated(&g, &packets, 8, &engines) {
+            Ok(Checked::Ran(_)) => built += 1,
+            Ok(Checked::InitFailed) => {}
+            Err(e) => panic!("application {a} (seed {seed:#x}): {e}\n{}", describe(&g)),
+        }
+    }
+    assert!(built >= 30, "only {built} applications built");
+}
+
 /// Dead info stores: in a linked application, a store to info memory that
 /// neither its NetPE nor any NetPE downstream reads is removed (info memory
 /// never leaves the application); the results stay the interpreter's.

@@ -12,7 +12,7 @@ use netvm_vm::graph::AppGraph;
 use netvm_vm::Limits;
 
 use crate::link::{define_app, AppLayout, LinkMode, LinkedText};
-use crate::{target_isa, JitError, JitOptions};
+use crate::{target_isas, JitError, JitOptions};
 
 /// The targets `netvm compile -o` is tested on (Cranelift supports more
 /// triples of these three architectures).
@@ -42,11 +42,11 @@ pub fn compile_object(
     if modules.len() != graph.out.len() {
         return Err(JitError::Codegen(format!("{} modules for a graph of {} NetPEs", modules.len(), graph.out.len())));
     }
-    let isa = target_isa(triple, opts, mode == LinkMode::Table)?;
-    let builder = ObjectBuilder::new(isa, "netvm", default_libcall_names()).map_err(|e| JitError::Codegen(e.to_string()))?;
+    let isas = target_isas(triple, opts, mode == LinkMode::Table)?;
+    let builder = ObjectBuilder::new(isas.isa.clone(), "netvm", default_libcall_names()).map_err(|e| JitError::Codegen(e.to_string()))?;
     let mut module = ObjectModule::new(builder);
     let mut text = LinkedText::default();
-    let syms = define_app(&mut module, graph, modules, limits.budget, true, mode, opts, &mut text)?;
+    let syms = define_app(&mut module, &isas, graph, modules, limits.budget, true, mode, opts, &mut text)?;
     let bytes = module.finish().emit().map_err(|e| JitError::Codegen(e.to_string()))?;
     Ok(ObjectCode { bytes, text, layout: syms.layout })
 }

@@ -12,7 +12,7 @@
 use netvm_fuzzgen::arbitrary::Unstructured;
 use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig};
 use netvm_interp::InterpCode;
-use netvm_jit::JitCode;
+use netvm_jit::{JitCode, JitOptions};
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Limits, Packet};
 
@@ -21,10 +21,10 @@ fn env_num(name: &str, default: u64) -> u64 {
 }
 
 /// Runs one program on both engines and returns a description of the first difference.
-fn compare(module: &netil::Module, packets: &[Packet], limits: &Limits) -> Result<usize, String> {
+fn compare(module: &netil::Module, packets: &[Packet], limits: &Limits, opts: JitOptions) -> Result<usize, String> {
     let v = netvm_verify::verify(module).map_err(|e| format!("generated program does not verify: {e}"))?;
     let interp = InterpCode::new(&v);
-    let jit = JitCode::compile(&v).map_err(|e| format!("JIT compilation failed: {e}"))?;
+    let jit = JitCode::compile_with(&v, opts).map_err(|e| format!("JIT compilation failed: {e}"))?;
     let (ia, io) = observe(&interp, module, packets, limits);
     let (ja, jo) = observe(&jit, module, packets, limits);
     if ia != ja {
@@ -59,10 +59,9 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-#[test]
-fn generated_programs_and_packets() {
-    let programs = env_num("NETVM_DIFF_PROGRAMS", 2200);
-    let seed = env_num("NETVM_DIFF_SEED", 0x6e65_7476_6d00);
+/// Generated programs and packets, each compared on both engines; the JIT
+/// compiles with `opts`.
+fn generated(programs: u64, seed: u64, opts: JitOptions) -> usize {
     let per_program = 50;
     let mut rng = SplitMix64(seed);
     let cfg = GenConfig::default();
@@ -74,7 +73,7 @@ fn generated_programs_and_packets() {
         let pkt_bytes = rng.bytes(per_program * 160);
         let Ok(g) = generate_program(&mut Unstructured::new(&prog_bytes), &cfg) else { continue };
         let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), per_program) else { continue };
-        match compare(&g.module, &packets, &limits) {
+        match compare(&g.module, &packets, &limits, opts) {
             Ok(n) => cases += n,
             Err(e) => {
                 failures.push(format!("program {p} (seed {seed:#x}):\n{e}\n{}", g.listing));
@@ -86,8 +85,28 @@ fn generated_programs_and_packets() {
     }
     println!("{programs} programs, {cases} cases compared");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    cases
+}
+
+#[test]
+fn generated_programs_and_packets() {
+    let programs = env_num("NETVM_DIFF_PROGRAMS", 2200);
+    let seed = env_num("NETVM_DIFF_SEED", 0x6e65_7476_6d00);
+    let cases = generated(programs, seed, JitOptions::default());
     if programs >= 2200 {
         assert!(cases >= 100_000, "only {cases} cases");
+    }
+}
+
+/// The same with Cranelift's single-pass register allocator on every
+/// function (by default only on huge ones: `JitOptions::fast_regalloc_insts`).
+#[test]
+fn generated_programs_and_packets_single_pass_regalloc() {
+    let programs = env_num("NETVM_DIFF_PROGRAMS", 2200) / 4;
+    let seed = env_num("NETVM_DIFF_SEED", 0x6e65_7476_6d00) ^ 0x7370;
+    let cases = generated(programs, seed, JitOptions { fast_regalloc_insts: 0, ..JitOptions::default() });
+    if programs >= 550 {
+        assert!(cases >= 20_000, "only {cases} cases");
     }
 }
 
@@ -120,7 +139,7 @@ fn examples_and_test_programs_on_real_captures() {
         if netvm_verify::verify(&m).is_err() {
             continue; // tests/programs may hold deliberately rejected listings
         }
-        match compare(&m, &packets, &limits) {
+        match compare(&m, &packets, &limits, JitOptions::default()) {
             Ok(n) => cases += n,
             Err(e) => panic!("{}: {e}", p.display()),
         }

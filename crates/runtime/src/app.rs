@@ -291,10 +291,8 @@ impl Application {
         let binding = match engine.link(&graph, &verified, &limits) {
             Some(linked) => Binding::Linked(linked.map_err(|error| RuntimeError::Engine { netpe: None, error })?),
             None => {
-                let mut codes = Vec::with_capacity(verified.len());
-                for (name, v) in names.iter().zip(&verified) {
-                    codes.push(engine.prepare(v).map_err(|error| RuntimeError::Engine { netpe: Some(name.clone()), error })?);
-                }
+                let codes =
+                    engine.prepare_all(&verified).map_err(|(i, error)| RuntimeError::Engine { netpe: Some(names[i].clone()), error })?;
                 Binding::Dispatch(codes.into())
             }
         };

@@ -32,6 +32,13 @@ pub trait Engine: Send + Sync {
     /// Prepares a verified module for execution. The code is shared by every
     /// worker that runs the NetPE.
     fn prepare(&self, verified: &Verified) -> Result<Arc<dyn PeCode>, EngineError>;
+    /// Prepares every module of an application (`modules` in application
+    /// order), each as [`Engine::prepare`] does: the code of each, in order,
+    /// or the first failure in order with the module's index. An engine may
+    /// prepare them in parallel (the default: one after the other).
+    fn prepare_all(&self, modules: &[Verified]) -> Result<Vec<Arc<dyn PeCode>>, (usize, EngineError)> {
+        modules.iter().enumerate().map(|(i, v)| self.prepare(v).map_err(|e| (i, e))).collect()
+    }
     /// Compiles a whole application (`modules` in application order), or
     /// `None` if this engine leaves the graph to the runtime.
     fn link(&self, graph: &AppGraph, modules: &[Verified], limits: &Limits) -> Option<Result<Box<dyn LinkedCode>, EngineError>> {

@@ -13,7 +13,7 @@ use netvm_vm::Limits;
 
 use super::{define_app, netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_pop, netvm_rt_fanout_save};
 use super::{AppCtx, AppLayout, LinkMode, LinkedApp, LinkedText, XbDesc};
-use crate::{context, host_isa, CodeMemory, JitError, JitOptions};
+use crate::{context, host_isas, CodeMemory, JitError, JitOptions};
 
 /// `netvm_run` as a Rust function pointer.
 type RunFn = unsafe extern "C" fn(*mut AppCtx, *mut XbDesc, u32, *mut u32) -> u32;
@@ -69,14 +69,14 @@ impl LinkedApp {
         if modules.len() != graph.out.len() {
             return Err(JitError::Codegen(format!("{} modules for a graph of {} NetPEs", modules.len(), graph.out.len())));
         }
-        let isa = host_isa(opts, mode == LinkMode::Table)?;
-        let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        let isas = host_isas(opts, mode == LinkMode::Table)?;
+        let mut builder = JITBuilder::with_isa(isas.isa.clone(), default_libcall_names());
         for (name, ptr) in context::helper_symbols().into_iter().chain(hook_symbols()) {
             builder.symbol(name, ptr);
         }
         let mut module = JITModule::new(builder);
         let mut text = LinkedText::default();
-        let syms = define_app(&mut module, graph, modules, limits.budget, false, mode, opts, &mut text)?;
+        let syms = define_app(&mut module, &isas, graph, modules, limits.budget, false, mode, opts, &mut text)?;
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
         // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
         // signatures `(ptr, ptr, i32, ptr) -> i32` and `(ptr) -> i32` in the

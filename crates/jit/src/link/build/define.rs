@@ -21,7 +21,7 @@ use crate::analysis::{InfoReads, KnownSizes};
 use crate::context;
 use crate::link::{AppLayout, LinkMode};
 use crate::translate::{FuncCx, I32};
-use crate::{segment_facts, JitError, JitOptions};
+use crate::{parallel, segment_facts, Isas, JitError, JitOptions};
 
 /// Text of the generated code, for `netvm compile --emit`.
 #[derive(Clone, Debug, Default)]
@@ -87,10 +87,14 @@ fn dead_info_stores(graph: &AppGraph, facts: &[crate::analysis::SegmentFacts]) -
 /// in table mode, the NetPE functions and the vector table. For an
 /// `object` (the C ABI: include/netvm.h), also `netvm_layout` (whose
 /// `budget` is `budget`), and `netvm_init` even if no NetPE has `.init`.
-/// `text` receives the generated code when `opts.keep_text`.
+/// `text` receives the generated code when `opts.keep_text`. `isas` holds
+/// `module`'s own ISA (a clone of the `Arc` it was built with): the functions
+/// are compiled with it on other threads while `module` is being added to
+/// (see [`crate::parallel`]).
 #[allow(clippy::too_many_arguments)]
 pub fn define_app<M: Module>(
     module: &mut M,
+    isas: &Isas,
     graph: &AppGraph,
     modules: &[Verified],
     budget: u64,
@@ -128,7 +132,6 @@ pub fn define_app<M: Module>(
     let has_init = object || modules.iter().any(|v| v.init.is_some());
     let init = if has_init { Some(module.declare_function("netvm_init", Linkage::Export, &init_sig).map_err(cg)?) } else { None };
     let mut fctx = FunctionBuilderContext::new();
-    let mut ctx = module.make_context();
     let routes = routes(graph);
 
     let mut vtable = None;
@@ -144,17 +147,37 @@ pub fn define_app<M: Module>(
     }
 
     let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts };
-    // netvm_run
-    let vt = vtable.as_ref().map(|(d, s)| (*d, s.as_slice()));
-    define_linked_fn(module, &mut ctx, &mut fctx, &shared, run, "netvm_run", run_sig, text, |b, build| build_run(b, build, mode, vt))?;
-    // NetPE functions (table mode)
-    if let Some((data, slots)) = &vtable {
-        for (n, f) in pe_funcs.iter().enumerate() {
-            let sig = node_signature(module);
-            define_linked_fn(module, &mut ctx, &mut fctx, &shared, *f, &format!("netvm_pe{n}"), sig, text, |b, build| {
-                build_node_fn(b, build, n, *data, slots)
-            })?;
+    // Each function is built here, in order, and compiled by `parallel`
+    // (the NetPE functions of table mode on several threads at once).
+    let ((), defined) = parallel::with_codegen(module, isas, &opts, |module, codegen| {
+        // netvm_run
+        let vt = vtable.as_ref().map(|(d, s)| (*d, s.as_slice()));
+        let ctx = build_linked_fn(module, &mut fctx, &shared, run_sig, |b, build| build_run(b, build, mode, vt));
+        codegen.submit(module, run, "netvm_run", ctx)?;
+        // NetPE functions (table mode)
+        if let Some((data, slots)) = &vtable {
+            for (n, f) in pe_funcs.iter().enumerate() {
+                let sig = node_signature(module);
+                let ctx = build_linked_fn(module, &mut fctx, &shared, sig, |b, build| build_node_fn(b, build, n, *data, slots));
+                codegen.submit(module, *f, &format!("netvm_pe{n}"), ctx)?;
+            }
         }
+        // netvm_init
+        if let Some(init) = init {
+            let mut ctx = module.make_context();
+            ctx.func.signature = init_sig;
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            let mut cx = FuncCx::new(module, helpers, opts.domain);
+            build_init(&mut b, &mut cx, graph, modules, opts, ptr);
+            b.seal_all_blocks();
+            let fe = cx.frontend;
+            drop(cx);
+            b.finalize(fe);
+            codegen.submit(module, init, "netvm_init", ctx)?;
+        }
+        Ok(())
+    })?;
+    if let Some((data, slots)) = &vtable {
         let mut desc = DataDescription::new();
         // Initialised (not zero-init) data: an object file keeps relocations in .data, not in .bss.
         desc.define(vec![0u8; slots.len() * ptr.bytes() as usize].into_boxed_slice());
@@ -165,18 +188,12 @@ pub fn define_app<M: Module>(
         }
         module.define_data(*data, &desc).map_err(cg)?;
     }
-    // netvm_init
-    if let Some(init) = init {
-        module.clear_context(&mut ctx);
-        ctx.func.signature = init_sig;
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-        let mut cx = FuncCx::new(module, helpers, opts.domain);
-        build_init(&mut b, &mut cx, graph, modules, opts, ptr);
-        b.seal_all_blocks();
-        let fe = cx.frontend;
-        drop(cx);
-        b.finalize(fe);
-        define(module, &mut ctx, init, "netvm_init", opts, text)?;
+    for d in defined {
+        text.code_size.push((d.name.clone(), d.size));
+        if opts.keep_text {
+            text.clif.push((d.name.clone(), d.clif.unwrap_or_default()));
+            text.asm.push((d.name, d.asm.unwrap_or_default()));
+        }
     }
     if object {
         define_layout(module, &layout, graph, modules, budget).map_err(cg)?;
@@ -240,21 +257,16 @@ struct Shared<'a> {
     opts: JitOptions,
 }
 
-/// Builds one function of a linked application with `body` and defines it
-/// in `module` as `id`.
-#[allow(clippy::too_many_arguments)]
-fn define_linked_fn<M: Module>(
+/// Builds one function of a linked application with `body`; returns it,
+/// to compile.
+fn build_linked_fn<M: Module>(
     module: &mut M,
-    ctx: &mut Context,
     fctx: &mut FunctionBuilderContext,
     sh: &Shared,
-    id: FuncId,
-    name: &str,
     sig: Signature,
-    text: &mut LinkedText,
     body: impl FnOnce(&mut FunctionBuilder, &mut Build<'_, '_, M>),
-) -> Result<(), JitError> {
-    module.clear_context(ctx);
+) -> Context {
+    let mut ctx = module.make_context();
     ctx.func.signature = sig;
     let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
     let mut build = Build {
@@ -274,26 +286,5 @@ fn define_linked_fn<M: Module>(
     let fe = build.cx.frontend;
     drop(build);
     b.finalize(fe);
-    define(module, ctx, id, name, sh.opts, text)
-}
-
-/// Compiles the function built in `ctx` and defines it in `module` as
-/// `id`, recording its size (and text, when `opts.keep_text`) in `text`.
-fn define<M: Module>(
-    module: &mut M,
-    ctx: &mut Context,
-    id: FuncId,
-    name: &str,
-    opts: JitOptions,
-    text: &mut LinkedText,
-) -> Result<(), JitError> {
-    ctx.set_disasm(opts.keep_text);
-    module.define_function(id, ctx).map_err(|e| JitError::Codegen(format!("{name}: {e:?}")))?;
-    let size = ctx.compiled_code().map_or(0, |c| c.code_buffer().len());
-    text.code_size.push((name.to_string(), size));
-    if opts.keep_text {
-        text.clif.push((name.to_string(), ctx.func.display().to_string()));
-        text.asm.push((name.to_string(), ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default()));
-    }
-    Ok(())
+    ctx
 }
