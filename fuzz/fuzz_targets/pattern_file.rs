@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
                 for line in dumped.lines() {
                     let id: u32 = line.split(' ').next().unwrap().parse().unwrap();
                     for anchored in [false, true] {
-                        if let Some((s, e)) = r.search(id, packet, anchored).expect("a loaded id") {
+                        if let netvm_copro::regex::Search::Match(s, e) = r.search(id, packet, anchored).expect("a loaded id") {
                             assert!(s <= e && e <= packet.len());
                             assert!(!anchored || s == 0);
                         }
