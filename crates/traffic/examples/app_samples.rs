@@ -34,9 +34,9 @@ fn main() {
     let mut r = SplitMix64::new(3);
     let mut rules = ids_rules(&mut r, 40);
     rules += "# outside the subset: reported and skipped\n";
-    rules += "alert tcp any any -> any 80 (msg:\"flowbits\"; flowbits:isset,login; content:\"GET\"; sid:9000001;)\n";
+    rules += "alert tcp any any -> any 80 (msg:\"threshold\"; content:\"GET\"; threshold:type limit,track by_src,count 1,seconds 60; sid:9000001;)\n";
     rules += "alert tcp any any -> any 80 (msg:\"javascript\"; js_data; content:\"eval(\"; sid:9000002;)\n";
-    rules += "alert tcp $EXTERNAL_NET any -> any 80 (msg:\"undefined variable\"; sid:9000003;)\n";
+    rules += "alert tcp $NO_SUCH_NET any -> any 80 (msg:\"undefined variable\"; sid:9000003;)\n";
     std::fs::write("examples/ids/sample.rules", rules).expect("sample.rules");
     write("examples/ids/sample.pcap", &ids_trace(&mut r, 300));
 }
