@@ -14,6 +14,7 @@
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 //! | `flow`     | IPv4 connection tracking (TCP handshake and teardown, client and server) with per-flow bits |
 //! | `http`     | where an HTTP/1.x request's or response's parts lie in a packet (method, URI, headers, cookie, body, …) |
+//! | `threshold`| Snort's event thresholds and detection filters: events per (id, address) in windows of packet time |
 //!
 //! # Several workers
 //!
@@ -38,6 +39,7 @@
 //! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
 //! | `regex`    | `Shared`      | the one set of compiled expressions, with caches of its own |
 //! | `linkstate`| `Shared`      | the one port state (read-only while shared) |
+//! | `threshold`| `Shared`      | the one table, under a lock (as Snort 3's threshold table) |
 //!
 //! `Shared` kinds count their operations (lookups, hits, searches) per
 //! handle, each handle on its own cache line, and report the sum over every
@@ -68,6 +70,7 @@ pub mod regex;
 mod share;
 pub mod strmatch;
 pub mod table;
+pub mod threshold;
 
 pub use counters::Counters;
 pub use flow::Flows;
@@ -97,5 +100,6 @@ pub fn registry() -> CoproRegistry {
     r.register("regex", regex::create);
     r.register("strmatch", strmatch::create);
     r.register("table", table::create);
+    r.register("threshold", threshold::create);
     r
 }

@@ -11,6 +11,7 @@ const KINDS: &[(&str, &str)] = &[
     ("table", "table/mod.rs"),
     ("flow", "flow.rs"),
     ("http", "http.rs"),
+    ("threshold", "threshold.rs"),
     ("lpm", "lpm/mod.rs"),
     ("strmatch", "strmatch/mod.rs"),
     ("regex", "regex.rs"),
@@ -45,7 +46,8 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
   a `shared` `table`) are shared, counting state (`counters`, `meter`,
   `eventlog`, `flow`, a `sharded` `table`) is kept per worker and folded into the
   first worker's at the end of the run (`Coprocessor::absorb`), so that
-  statistics and dumps cover every worker; each kind's \"Several workers\"
+  statistics and dumps cover every worker (`threshold`, whose counts must
+  cover every worker, is one table under a lock); each kind's \"Several workers\"
   paragraph says exactly what its forks share;
 - from Rust: `Application::load_table`, `dump_table`, `clear_table`,
   `copro_stats`, `copro_mut`.
