@@ -31,7 +31,7 @@ use std::fmt::Write;
 use netvm_runtime::manifest::{ConnectSpec, NetPeSpec, SinkSpec, SourceSpec};
 use netvm_runtime::Manifest;
 
-use crate::rules::{AddrExpr, Buffer, Content, Detection, Num, PortExpr, Proto, Rule, RuleSet, Skip};
+use crate::rules::{AddrExpr, Buffer, Content, Detection, Num, PortExpr, Proto, Rule, RuleSet, Skip, ThresholdKind};
 
 /// Info memory written by `decode` (offsets, big-endian).
 pub mod info {
@@ -414,9 +414,8 @@ pub const MAX_MATCHERS: usize = 32;
 /// Why the compiler cannot compile `rule` yet, or `None` when it can: the
 /// one place that says which parsed options the compiler implements, so
 /// that compiler work shrinks it option by option. One reason per rule,
-/// found in this order: the header (service rules, `<>`), `flow`, header
-/// checks, detection options in rule order, `flowbits`,
-/// `threshold`/`detection_filter`.
+/// found in this order: the header (service rules), `flow`, detection
+/// options in rule order, the number of matchers.
 pub fn unsupported(rule: &Rule) -> Option<Skip> {
     let skip = |option: &str, what: Option<String>| {
         Some(Skip {
@@ -459,14 +458,12 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
                     return skip("byte_extract", Some(format!("variable `{v}` as an isdataat offset")));
                 }
             }
+            Detection::BufferLen { .. } => {}
             other => return skip(other.name(), None),
         }
     }
     if rule.detection.len() > MAX_MATCHERS {
         return skip("content", Some(format!("more than {MAX_MATCHERS} contents and pcres")));
-    }
-    if let Some(t) = &rule.threshold {
-        return skip(t.name(), None);
     }
     None
 }
@@ -634,6 +631,8 @@ struct Gen<'p> {
     ports: &'p mut PortCache,
     /// The rule set's flowbit numbering.
     flowbits: &'p FlowbitNames,
+    /// Whether a rule tests a threshold (the NetPE needs a `threshold` instance).
+    thresholds: bool,
 }
 
 /// A port set of more ranges than this is checked with a bitmap.
@@ -655,6 +654,7 @@ impl<'p> Gen<'p> {
             bitmap_base,
             ports,
             flowbits,
+            thresholds: false,
         }
     }
 
@@ -764,6 +764,9 @@ fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache, bits: &Flowbit
     let mut text = String::new();
     let _ = writeln!(text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
     let _ = writeln!(text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
+    if g.thresholds {
+        let _ = writeln!(text, ".copro thr threshold");
+    }
     let _ = writeln!(
         text,
         ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
@@ -825,6 +828,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             Detection::Content(c) => c.relative(),
             Detection::Pcre(p) => p.relative(),
             Detection::IsDataAt(d) => d.relative,
+            Detection::BufferLen { relative, .. } => *relative,
             _ => false,
         };
         // The nearest earlier positive content in this buffer, whose next occurrence may help.
@@ -907,6 +911,14 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.op(&format!("locload {end}"));
                 g.op(&format!("{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" }));
             }
+            Detection::BufferLen { check, relative, .. } => {
+                // The buffer's length, or what is left of it after the cursor.
+                g.at(&try_label);
+                g.op(&format!("locload {end}"));
+                g.op(&format!("locload {}", if *relative { L_CURSOR } else { base }));
+                g.op("sub");
+                int_check(g, *check, u32::from(u16::MAX), &back);
+            }
             _ => unreachable!("`unsupported` keeps other options out of the compiler"),
         }
     }
@@ -915,6 +927,32 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         // `noalert`: the rule only changes flowbits.
         g.op(&format!("jump {fail}"));
         return;
+    }
+    if let Some(t) = &r.threshold {
+        // Thresholds and detection filters count the rule's matches per
+        // tracked address; a match they filter out raises no alert and sets
+        // no verdict (its flowbit changes stand, as in Snort).
+        let kind = match t.kind {
+            ThresholdKind::Limit => netvm_copro::threshold::Kind::Limit,
+            ThresholdKind::Threshold => netvm_copro::threshold::Kind::Threshold,
+            ThresholdKind::Both => netvm_copro::threshold::Kind::Both,
+            ThresholdKind::DetectionFilter => netvm_copro::threshold::Kind::Detect,
+        };
+        g.thresholds = true;
+        g.op(&format!("push {rule_id}"));
+        g.op("copro.in thr, 0");
+        g.op(&format!("push {}", if t.by_dst { info::DST } else { info::SRC }));
+        g.op("iload.32");
+        g.op("copro.in thr, 1");
+        g.op(&format!("push {}", kind as u32));
+        g.op("copro.in thr, 2");
+        g.op(&format!("push {}", t.count));
+        g.op("copro.in thr, 3");
+        g.op(&format!("push {}", t.seconds));
+        g.op("copro.in thr, 4");
+        g.op("copro.invoke thr, 0");
+        g.op("copro.out thr, 0");
+        g.op(&format!("jz {fail}"));
     }
     // Log (packet, rule, action) and set the verdict bits.
     g.op(&format!("push {}", info::INDEX));
@@ -1048,7 +1086,8 @@ fn flowbits_change(g: &mut Gen, r: &Rule) {
                 g.op(&format!("push {at}"));
                 g.op("iload.32");
                 g.op(&format!("push {m}"));
-                g.op("or");
+                // Two toggles of a bit cancel, as if applied one after the other.
+                g.op(if area == info::FLOWBITS_TOGGLE { "xor" } else { "or" });
                 g.op("istore.32");
             }
         }

@@ -386,7 +386,7 @@ pub fn http_message(r: &mut SplitMix64) -> Vec<u8> {
 /// `n` Snort rules over [`IDS_WORDS`]: random actions (mostly alert),
 /// protocols, address and port sets (lists, negations, ranges), and one to
 /// four contents with nocase, offset/depth, distance/within, negation and
-/// pcres, with sids from 1,000,000. Every rule is within the subset
+/// pcres, thresholds and detection filters, with sids from 1,000,000. Every rule is within the subset
 /// `netvm ids` compiles.
 pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
     let mut out = String::from("# generated rules\nvar WEB [10.0.0.0/8,!10.9.0.0/16]\n");
@@ -568,6 +568,19 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 }
             }
         }
+        if http && r.below(4) == 0 {
+            // The length of the URI (Snort 3's `bufferlen` is not in the Snort 2 syntax written here).
+            let (a, b) = (r.below(120), r.below(120));
+            let check = match r.below(6) {
+                0 => format!("{a}"),
+                1 => format!("<{a}"),
+                2 => format!(">{a}"),
+                3 => format!(">={a}"),
+                4 => format!("!{a}"),
+                _ => format!("{}<>{}", a.min(b), a.max(b)),
+            };
+            opts += &format!("urilen:{check}{}; ", r.pick(&["", ",norm", ",raw"]));
+        }
         if r.below(5) == 0 {
             let relative = if contents > 0 && r.chance(60) { ",relative" } else { "" };
             opts += &format!("isdataat:{}{}{relative}; ", if r.chance(30) { "!" } else { "" }, r.below(30));
@@ -594,6 +607,18 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
                 r.pick(&["", "i", "s", "R", "iR"])
             };
             opts += &format!("pcre:\"/{re}/{flags}\"; ");
+        }
+        // Thresholds and detection filters (on alert rules only: what they
+        // filter out depends on how workers interleave, see the `threshold` coprocessor).
+        if action == "alert" && r.below(6) == 0 {
+            let track = r.pick(&["by_src", "by_dst"]);
+            let (count, seconds) = (r.below(4), 1 + r.below(40));
+            opts += &match r.below(4) {
+                0 => format!("threshold:type limit, track {track}, count {count}, seconds {seconds}; "),
+                1 => format!("threshold:type threshold, track {track}, count {count}, seconds {seconds}; "),
+                2 => format!("threshold: type both, track {track}, count {count}, seconds {seconds}; "),
+                _ => format!("detection_filter:track {track}, count {count}, seconds {seconds}; "),
+            };
         }
         opts += &format!("sid:{}; rev:{};", 1_000_000 + k, 1 + r.below(3));
         out += &format!("{action} {proto} {src} {sport} {dir} {dst} {dport} ({opts})\n");
