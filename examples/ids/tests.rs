@@ -761,6 +761,48 @@ alert tcp any any -> any any (msg:\"urilen\"; urilen:5<>30; sid:8;)
     assert_eq!(alerted, (1..=8).collect(), "every rule must alert somewhere: a weak test");
 }
 
+/// A packet whose inspection stops (here: a rule whose chained relative
+/// contents backtrack over every combination of 2,000 occurrences runs out
+/// of budget) is reported: stderr, `--stats` `uninspected` by reason, and
+/// `--strict` makes it an error.
+#[test]
+fn uninspected_packets_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("r.rules");
+    let chain: String = (0..8).map(|_| "content:\"a\"; distance:0; ").collect();
+    std::fs::write(
+        &rules,
+        format!(
+            "alert tcp any any -> any any (msg:\"chain\"; content:\"a\"; {chain}content:\"b\"; distance:0; sid:1;)\n\
+             alert tcp any any -> any any (msg:\"plain\"; content:\"zz\"; sid:2;)\n"
+        ),
+    )
+    .unwrap();
+    let input = dir.path().join("in.pcap");
+    let mut w = PcapWriter::create(&input).unwrap();
+    for payload in [vec![b'a'; 2000], b"zz".to_vec()] {
+        w.write(&Packet::from_bytes(netvm_traffic::apps::tcp_frame(0x0a00_0001, 0x0a00_0002, 1234, 80, &payload))).unwrap();
+    }
+    w.finish().unwrap();
+    let run = |strict: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_netvm"));
+        c.args(["ids", "--rules", &rules.display().to_string(), "-r", &input.display().to_string(), "--stats", "--workers", "1"]);
+        c.args(["--alerts", &dir.path().join("a.jsonl").display().to_string()]);
+        if strict {
+            c.arg("--strict");
+        }
+        c.output().unwrap()
+    };
+    let o = run(false);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("not every packet was fully inspected: 1 packet(s) stopped by a `budget` fault"), "{err}");
+    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(stats["uninspected"]["budget"], 1, "{stats}");
+    assert_eq!(stats["alerts"], 1, "the other packet is inspected: {stats}");
+    assert_eq!(run(true).status.code(), Some(1));
+}
+
 #[test]
 fn sample_rules_and_skipped_lines() {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ids"));

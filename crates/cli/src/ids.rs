@@ -34,7 +34,7 @@ pub struct IdsArgs {
     /// Define a rule variable: `--var HOME_NET=10.0.0.0/8` (`$HOME_NET` in rules).
     #[arg(long = "var", value_name = "NAME=VALUE")]
     vars: Vec<String>,
-    /// Exit 1 if any rule was skipped.
+    /// Exit 1 if any rule was skipped or any packet not fully inspected.
     #[arg(long)]
     strict: bool,
     /// Execution engine.
@@ -172,6 +172,37 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
         eprintln!("netvm: {overflow} alerts were lost (event log full)");
         exit = EXIT_ERROR;
     }
+    // What was not fully inspected, by reason: packets whose inspection
+    // stopped at a fault (the budget, …), pcre searches PCRE2's limits stopped.
+    let mut uninspected = serde_json::Map::new();
+    for (kind, n) in stats.faults.iter().filter(|(_, n)| *n > 0) {
+        uninspected.insert(kind.name().to_string(), n.into());
+    }
+    let pcre_limits: u64 = app
+        .copro_stats()
+        .iter()
+        .filter(|(_, name, _)| name == "re")
+        .flat_map(|(_, _, s)| s.iter().filter(|(k, _)| k == "limits").map(|(_, v)| *v))
+        .sum();
+    if pcre_limits > 0 {
+        uninspected.insert("pcre_limit".into(), pcre_limits.into());
+    }
+    if !uninspected.is_empty() {
+        let what: Vec<String> = uninspected
+            .iter()
+            .map(|(k, v)| {
+                if k == "pcre_limit" {
+                    format!("{v} pcre searches stopped by PCRE2's limits")
+                } else {
+                    format!("{v} packet(s) stopped by a `{k}` fault (and dropped)")
+                }
+            })
+            .collect();
+        eprintln!("netvm: not every packet was fully inspected: {}", what.join(", "));
+        if args.strict {
+            exit = EXIT_ERROR;
+        }
+    }
     if args.stats {
         let faults: u64 = stats.total_faults();
         let busy = r.busy.as_nanos() as f64;
@@ -183,6 +214,7 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             "alerts": alert_lines,
             "dropped": stats.dropped,
             "faults": faults,
+            "uninspected": uninspected,
             "engine": engine_name,
             "ns_per_packet": (r.ns_per_packet() * 100.0).round() / 100.0,
             "bytes": r.input_bytes,

@@ -726,7 +726,8 @@ fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache, bits: &Flowbit
             g.op(&format!("push {}", s.payload_len));
             g.op("iload.16");
             g.op("copro.in sm, 2");
-            g.op("copro.invoke sm, 1");
+            // Which fast patterns occur (each once: a rule runs once per packet).
+            g.op("copro.invoke sm, 4");
             g.at(&next);
             g.op("copro.invoke sm, 2");
             g.op("copro.out sm, 0");

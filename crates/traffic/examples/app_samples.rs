@@ -34,7 +34,7 @@ fn main() {
     let mut r = SplitMix64::new(3);
     let mut rules = ids_rules(&mut r, 40);
     rules += "# outside the subset: reported and skipped\n";
-    rules += "alert tcp any any -> any 80 (msg:\"threshold\"; content:\"GET\"; threshold:type limit,track by_src,count 1,seconds 60; sid:9000001;)\n";
+    rules += "alert tcp any any -> any 80 (msg:\"only_stream\"; flow:to_server,only_stream; content:\"GET\"; sid:9000001;)\n";
     rules += "alert tcp any any -> any 80 (msg:\"javascript\"; js_data; content:\"eval(\"; sid:9000002;)\n";
     rules += "alert tcp $NO_SUCH_NET any -> any 80 (msg:\"undefined variable\"; sid:9000003;)\n";
     std::fs::write("examples/ids/sample.rules", rules).expect("sample.rules");

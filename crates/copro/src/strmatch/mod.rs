@@ -38,7 +38,7 @@
 //! | in 0  | group (search ops) or pattern id (`find`) |
 //! | in 1  | region start (packet offset) |
 //! | in 2  | region length |
-//! | out 0 | `search_first`/`find`: 1 found, 0 not; `search_all`: number of matches kept; `next`: 1 if a match was popped, 0 when exhausted |
+//! | out 0 | `search_first`/`find`: 1 found, 0 not; `search_all`, `search_distinct`: number of matches kept; `next`: 1 if a match was popped, 0 when exhausted |
 //! | out 1 | pattern id |
 //! | out 2 | match start (absolute packet offset) |
 //! | out 3 | match end (absolute packet offset, exclusive) |
@@ -49,6 +49,7 @@
 //! | 1  | `search_all`   | collects every match of group in0 in the region (replacing earlier ones); out0 = count; none popped yet |
 //! | 2  | `next`         | pops the next collected match into out1..3 |
 //! | 3  | `find`         | leftmost occurrence of pattern in0 in the region; an unknown id is a bad argument |
+//! | 4  | `search_distinct` | as `search_all`, but only each pattern's first occurrence (smallest end), so never truncated: what a prefilter needs (which patterns occur), at most one match per pattern |
 //!
 //! The region is `[in1, in1 + in2) ∩ [0, packet length)`: a region past the
 //! packet is empty, never a fault. When nothing is found out1..3 are 0.
@@ -224,6 +225,8 @@ pub struct PatternSet {
     /// This handle's Hyperscan scratch (none for aho-corasick or no groups).
     scratch: Option<hyperscan::Scratch>,
     scan_errors: u64,
+    /// `scan_distinct`'s bitset of patterns seen (all zero between scans).
+    seen: Vec<u64>,
 }
 
 impl std::fmt::Debug for PatternSet {
@@ -271,6 +274,28 @@ impl Collector<'_> {
     }
 }
 
+/// Collects the first occurrence (smallest end) of each pattern: at most
+/// one match per pattern, so nothing is ever dropped.
+struct Distinct<'a> {
+    out: &'a mut Vec<Match>,
+    meta: &'a [Meta],
+    /// Bit `idx`: pattern `idx` was collected in this scan.
+    seen: &'a mut Vec<u64>,
+}
+
+impl Distinct<'_> {
+    #[inline]
+    fn push(&mut self, idx: usize, end: usize) -> bool {
+        let (w, b) = (idx / 64, 1u64 << (idx % 64));
+        if self.seen[w] & b == 0 {
+            self.seen[w] |= b;
+            let m = self.meta[idx];
+            self.out.push(Match { id: m.id, start: end - m.len as usize, end });
+        }
+        true
+    }
+}
+
 /// The best first match so far: smallest end, then smallest id.
 struct First<'a> {
     meta: &'a [Meta],
@@ -295,6 +320,12 @@ unsafe extern "C" fn hs_collect(idx: c_uint, _from: c_ulonglong, to: c_ulonglong
     // SAFETY: `scan` passes a live, exclusively borrowed `Collector` as ctx.
     let c = unsafe { &mut *ctx.cast::<Collector<'_>>() };
     c_int::from(!c.push(idx as usize, to as usize))
+}
+
+unsafe extern "C" fn hs_distinct(idx: c_uint, _from: c_ulonglong, to: c_ulonglong, _flags: c_uint, ctx: *mut c_void) -> c_int {
+    // SAFETY: `scan_distinct` passes a live, exclusively borrowed `Distinct` as ctx.
+    let d = unsafe { &mut *ctx.cast::<Distinct<'_>>() };
+    c_int::from(!d.push(idx as usize, to as usize))
 }
 
 unsafe extern "C" fn hs_first(idx: c_uint, _from: c_ulonglong, to: c_ulonglong, _flags: c_uint, ctx: *mut c_void) -> c_int {
@@ -370,7 +401,12 @@ impl PatternSet {
                 (Engine::Aho(acs), None)
             }
         };
-        Ok(PatternSet { c: Arc::new(Compiled { patterns, meta, by_id, finders, groups, engine }), scratch, scan_errors: 0 })
+        Ok(PatternSet {
+            c: Arc::new(Compiled { patterns, meta, by_id, finders, groups, engine }),
+            scratch,
+            scan_errors: 0,
+            seen: Vec::new(),
+        })
     }
 
     /// An empty set (which matches nothing).
@@ -386,6 +422,7 @@ impl PatternSet {
             }),
             scratch: None,
             scan_errors: 0,
+            seen: Vec::new(),
         }
     }
 
@@ -399,7 +436,7 @@ impl PatternSet {
             Some(s) => Some(s.try_clone()?),
             None => None,
         };
-        Ok(PatternSet { c: Arc::clone(&self.c), scratch, scan_errors: 0 })
+        Ok(PatternSet { c: Arc::clone(&self.c), scratch, scan_errors: 0, seen: Vec::new() })
     }
 
     /// How many handles (this one and its forks) share the compiled patterns.
@@ -454,6 +491,41 @@ impl PatternSet {
             }
         }
         c.finish()
+    }
+
+    /// The first occurrence of every pattern of `group` that occurs in
+    /// `haystack`, into `out` (cleared first), ordered by `(end, id)`: at
+    /// most one match per pattern, never truncated.
+    pub fn scan_distinct(&mut self, group: u32, haystack: &[u8], out: &mut Vec<Match>) {
+        out.clear();
+        let cs = &*self.c;
+        let Ok(g) = cs.groups.binary_search(&group) else { return };
+        self.seen.resize(cs.meta.len().div_ceil(64), 0);
+        let mut d = Distinct { out, meta: &cs.meta, seen: &mut self.seen };
+        let mut failed = false;
+        match &cs.engine {
+            Engine::Aho(acs) => acs[g].each(&cs.meta, &cs.patterns, haystack, |idx, end| d.push(idx, end)),
+            Engine::Hyper(dbs) => {
+                if let Some(scratch) = &mut self.scratch {
+                    // SAFETY: `hs_distinct` reads ctx as the `Distinct` passed
+                    // here, which outlives the scan; the scratch is borrowed exclusively.
+                    let r = unsafe { dbs[g].scan(scratch, haystack, hs_distinct, (&mut d as *mut Distinct<'_>).cast()) };
+                    failed = r.is_err();
+                }
+            }
+        }
+        if failed {
+            self.scan_errors += 1;
+            out.clear();
+            self.seen.fill(0);
+            return;
+        }
+        // Forget what this scan saw, touching only its words.
+        for m in out.iter() {
+            let idx = cs.by_id[&m.id];
+            self.seen[idx / 64] = 0;
+        }
+        out.sort_unstable_by_key(|m| (m.end, m.id));
     }
 
     /// The first match of `group` in `haystack`: smallest end, then smallest
@@ -621,6 +693,20 @@ impl Coprocessor for StrMatch {
                 self.tally.add(SEARCHES, 1);
                 let mut out = std::mem::take(&mut self.collected);
                 self.tally.add(TRUNCATED, u64::from(self.set.scan(self.input[0], hay, &mut out)));
+                for m in &mut out {
+                    m.start += base;
+                    m.end += base;
+                }
+                self.tally.add(MATCHES, out.len() as u64);
+                self.output = [out.len() as u32, 0, 0, 0];
+                self.collected = out;
+                self.cursor = 0;
+            }
+            4 => {
+                let (base, hay) = self.region(ctx.packet);
+                self.tally.add(SEARCHES, 1);
+                let mut out = std::mem::take(&mut self.collected);
+                self.set.scan_distinct(self.input[0], hay, &mut out);
                 for m in &mut out {
                     m.start += base;
                     m.end += base;

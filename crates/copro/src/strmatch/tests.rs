@@ -75,6 +75,11 @@ fn check_all(patterns: &[Pattern], hays: &[&[u8]], backend: Backend) {
             assert_eq!(set.scan(g, hay, &mut out), trunc, "{backend:?} group {g}");
             assert_eq!(out, want, "{backend:?} group {g} on {:?}", String::from_utf8_lossy(hay));
             assert_eq!(set.first(g, hay), want.first().copied(), "{backend:?} first of group {g}");
+            // Each pattern's leftmost occurrence, never truncated.
+            let mut distinct: Vec<Match> = patterns.iter().filter(|p| p.group == g).filter_map(|p| naive_find(p, hay)).collect();
+            distinct.sort_unstable_by_key(|m| (m.end, m.id));
+            set.scan_distinct(g, hay, &mut out);
+            assert_eq!(out, distinct, "{backend:?} distinct of group {g}");
         }
         for p in patterns {
             assert_eq!(set.find(p.id, hay), naive_find(p, hay), "{backend:?} find {}", p.id);
@@ -193,14 +198,19 @@ fn registers_ops_and_clipping() {
         assert_eq!(run(&mut *c, 3, [11, 5, 100], pkt).unwrap(), [1, 11, 14, 19]);
         assert_eq!(run(&mut *c, 3, [11, 5, 13], pkt).unwrap(), [0; 4]);
         assert!(matches!(run(&mut *c, 3, [99, 0, 100], pkt), Err(CoproError::BadArgument(_))));
-        assert!(matches!(c.invoke(4, &ctx(pkt)), Err(CoproError::NoOperation(4))));
+        // search_distinct: each pattern once, at its first occurrence.
+        assert_eq!(run(&mut *c, 4, [1, 0, u32::MAX], pkt).unwrap()[0], 2);
+        assert_eq!(run(&mut *c, 2, [0, 0, 0], pkt).unwrap(), [1, 10, 2, 6]);
+        assert_eq!(run(&mut *c, 2, [0, 0, 0], pkt).unwrap(), [1, 11, 2, 7]);
+        assert_eq!(run(&mut *c, 2, [0, 0, 0], pkt).unwrap(), [0; 4]);
+        assert!(matches!(c.invoke(5, &ctx(pkt)), Err(CoproError::NoOperation(5))));
         assert!(matches!(c.write(3, 0), Err(CoproError::NoRegister(3))));
         assert!(matches!(c.read(4), Err(CoproError::NoRegister(4))));
         let stats: HashMap<String, u64> = c.stats().into_iter().collect();
         assert_eq!(stats["patterns"], 3);
         assert_eq!(stats["groups"], 2);
-        assert_eq!(stats["searches"], 12);
-        assert_eq!(stats["matches"], 10);
+        assert_eq!(stats["searches"], 13);
+        assert_eq!(stats["matches"], 12);
         assert_eq!(stats["truncated"], 0);
         assert_eq!(stats["backend_hyperscan"], u64::from(b == Backend::Hyperscan));
         c.clear();
@@ -377,7 +387,7 @@ proptest! {
     }
 
     #[test]
-    fn coprocessor_regions_never_fault(start in any::<u32>(), len in any::<u32>(), op in 0u8..4, pkt in arb_hay()) {
+    fn coprocessor_regions_never_fault(start in any::<u32>(), len in any::<u32>(), op in 0u8..5, pkt in arb_hay()) {
         let mut c = StrMatch::new(Backend::Auto).unwrap();
         c.load("0 0 \"a\"\n1 0 \"b\" nocase\n").unwrap();
         let o = run(&mut c, op, [0, start, len], &pkt).unwrap();
