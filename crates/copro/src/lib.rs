@@ -5,6 +5,7 @@
 //! | kind       | what it does |
 //! |------------|--------------|
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
+//! | `addrset`  | sets of IPv4 prefixes: every set containing an address (IP lists, address-keyed rule groups) |
 //! | `eventlog` | records (packet, rule)-style events for the host application to collect (IDS alerts) |
 //! | `linkstate`| which application ports are up (set by the runtime from the attached inputs) |
 //! | `strmatch` | multi-pattern literal matching (Hyperscan when present, else aho-corasick) |
@@ -36,6 +37,7 @@
 //! | `http`     | `PerWorker`   | a parser of its own, counts at zero |
 //! | `table`    | `Shared` (`workers = "shared"`, the default) or `PerWorker` (`workers = "sharded"`) | shared: the one table, under a lock; sharded: a copy of the entries so far |
 //! | `lpm`      | `Shared`      | the one route table (read-only while shared) |
+//! | `addrset`  | `Shared`      | the one store of sets (read-only while shared) |
 //! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
 //! | `regex`    | `Shared`      | the one set of compiled expressions, with caches of its own |
 //! | `linkstate`| `Shared`      | the one port state (read-only while shared) |
@@ -44,7 +46,7 @@
 //! `Shared` kinds count their operations (lookups, hits, searches) per
 //! handle, each handle on its own cache line, and report the sum over every
 //! handle, finished ones included, from whichever handle the statistics are
-//! read. Their state is behind an `Arc`; `lpm`, `strmatch`, `regex` and
+//! read. Their state is behind an `Arc`; `lpm`, `addrset`, `strmatch`, `regex` and
 //! `linkstate` take no lock, so they refuse changes while more than one
 //! handle exists: a data-plane insert or delete faults (`copro`), a
 //! control-plane `load` returns an error and `clear` does nothing. With one
@@ -59,6 +61,7 @@
 //! empty, so statistics summed over the workers are the same before and
 //! after.
 
+pub mod addrset;
 mod counters;
 pub mod eventlog;
 pub mod flow;
@@ -90,6 +93,7 @@ fn downcast<T: 'static>(c: &mut dyn Coprocessor) -> Option<&mut T> {
 /// A registry holding every built-in coprocessor kind.
 pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
+    r.register("addrset", addrset::create);
     r.register("counters", counters::create);
     r.register("eventlog", eventlog::create);
     r.register("flow", flow::create);

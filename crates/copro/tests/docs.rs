@@ -13,6 +13,7 @@ const KINDS: &[(&str, &str)] = &[
     ("http", "http.rs"),
     ("threshold", "threshold.rs"),
     ("lpm", "lpm/mod.rs"),
+    ("addrset", "addrset.rs"),
     ("strmatch", "strmatch/mod.rs"),
     ("regex", "regex.rs"),
     ("eventlog", "eventlog.rs"),

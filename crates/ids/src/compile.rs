@@ -1,30 +1,38 @@
 //! Rules → a NetIL application.
 //!
 //! ```text
-//! source 0 ─► decode ─► detect_1 ─► … ─► detect_K ─► verdict ─0─► sink 1 (packets not dropped)
+//! source 0 ─► decode ─► prefilter ─► detect_1 ─► … ─► detect_K ─► verdict ─0─► sink 1 (packets not dropped)
 //! ```
 //!
 //! - `decode` (fixed NetIL, [`DECODE`]) numbers the packet, parses
 //!   Ethernet (one optional 802.1Q tag) and IPv4, and writes what the rules
 //!   look at into info memory ([`info`]): the protocol class, addresses,
 //!   ports, and where the IP and L4 payloads are.
+//! - `prefilter` finds each packet's candidate rules ([`Key`]) and sets
+//!   their bits in a bitmap in info memory: one `strmatch` search of the
+//!   payload for every rule's *fast pattern* (a content the rule cannot
+//!   match without: the one marked `fast_pattern`, else the longest), as
+//!   Snort searches each buffer once for all its rules; one `addrset`
+//!   search of the source and of the destination address for the rules
+//!   without content whose address list is all they can match (block and
+//!   CnC lists, most of the contentless rules of real rule sets).
 //! - each `detect_i` holds a share of the rules (as many as fit one code
-//!   segment). Per protocol class, one `strmatch` search over the payload
-//!   finds the rules whose *fast pattern* (a content the rule cannot match
-//!   without: the one marked `fast_pattern`, else the longest) occurs; a
-//!   `switch` on the pattern id jumps to that rule's code, which checks
-//!   the header, then the contents (`strmatch` `find` within the region
-//!   `offset`/`depth` or `distance`/`within` give, backtracking over
-//!   earlier occurrences as Snort does) and pcres (`regex`), and finally
-//!   logs (packet, rule, action) in the `eventlog` and sets the verdict
-//!   bits in info memory. Rules with no positive content are checked in
-//!   order for every packet of their class.
+//!   segment). It walks the candidate bits of its own rules (a summary
+//!   word says which bitmap words have any) and a `switch` on the rule id
+//!   jumps to that rule's code, which checks the header, then the contents
+//!   (`strmatch` `find` within the region `offset`/`depth` or
+//!   `distance`/`within` give, backtracking over earlier occurrences as
+//!   Snort does) and pcres (`regex`), and finally logs (packet, rule,
+//!   action) in the `eventlog` and sets the verdict bits in info memory.
+//!   Rules with neither key are checked in order for every packet of their
+//!   class.
 //! - `verdict` drops a packet a `drop` rule matched, unless a `pass` rule matched.
 //!
-//! The host ([`crate::alerts`]) loads each detect NetPE's pattern and regex
-//! tables through the control plane, receives the events of every batch in
-//! packet order from the runtime's driver, and applies `pass` (a packet a
-//! pass rule matched raises no alert).
+//! The host ([`crate::alerts`]) loads the prefilter's pattern and address
+//! tables and each detect NetPE's pattern and regex tables through the
+//! control plane, receives the events of every batch in packet order from
+//! the runtime's driver, and applies `pass` (a packet a pass rule matched
+//! raises no alert).
 
 use std::fmt::Write;
 
@@ -310,17 +318,31 @@ const MAX_LISTING: usize = 2_400_000;
 pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let mut ports = PortCache::new();
     let bits = FlowbitNames::of(rules);
+    let keys: Vec<Key> = rules.iter().map(key).collect();
+    let cands = Candidates::new(rules.len());
     let chunks = split(rules, &mut ports, &bits);
     let words = bits.words();
     let track = rules.iter().any(uses_flow) || words > 0;
-    let mut netpes = vec![NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None }];
-    let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules), words))];
+    let pre = prefilter(rules, &keys, cands);
+    let mut netpes = vec![
+        NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None },
+        NetPeSpec { name: "prefilter".into(), program: "prefilter.nil".into(), copro: Default::default(), module: None },
+    ];
+    let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules), words)), ("prefilter".to_string(), pre.text)];
     let mut tables = Vec::new();
+    if !pre.patterns.is_empty() {
+        tables.push(("prefilter.sm".to_string(), pre.patterns));
+    }
+    if !pre.addrs.is_empty() {
+        tables.push(("prefilter.as".to_string(), pre.addrs));
+    }
     let mut event_logs = Vec::new();
     for (i, (lo, hi)) in chunks.iter().enumerate() {
         let name = format!("detect_{}", i + 1);
-        let d = detect(&rules[*lo..*hi], *lo, &mut ports, &bits);
-        tables.push((format!("{name}.sm"), d.patterns));
+        let d = detect(&rules[*lo..*hi], &keys[*lo..*hi], *lo, cands, &mut ports, &bits);
+        if !d.patterns.is_empty() {
+            tables.push((format!("{name}.sm"), d.patterns));
+        }
         if !d.regexes.is_empty() {
             tables.push((format!("{name}.re"), d.regexes));
         }
@@ -503,7 +525,7 @@ fn split(rules: &[Rule], ports: &mut PortCache, bits: &FlowbitNames) -> Vec<(usi
     let (mut lo, mut size) = (0, 0);
     for (i, r) in rules.iter().enumerate() {
         let mut g = Gen::new(0, ports, bits);
-        let ids = rule_patterns(&mut g, r, None);
+        let ids = rule_patterns(&mut g, r);
         rule_body(&mut g, r, i, &ids, "end");
         // The rule's code, its dispatch and once-per-packet check, and its share of a section.
         let cost = g.text.len() + 200;
@@ -538,8 +560,8 @@ const L_CURSOR: u32 = 3;
 /// Start and end of the HTTP buffer the current matchers inspect.
 const L_HBASE: u32 = 4;
 const L_HEND: u32 = 5;
-/// Locals before the matchers' own.
-const L_FIXED: u32 = 6;
+/// Locals before the matchers' own (after the candidate loop's, [`L_CB`]).
+const L_FIXED: u32 = 10;
 fn l_start(i: usize) -> u32 {
     L_FIXED + 2 * i as u32
 }
@@ -677,87 +699,291 @@ impl<'p> Gen<'p> {
     }
 }
 
-fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache, bits: &FlowbitNames) -> Detect {
-    // Data memory: a word per rule (the last packet it was evaluated on), then the port bitmaps.
-    let bitmap_base = (4 * rules.len() as u32).next_multiple_of(8);
-    let mut g = Gen::new(bitmap_base, ports, bits);
+/// How the prefilter makes a rule a candidate for a packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// Its fast pattern (this detection option) occurs in the payload.
+    Pattern(usize),
+    /// The packet's source (or, `dst`, destination) address is in one of
+    /// these prefixes: a rule without content whose address list is all
+    /// the rule can match (IP block lists, CnC lists).
+    Addr {
+        /// Keyed on the destination address.
+        dst: bool,
+        /// The prefixes (IPv4 net, length).
+        prefixes: Vec<(u32, u8)>,
+    },
+    /// Neither: checked for every packet of its protocol.
+    Always,
+}
+
+/// The prefixes an address expression can match, when they are a finite
+/// list: `None` for `any`, a negation, or a list with no plain element.
+/// IPv6 blocks match no packet (the decoder is IPv4-only) and add nothing.
+pub fn addr_prefixes(x: &AddrExpr) -> Option<Vec<(u32, u8)>> {
+    match x {
+        AddrExpr::Any | AddrExpr::Not(_) => None,
+        AddrExpr::Net(net, len) => Some(vec![(*net, *len)]),
+        AddrExpr::Net6(..) => Some(Vec::new()),
+        AddrExpr::List(items) => {
+            // A list matches only values matching one of its plain elements (when it has one).
+            let plain: Vec<&AddrExpr> = items.iter().filter(|i| !matches!(i, AddrExpr::Not(_))).collect();
+            if plain.is_empty() {
+                return None;
+            }
+            let mut out = Vec::new();
+            for p in plain {
+                out.extend(addr_prefixes(p)?);
+            }
+            Some(out)
+        }
+    }
+}
+
+/// The prefilter key of `rule`: its fast pattern; else the address list
+/// that covers the fewest addresses (for `<>` rules, the source side must
+/// be in either list); else none.
+pub fn key(rule: &Rule) -> Key {
+    if let Some(i) = fast_pattern(rule) {
+        return Key::Pattern(i);
+    }
+    let coverage = |p: &[(u32, u8)]| p.iter().map(|(_, l)| 1u64 << (32 - u32::from(*l))).sum::<u64>();
+    let (src, dst) = (addr_prefixes(&rule.src), addr_prefixes(&rule.dst));
+    if rule.bidirectional {
+        return match (src, dst) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Key::Addr { dst: false, prefixes: a }
+            }
+            _ => Key::Always,
+        };
+    }
+    match (src, dst) {
+        (Some(a), Some(b)) if coverage(&b) < coverage(&a) => Key::Addr { dst: true, prefixes: b },
+        (Some(a), _) => Key::Addr { dst: false, prefixes: a },
+        (None, Some(b)) => Key::Addr { dst: true, prefixes: b },
+        (None, None) => Key::Always,
+    }
+}
+
+/// The candidate bitmap the prefilter writes into info memory, after
+/// [`info::SIZE`]: a bit per rule (by rule id), and a summary bit per
+/// bitmap word, so that a detect NetPE visits only the words with a
+/// candidate of its own.
+#[derive(Clone, Copy, Debug)]
+struct Candidates {
+    /// Info offset of the bitmap (bit `r % 32` of word `r / 32`: rule `r`).
+    bitmap: u32,
+    /// Info offset of the summary (bit `w % 32` of word `w / 32`: bitmap word `w` is not zero).
+    summary: u32,
+    /// The info memory size with both.
+    size: u32,
+}
+
+impl Candidates {
+    fn new(rules: usize) -> Candidates {
+        let words = (rules as u32).div_ceil(32).max(1);
+        let summary_words = words.div_ceil(32);
+        let bitmap = info::SIZE.next_multiple_of(4);
+        Candidates { bitmap, summary: bitmap + 4 * words, size: bitmap + 4 * (words + summary_words) }
+    }
+}
+
+/// A generated prefilter NetPE.
+struct Prefilter {
+    text: String,
+    /// The fast patterns (pattern id = rule id, group = the protocol class).
+    patterns: String,
+    /// The address keys (set id = rule id; group 1 source, 2 destination).
+    addrs: String,
+}
+
+/// The prefilter: one search per payload for every rule's fast pattern
+/// (Snort's one multi-pattern search per buffer, shared by every detect
+/// NetPE), one search of the packet's source and destination in the
+/// address keys; each hit sets its rule's candidate bit.
+fn prefilter(rules: &[Rule], keys: &[Key], cands: Candidates) -> Prefilter {
+    let mut patterns = String::new();
+    let mut addrs = String::new();
+    let mut groups = [false; 5];
+    let mut addr_groups = [false; 3];
+    for (id, (r, k)) in rules.iter().zip(keys).enumerate() {
+        match k {
+            Key::Pattern(i) => {
+                let Detection::Content(c) = &r.detection[*i] else { unreachable!("a fast pattern is a content") };
+                let group = SECTIONS.iter().find(|s| s.proto == r.proto).map_or(4, |s| s.group);
+                groups[group as usize] = true;
+                let hex: Vec<String> = c.bytes.iter().map(|b| format!("{b:02x}")).collect();
+                let _ = writeln!(patterns, "{id} {group} \"|{}|\"{}", hex.join(" "), if c.nocase { " nocase" } else { "" });
+            }
+            Key::Addr { dst, prefixes } => {
+                let group = 1 + usize::from(*dst);
+                addr_groups[group] = true;
+                for (net, len) in prefixes {
+                    let _ = writeln!(addrs, "{id} {group} {}/{len}", std::net::Ipv4Addr::from(*net));
+                }
+            }
+            Key::Always => {}
+        }
+    }
+    let mut t = String::new();
+    let _ = writeln!(t, "; prefilter: the candidate rules of each packet");
+    if !patterns.is_empty() {
+        let _ = writeln!(t, ".copro sm strmatch");
+    }
+    if !addrs.is_empty() {
+        let _ = writeln!(t, ".copro as addrset");
+    }
+    let _ = writeln!(t, ".infosize {}\n.locals 2\n.maxstacksize 16\n.ports 1\nsegment .push\n    pop", cands.size);
+    // Sets the candidate bit of the rule id in local 1 (and its summary bit).
+    let set_bit = format!(
+        "    push {b}\n    locload 1\n    push 5\n    shr\n    push 2\n    shl\n    add\n    dup\n    iload.32\n    push 1\n    locload 1\n    push 31\n    and\n    shl\n    or\n    istore.32\n\
+         \x20   push {s}\n    locload 1\n    push 10\n    shr\n    push 2\n    shl\n    add\n    dup\n    iload.32\n    push 1\n    locload 1\n    push 5\n    shr\n    push 31\n    and\n    shl\n    or\n    istore.32\n",
+        b = cands.bitmap,
+        s = cands.summary
+    );
+    let _ = writeln!(t, "    push {}\n    iload.8\n    locstore 0\n    locload 0\n    jz done", info::CLASS);
+    if groups[1..4].iter().any(|g| *g) {
+        // The L4 payload, for TCP, UDP and ICMP packets (group = class).
+        let _ = writeln!(t, "    locload 0\n    push {}\n    jcmp.eq ip", info::CLASS_IP);
+        let _ = writeln!(t, "    locload 0\n    copro.in sm, 0\n    push {}\n    iload.16\n    copro.in sm, 1\n    push {}\n    iload.16\n    copro.in sm, 2\n    copro.invoke sm, 4", info::L4_PAYLOAD, info::L4_PAYLOAD_LEN);
+        let _ = writeln!(t, "l4_next:\n    copro.invoke sm, 2\n    copro.out sm, 0\n    jz ip\n    copro.out sm, 1\n    locstore 1\n{set_bit}    jump l4_next");
+    }
+    let _ = writeln!(t, "ip:");
+    if groups[4] {
+        // The IP payload, for `ip` rules (every class).
+        let _ = writeln!(t, "    push 4\n    copro.in sm, 0\n    push {}\n    iload.16\n    copro.in sm, 1\n    push {}\n    iload.16\n    copro.in sm, 2\n    copro.invoke sm, 4", info::IP_PAYLOAD, info::IP_PAYLOAD_LEN);
+        let _ = writeln!(t, "ip_next:\n    copro.invoke sm, 2\n    copro.out sm, 0\n    jz addr\n    copro.out sm, 1\n    locstore 1\n{set_bit}    jump ip_next");
+    }
+    let _ = writeln!(t, "addr:");
+    for (group, field, label) in [(1, info::SRC, "src"), (2, info::DST, "dst")] {
+        if addr_groups[group] {
+            let _ = writeln!(
+                t,
+                "    push {group}\n    copro.in as, 0\n    push {field}\n    iload.32\n    copro.in as, 1\n    copro.invoke as, 0"
+            );
+            let _ = writeln!(t, "{label}_next:\n    copro.invoke as, 1\n    copro.out as, 0\n    jz {label}_done\n    copro.out as, 1\n    locstore 1\n{set_bit}    jump {label}_next\n{label}_done:");
+        }
+    }
+    let _ = writeln!(t, "done:\n    ret 0\nends");
+    Prefilter { text: t, patterns, addrs }
+}
+
+/// Locals of the candidate loop: the summary word index, the summary word
+/// left, the bitmap word index, the bitmap word left.
+const L_CJ: u32 = 6;
+const L_CS: u32 = 7;
+const L_CW: u32 = 8;
+const L_CB: u32 = 9;
+
+fn detect(rules: &[Rule], keys: &[Key], first_id: usize, cands: Candidates, ports: &mut PortCache, bits: &FlowbitNames) -> Detect {
+    // Data memory: the port bitmaps.
+    let mut g = Gen::new(0, ports, bits);
     let max_matchers = rules.iter().map(|r| r.detection.len()).max().unwrap_or(0);
     let _ = writeln!(g.text, "segment .push");
     g.op("pop");
     g.op(&format!("push {}", info::CLASS));
     g.op("iload.8");
     g.op("switch 1: sec_tcp, 2: sec_udp, 3: sec_icmp, 4: sec_ip, default: done");
+    let keyed: Vec<usize> = (0..rules.len()).filter(|k| keys[*k] != Key::Always).collect();
+    let after_ip = if keyed.is_empty() { "done" } else { "cands" };
+    // Per class, the rules without a prefilter key, in order.
     for s in &SECTIONS {
-        let mine: Vec<(usize, &Rule)> = rules.iter().enumerate().filter(|(_, r)| r.proto == s.proto).collect();
         g.at(&format!("sec_{}", s.label));
-        let after = if s.proto == Proto::Ip { "done".to_string() } else { "sec_ip".to_string() };
-        if mine.is_empty() {
-            g.op(&format!("jump {after}"));
-            continue;
-        }
-        // Payload bounds.
-        g.op(&format!("push {}", s.payload));
-        g.op("iload.16");
-        g.op(&format!("locstore {L_BASE}"));
-        g.op(&format!("locload {L_BASE}"));
-        g.op(&format!("push {}", s.payload_len));
-        g.op("iload.16");
-        g.op("add");
-        g.op(&format!("locstore {L_END}"));
-        let (with_fp, without): (Vec<_>, Vec<_>) = mine.into_iter().partition(|(_, r)| fast_pattern(r).is_some());
-        let rest = format!("{}_nofp", s.label);
-        if !with_fp.is_empty() {
-            // Each rule's contents become patterns; the fast pattern is in the section's group.
-            let mut cases: Vec<(u32, String)> = Vec::new();
-            let mut bodies = Vec::new();
-            for (k, r) in &with_fp {
-                let fp = fast_pattern(r).unwrap_or(0);
-                let ids = rule_patterns(&mut g, r, Some((fp, s.group)));
-                let entry = format!("r{}_{}", first_id + k, s.label);
-                cases.push((ids[fp], entry.clone()));
-                bodies.push((*k, *r, ids, entry));
+        let after = if s.proto == Proto::Ip { after_ip } else { "sec_ip" };
+        let always: Vec<usize> = (0..rules.len()).filter(|k| rules[*k].proto == s.proto && keys[*k] == Key::Always).collect();
+        if !always.is_empty() {
+            payload_bounds(&mut g, s);
+            for k in always {
+                let ids = rule_patterns(&mut g, &rules[k]);
+                let skip = g.label(&format!("r{}_end", first_id + k));
+                rule_body(&mut g, &rules[k], first_id + k, &ids, &skip);
+                g.at(&skip);
             }
-            cases.sort();
-            let next = format!("{}_next", s.label);
-            g.op(&format!("push {}", s.group));
-            g.op("copro.in sm, 0");
-            g.op(&format!("locload {L_BASE}"));
-            g.op("copro.in sm, 1");
-            g.op(&format!("push {}", s.payload_len));
-            g.op("iload.16");
-            g.op("copro.in sm, 2");
-            // Which fast patterns occur (each once: a rule runs once per packet).
-            g.op("copro.invoke sm, 4");
-            g.at(&next);
-            g.op("copro.invoke sm, 2");
-            g.op("copro.out sm, 0");
-            g.op(&format!("jz {rest}"));
-            g.op("copro.out sm, 1");
-            let items: Vec<String> = cases.iter().map(|(id, l)| format!("{id}: {l}")).collect();
-            g.op(&format!("switch {}, default: {next}", items.join(", ")));
-            for (k, r, ids, entry) in bodies {
-                g.at(&entry);
-                // Evaluate a rule once per packet, however often its fast pattern occurs.
-                g.op(&format!("push {}", 4 * k));
-                g.op("dload.32");
-                g.op(&format!("push {}", info::INDEX));
-                g.op("iload.32");
-                g.op(&format!("jcmp.eq {next}"));
-                g.op(&format!("push {}", 4 * k));
-                g.op(&format!("push {}", info::INDEX));
-                g.op("iload.32");
-                g.op("dstore.32");
-                rule_body(&mut g, r, first_id + k, &ids, &next);
-            }
-        }
-        g.at(&rest);
-        for (k, r) in without {
-            let ids = rule_patterns(&mut g, r, None);
-            let skip = g.label(&format!("r{}_end", first_id + k));
-            rule_body(&mut g, r, first_id + k, &ids, &skip);
-            g.at(&skip);
         }
         g.op(&format!("jump {after}"));
+    }
+    if !keyed.is_empty() {
+        // The candidates the prefilter set among this NetPE's rules, by rule id.
+        let (lo, hi) = (first_id as u32, (first_id + rules.len() - 1) as u32);
+        let (jlo, jhi) = (lo / 1024, hi / 1024);
+        g.at("cands");
+        g.op(&format!("push {jlo}"));
+        g.op(&format!("locstore {L_CJ}"));
+        g.at("cand_sum");
+        g.op(&format!("locload {L_CJ}"));
+        g.op(&format!("push {jhi}"));
+        g.op("jcmp.gt done");
+        g.op(&format!("push {}", cands.summary));
+        g.op(&format!("locload {L_CJ}"));
+        g.op("push 2");
+        g.op("shl");
+        g.op("add");
+        g.op("iload.32");
+        g.op(&format!("locstore {L_CS}"));
+        g.op(&format!("locload {L_CJ}"));
+        g.op("push 1");
+        g.op("add");
+        g.op(&format!("locstore {L_CJ}"));
+        g.at("cand_bits");
+        g.op(&format!("locload {L_CS}"));
+        g.op("jz cand_sum");
+        // Word w = 32 (J - 1) + ctz(S); S loses its lowest bit.
+        g.op(&format!("locload {L_CJ}"));
+        g.op("push 1");
+        g.op("sub");
+        g.op("push 5");
+        g.op("shl");
+        g.op(&format!("locload {L_CS}"));
+        g.op("ctz");
+        g.op("add");
+        g.op(&format!("locstore {L_CW}"));
+        g.op(&format!("locload {L_CS}"));
+        g.op("dup");
+        g.op("push 1");
+        g.op("sub");
+        g.op("and");
+        g.op(&format!("locstore {L_CS}"));
+        g.op(&format!("push {}", cands.bitmap));
+        g.op(&format!("locload {L_CW}"));
+        g.op("push 2");
+        g.op("shl");
+        g.op("add");
+        g.op("iload.32");
+        g.op(&format!("locstore {L_CB}"));
+        g.at("cand_word");
+        g.op(&format!("locload {L_CB}"));
+        g.op("jz cand_bits");
+        // Rule 32 w + ctz(B); B loses its lowest bit.
+        g.op(&format!("locload {L_CW}"));
+        g.op("push 5");
+        g.op("shl");
+        g.op(&format!("locload {L_CB}"));
+        g.op("ctz");
+        g.op("add");
+        g.op(&format!("locload {L_CB}"));
+        g.op("dup");
+        g.op("push 1");
+        g.op("sub");
+        g.op("and");
+        g.op(&format!("locstore {L_CB}"));
+        let items: Vec<String> = keyed.iter().map(|k| format!("{}: r{}_c", first_id + k, first_id + k)).collect();
+        g.op(&format!("switch {}, default: cand_word", items.join(", ")));
+        for k in keyed {
+            let r = &rules[k];
+            g.at(&format!("r{}_c", first_id + k));
+            let s = SECTIONS.iter().find(|s| s.proto == r.proto).expect("every protocol has a section");
+            if r.proto != Proto::Ip {
+                // An address key does not say the protocol.
+                g.op(&format!("push {}", info::CLASS));
+                g.op("iload.8");
+                g.op(&format!("push {}", s.group));
+                g.op("jcmp.neq cand_word");
+            }
+            payload_bounds(&mut g, s);
+            let ids = rule_patterns(&mut g, r);
+            rule_body(&mut g, r, first_id + k, &ids, "cand_word");
+        }
     }
     g.at("done");
     g.op("ret 0");
@@ -771,26 +997,37 @@ fn detect(rules: &[Rule], first_id: usize, ports: &mut PortCache, bits: &Flowbit
     let _ = writeln!(
         text,
         ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
-        info::SIZE,
-        (bitmap_base + BITMAP * g.port_sets.len() as u32).max(4),
+        cands.size,
+        (BITMAP * g.port_sets.len() as u32).max(4),
         L_FIXED as usize + 2 * max_matchers
     );
     if !g.port_sets.is_empty() {
-        init_bitmaps(&mut text, bitmap_base, &g.port_sets);
+        init_bitmaps(&mut text, 0, &g.port_sets);
     }
     text.push_str(&g.text);
     Detect { text, patterns: g.patterns, regexes: g.regexes }
 }
 
+/// Sets the payload bounds locals to section `s`'s payload.
+fn payload_bounds(g: &mut Gen, s: &Section) {
+    g.op(&format!("push {}", s.payload));
+    g.op("iload.16");
+    g.op(&format!("locstore {L_BASE}"));
+    g.op(&format!("locload {L_BASE}"));
+    g.op(&format!("push {}", s.payload_len));
+    g.op("iload.16");
+    g.op("add");
+    g.op(&format!("locstore {L_END}"));
+}
+
 /// Each matcher's table id: the pattern id of a content, the regex id of a
-/// pcre. The fast pattern goes in `group`, the other contents in group 0
-/// (never searched as a group, only `find`).
-fn rule_patterns(g: &mut Gen, r: &Rule, fp: Option<(usize, u32)>) -> Vec<u32> {
+/// pcre. Contents are only ever `find`-ed here (the prefilter searches the
+/// fast patterns), so they go in strmatch's find-only group.
+fn rule_patterns(g: &mut Gen, r: &Rule) -> Vec<u32> {
     r.detection
         .iter()
-        .enumerate()
-        .map(|(i, m)| match m {
-            Detection::Content(c) => g.pattern(c, fp.filter(|(f, _)| *f == i).map_or(0, |(_, grp)| grp)),
+        .map(|m| match m {
+            Detection::Content(c) => g.pattern(c, netvm_copro::strmatch::FIND_ONLY),
             Detection::Pcre(p) => {
                 let id = g.next_regex;
                 g.next_regex += 1;

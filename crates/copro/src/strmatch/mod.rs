@@ -5,7 +5,10 @@
 //! A pattern is a non-empty byte string of at most [`MAX_PATTERN_LEN`] bytes
 //! with a `u32` id (unique in the instance), a `u32` group and a `nocase` flag
 //! (ASCII case-insensitive: `a`-`z` match `A`-`Z`, other bytes exactly). The
-//! patterns of a group are compiled together and searched in one pass. An
+//! patterns of a group are compiled together and searched in one pass,
+//! except group 4294967295 ([`FIND_ONLY`]): its patterns are only reached
+//! by `find`, so no search structure is built for them (an application
+//! that checks most of its patterns one at a time saves the compile). An
 //! instance holds at most [`MAX_PATTERNS`] patterns of at most
 //! [`MAX_TOTAL_BYTES`] bytes in all.
 //!
@@ -18,7 +21,7 @@
 //! `MAX_MATCHES` in that order (the `truncated` statistic counts searches that
 //! dropped some). The *first* match is the one with the smallest end, then
 //! the smallest id; the search stops as soon as it is known. A group without
-//! patterns matches nothing. `find` of one pattern reports its leftmost
+//! patterns, and the find-only group, match nothing. `find` of one pattern reports its leftmost
 //! occurrence (smallest start).
 //!
 //! # Backends
@@ -107,6 +110,9 @@ pub const MAX_PATTERN_LEN: usize = 4096;
 pub const MAX_TOTAL_BYTES: usize = 16 << 20;
 /// Most matches one search keeps.
 pub const MAX_MATCHES: usize = 4096;
+/// The group of patterns that are only ever `find`-ed: no search database
+/// is built for it, and a search of it finds nothing.
+pub const FIND_ONLY: u32 = u32::MAX;
 
 /// One literal pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -362,7 +368,7 @@ impl PatternSet {
         let finders = patterns.iter().map(|p| memmem::Finder::new(&p.bytes).into_owned()).collect();
         let mut members: Vec<(u32, Vec<u32>)> = {
             let mut m: HashMap<u32, Vec<u32>> = HashMap::new();
-            for (i, p) in patterns.iter().enumerate() {
+            for (i, p) in patterns.iter().enumerate().filter(|(_, p)| p.group != FIND_ONLY) {
                 m.entry(p.group).or_default().push(i as u32);
             }
             m.into_iter().collect()

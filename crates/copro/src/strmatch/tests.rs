@@ -9,7 +9,7 @@ fn pat(id: u32, group: u32, bytes: &[u8], nocase: bool) -> Pattern {
 /// The model: every (pattern, end) pair checked directly, sorted, truncated.
 fn naive(patterns: &[Pattern], group: u32, hay: &[u8]) -> (Vec<Match>, bool) {
     let mut out = Vec::new();
-    for p in patterns.iter().filter(|p| p.group == group) {
+    for p in patterns.iter().filter(|p| p.group == group && group != FIND_ONLY) {
         let n = p.bytes.len();
         for end in n..=hay.len() {
             let w = &hay[end - n..end];
@@ -68,6 +68,7 @@ fn check_all(patterns: &[Pattern], hays: &[&[u8]], backend: Backend) {
     assert_eq!(set.uses_hyperscan(), backend == Backend::Hyperscan);
     let mut groups: Vec<u32> = patterns.iter().map(|p| p.group).collect();
     groups.push(u32::MAX - 1);
+    groups.push(FIND_ONLY);
     let mut out = Vec::new();
     for hay in hays {
         for &g in &groups {
@@ -76,7 +77,8 @@ fn check_all(patterns: &[Pattern], hays: &[&[u8]], backend: Backend) {
             assert_eq!(out, want, "{backend:?} group {g} on {:?}", String::from_utf8_lossy(hay));
             assert_eq!(set.first(g, hay), want.first().copied(), "{backend:?} first of group {g}");
             // Each pattern's leftmost occurrence, never truncated.
-            let mut distinct: Vec<Match> = patterns.iter().filter(|p| p.group == g).filter_map(|p| naive_find(p, hay)).collect();
+            let mut distinct: Vec<Match> =
+                patterns.iter().filter(|p| p.group == g && g != FIND_ONLY).filter_map(|p| naive_find(p, hay)).collect();
             distinct.sort_unstable_by_key(|m| (m.end, m.id));
             set.scan_distinct(g, hay, &mut out);
             assert_eq!(out, distinct, "{backend:?} distinct of group {g}");
@@ -115,6 +117,15 @@ fn overlapping_sorted_and_case() {
         assert_eq!(set.find(8, b"xxbCbc"), Some(Match { id: 8, start: 4, end: 6 }));
         assert_eq!(set.find(6, b"aa"), None);
         check_all(&pats, &[b"", b"a", b"aaabcbcBCbC", b"x\0\xffX\0\xff"], b);
+        // Find-only patterns: found by `find`, never by a search.
+        let mut pats = pats.to_vec();
+        pats.push(pat(20, FIND_ONLY, b"bc", false));
+        pats.push(pat(21, FIND_ONLY, b"AA", true));
+        let mut set = PatternSet::new(pats.clone(), b).unwrap();
+        assert_eq!(set.find(21, b"xxaa"), Some(Match { id: 21, start: 2, end: 4 }));
+        assert!(!set.scan(FIND_ONLY, b"aabc", &mut out) && out.is_empty());
+        assert!(!set.groups().contains(&FIND_ONLY));
+        check_all(&pats, &[b"", b"aaabcbcBCbC"], b);
     }
 }
 
