@@ -36,6 +36,13 @@
 
 use std::fmt::Write;
 
+/// Appends one instruction line to a generator's text, formatted in place.
+macro_rules! op {
+    ($g:expr, $($arg:tt)*) => {{
+        let _ = writeln!($g.text, "    {}", format_args!($($arg)*));
+    }};
+}
+
 use netvm_runtime::manifest::{ConnectSpec, NetPeSpec, SinkSpec, SourceSpec};
 use netvm_runtime::Manifest;
 
@@ -281,9 +288,7 @@ impl IdsApp {
         let mut app = netvm_runtime::Application::from_plan(plan, engine).map_err(|e| e.to_string())?;
         let code = t.elapsed();
         let t = std::time::Instant::now();
-        for (name, table) in &self.tables {
-            app.load_table(name, table).map_err(|e| format!("loading {name}: {e}"))?;
-        }
+        app.load_tables(&self.tables)?;
         Ok((app, BuildTimes { verify, code, tables: t.elapsed() }))
     }
 }
@@ -320,7 +325,6 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let bits = FlowbitNames::of(rules);
     let keys: Vec<Key> = rules.iter().map(key).collect();
     let cands = Candidates::new(rules.len());
-    let chunks = split(rules, &mut ports, &bits);
     let words = bits.words();
     let track = rules.iter().any(uses_flow) || words > 0;
     let pre = prefilter(rules, &keys, cands);
@@ -337,9 +341,8 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         tables.push(("prefilter.as".to_string(), pre.addrs));
     }
     let mut event_logs = Vec::new();
-    for (i, (lo, hi)) in chunks.iter().enumerate() {
+    for (i, (_, d)) in detects(rules, &keys, cands, &mut ports, &bits).into_iter().enumerate() {
         let name = format!("detect_{}", i + 1);
-        let d = detect(&rules[*lo..*hi], &keys[*lo..*hi], *lo, cands, &mut ports, &bits);
         if !d.patterns.is_empty() {
             tables.push((format!("{name}.sm"), d.patterns));
         }
@@ -357,9 +360,8 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     }
     netpes.push(NetPeSpec { name: "verdict".into(), program: "verdict.nil".into(), copro: verdict_copro, module: None });
     listings.push(("verdict".into(), verdict_listing(words)));
-    for (spec, (name, text)) in netpes.iter_mut().zip(&listings) {
-        let a = netil::assemble(text).map_err(|e| format!("{name}: {}", e.display_with(name)))?;
-        spec.module = Some(a.module);
+    for (spec, module) in netpes.iter_mut().zip(assemble_all(&listings)?) {
+        spec.module = Some(module);
     }
     let connections = netpes.windows(2).map(|w| ConnectSpec { from: format!("{}.0", w[0].name), to: w[1].name.clone() }).collect();
     let manifest = Manifest {
@@ -376,6 +378,14 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         base_dir: Default::default(),
     };
     Ok(IdsApp { manifest, tables, listings, event_logs })
+}
+
+/// Assembles the listings, on as many threads as the host has (each
+/// listing is independent); the first error in order.
+fn assemble_all(listings: &[(String, String)]) -> Result<Vec<netil::Module>, String> {
+    par_map(listings, 1, |(name, text)| netil::assemble(text).map(|a| a.module).map_err(|e| format!("{name}: {}", e.display_with(name))))
+        .into_iter()
+        .collect()
 }
 
 /// The flowbit names of a rule set, numbered in order of first use, and
@@ -495,8 +505,8 @@ pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
     let mut rules = Vec::with_capacity(set.rules.len());
     let mut skipped = Vec::new();
     let mut names: std::collections::HashSet<&str> = Default::default();
-    for r in &set.rules {
-        match unsupported(r) {
+    for (r, why) in set.rules.iter().zip(unsupported_all(&set.rules)) {
+        match why {
             Some(s) => skipped.push(s),
             None => {
                 let mine: std::collections::HashSet<&str> = r.flowbits.iter().flat_map(|f| &f.bits).map(String::as_str).collect();
@@ -518,27 +528,35 @@ pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
     (rules, skipped)
 }
 
-/// Splits `rules` into consecutive chunks whose detect listings fit one
-/// code segment, from the size of each rule's code generated alone.
-fn split(rules: &[Rule], ports: &mut PortCache, bits: &FlowbitNames) -> Vec<(usize, usize)> {
-    let mut chunks = Vec::new();
-    let (mut lo, mut size) = (0, 0);
-    for (i, r) in rules.iter().enumerate() {
-        let mut g = Gen::new(0, ports, bits);
-        let ids = rule_patterns(&mut g, r);
-        rule_body(&mut g, r, i, &ids, "end");
-        // The rule's code, its dispatch and once-per-packet check, and its share of a section.
-        let cost = g.text.len() + 200;
-        if i > lo && size + cost > MAX_LISTING {
-            chunks.push((lo, i));
-            (lo, size) = (i, 0);
-        }
-        size += cost;
-    }
-    if lo < rules.len() || chunks.is_empty() {
-        chunks.push((lo, rules.len()));
-    }
-    chunks
+/// [`unsupported`] of every rule, on as many threads as the host has
+/// (checking a pcre builds it: most of the time goes there).
+fn unsupported_all(rules: &[Rule]) -> Vec<Option<Skip>> {
+    // Small blocks handed out in turn: the pcres cluster in parts of a rule file.
+    par_map(rules, 32, unsupported)
+}
+
+/// `f` of every item, in order, on as many threads as the host has, each
+/// taking the next `block` items in turn.
+fn par_map<T: Sync, R: Send>(items: &[T], block: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len().div_ceil(block)).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut done: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let at = block * next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(part) = items.get(at..(at + block).min(items.len())).filter(|p| !p.is_empty()) else { break mine };
+                        mine.push((at, part.iter().map(&f).collect()));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().expect("a worker of par_map panicked")).collect()
+    });
+    done.sort_by_key(|(at, _)| *at);
+    done.into_iter().flat_map(|(_, v)| v).collect()
 }
 
 /// The ports each port expression matches (by its text), shared by every
@@ -876,148 +894,175 @@ const L_CS: u32 = 7;
 const L_CW: u32 = 8;
 const L_CB: u32 = 9;
 
-fn detect(rules: &[Rule], keys: &[Key], first_id: usize, cands: Candidates, ports: &mut PortCache, bits: &FlowbitNames) -> Detect {
-    // Data memory: the port bitmaps.
-    let mut g = Gen::new(0, ports, bits);
-    let max_matchers = rules.iter().map(|r| r.detection.len()).max().unwrap_or(0);
-    let _ = writeln!(g.text, "segment .push");
-    g.op("pop");
-    g.op(&format!("push {}", info::CLASS));
-    g.op("iload.8");
-    g.op("switch 1: sec_tcp, 2: sec_udp, 3: sec_icmp, 4: sec_ip, default: done");
-    let keyed: Vec<usize> = (0..rules.len()).filter(|k| keys[*k] != Key::Always).collect();
-    let after_ip = if keyed.is_empty() { "done" } else { "cands" };
-    // Per class, the rules without a prefilter key, in order.
-    for s in &SECTIONS {
-        g.at(&format!("sec_{}", s.label));
-        let after = if s.proto == Proto::Ip { after_ip } else { "sec_ip" };
-        let always: Vec<usize> = (0..rules.len()).filter(|k| rules[*k].proto == s.proto && keys[*k] == Key::Always).collect();
-        if !always.is_empty() {
-            payload_bounds(&mut g, s);
-            for k in always {
-                let ids = rule_patterns(&mut g, &rules[k]);
-                let skip = g.label(&format!("r{}_end", first_id + k));
-                rule_body(&mut g, &rules[k], first_id + k, &ids, &skip);
-                g.at(&skip);
-            }
-        }
-        g.op(&format!("jump {after}"));
-    }
-    if !keyed.is_empty() {
-        // The candidates the prefilter set among this NetPE's rules, by rule id.
-        let (lo, hi) = (first_id as u32, (first_id + rules.len() - 1) as u32);
-        let (jlo, jhi) = (lo / 1024, hi / 1024);
-        g.at("cands");
-        g.op(&format!("push {jlo}"));
-        g.op(&format!("locstore {L_CJ}"));
-        g.at("cand_sum");
-        g.op(&format!("locload {L_CJ}"));
-        g.op(&format!("push {jhi}"));
-        g.op("jcmp.gt done");
-        g.op(&format!("push {}", cands.summary));
-        g.op(&format!("locload {L_CJ}"));
-        g.op("push 2");
-        g.op("shl");
-        g.op("add");
-        g.op("iload.32");
-        g.op(&format!("locstore {L_CS}"));
-        g.op(&format!("locload {L_CJ}"));
-        g.op("push 1");
-        g.op("add");
-        g.op(&format!("locstore {L_CJ}"));
-        g.at("cand_bits");
-        g.op(&format!("locload {L_CS}"));
-        g.op("jz cand_sum");
-        // Word w = 32 (J - 1) + ctz(S); S loses its lowest bit.
-        g.op(&format!("locload {L_CJ}"));
-        g.op("push 1");
-        g.op("sub");
-        g.op("push 5");
-        g.op("shl");
-        g.op(&format!("locload {L_CS}"));
-        g.op("ctz");
-        g.op("add");
-        g.op(&format!("locstore {L_CW}"));
-        g.op(&format!("locload {L_CS}"));
-        g.op("dup");
-        g.op("push 1");
-        g.op("sub");
-        g.op("and");
-        g.op(&format!("locstore {L_CS}"));
-        g.op(&format!("push {}", cands.bitmap));
-        g.op(&format!("locload {L_CW}"));
-        g.op("push 2");
-        g.op("shl");
-        g.op("add");
-        g.op("iload.32");
-        g.op(&format!("locstore {L_CB}"));
-        g.at("cand_word");
-        g.op(&format!("locload {L_CB}"));
-        g.op("jz cand_bits");
-        // Rule 32 w + ctz(B); B loses its lowest bit.
-        g.op(&format!("locload {L_CW}"));
-        g.op("push 5");
-        g.op("shl");
-        g.op(&format!("locload {L_CB}"));
-        g.op("ctz");
-        g.op("add");
-        g.op(&format!("locload {L_CB}"));
-        g.op("dup");
-        g.op("push 1");
-        g.op("sub");
-        g.op("and");
-        g.op(&format!("locstore {L_CB}"));
-        let items: Vec<String> = keyed.iter().map(|k| format!("{}: r{}_c", first_id + k, first_id + k)).collect();
-        g.op(&format!("switch {}, default: cand_word", items.join(", ")));
-        for k in keyed {
-            let r = &rules[k];
-            g.at(&format!("r{}_c", first_id + k));
-            let s = SECTIONS.iter().find(|s| s.proto == r.proto).expect("every protocol has a section");
-            if r.proto != Proto::Ip {
-                // An address key does not say the protocol.
-                g.op(&format!("push {}", info::CLASS));
-                g.op("iload.8");
-                g.op(&format!("push {}", s.group));
-                g.op("jcmp.neq cand_word");
-            }
-            payload_bounds(&mut g, s);
+/// Generates the detect NetPEs of `rules`, in order, each rule's code once:
+/// a NetPE takes rules until its listing passes [`MAX_LISTING`] (the code
+/// of one rule more fits the margin between that and the 1 MiB segment).
+/// Returns each NetPE's first rule id and code.
+fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCache, bits: &FlowbitNames) -> Vec<(usize, Detect)> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    while next < rules.len() || out.is_empty() {
+        let lo = next;
+        let mut g = Gen::new(0, ports, bits);
+        // Per section, the code of the rules without a key; the keyed rules' code.
+        let mut always: [String; 4] = Default::default();
+        let mut keyed: Vec<usize> = Vec::new();
+        let mut keyed_code = String::new();
+        let mut size = 0;
+        let mut max_matchers = 0;
+        while next < rules.len() && (next == lo || size < MAX_LISTING) {
+            let (r, id) = (&rules[next], next);
+            max_matchers = max_matchers.max(r.detection.len());
+            let section = SECTIONS.iter().position(|s| s.proto == r.proto).expect("every protocol has a section");
             let ids = rule_patterns(&mut g, r);
-            rule_body(&mut g, r, first_id + k, &ids, "cand_word");
+            if keys[next] == Key::Always {
+                let skip = g.label(&format!("r{id}_end"));
+                rule_body(&mut g, r, id, &ids, &skip);
+                g.at(&skip);
+                always[section].push_str(&g.text);
+            } else {
+                g.at(&format!("r{id}_c"));
+                if r.proto != Proto::Ip {
+                    // An address key does not say the protocol.
+                    op!(g, "push {}", info::CLASS);
+                    g.op("iload.8");
+                    op!(g, "push {}", SECTIONS[section].group);
+                    g.op("jcmp.neq cand_word");
+                }
+                payload_bounds(&mut g, &SECTIONS[section]);
+                rule_body(&mut g, r, id, &ids, "cand_word");
+                keyed.push(id);
+                keyed_code.push_str(&g.text);
+            }
+            size += g.text.len();
+            g.text.clear();
+            next += 1;
         }
+        let mut t = String::with_capacity(size + 4096);
+        let _ = writeln!(t, "; detect: {} rules (ids {lo} to {})", next - lo, next);
+        let _ = writeln!(t, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
+        if g.thresholds {
+            let _ = writeln!(t, ".copro thr threshold");
+        }
+        let _ = writeln!(
+            t,
+            ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
+            cands.size,
+            (BITMAP * g.port_sets.len() as u32).max(4),
+            L_FIXED as usize + 2 * max_matchers
+        );
+        if !g.port_sets.is_empty() {
+            init_bitmaps(&mut t, 0, &g.port_sets);
+        }
+        let _ = writeln!(t, "segment .push\n    pop\n    push {}\n    iload.8", info::CLASS);
+        let _ = writeln!(t, "    switch 1: sec_tcp, 2: sec_udp, 3: sec_icmp, 4: sec_ip, default: done");
+        let after_ip = if keyed.is_empty() { "done" } else { "cands" };
+        // Per class, the rules without a prefilter key, in order.
+        for (s, code) in SECTIONS.iter().zip(&always) {
+            let _ = writeln!(t, "sec_{}:", s.label);
+            if !code.is_empty() {
+                g.text.clear();
+                payload_bounds(&mut g, s);
+                t.push_str(&g.text);
+                t.push_str(code);
+            }
+            let _ = writeln!(t, "    jump {}", if s.proto == Proto::Ip { after_ip } else { "sec_ip" });
+        }
+        if !keyed.is_empty() {
+            candidate_loop(&mut t, cands, lo as u32 / 1024, (next - 1) as u32 / 1024);
+            let items: Vec<String> = keyed.iter().map(|id| format!("{id}: r{id}_c")).collect();
+            let _ = writeln!(t, "    switch {}, default: cand_word", items.join(", "));
+            t.push_str(&keyed_code);
+        }
+        t.push_str("done:\n    ret 0\nends\n");
+        out.push((lo, Detect { text: t, patterns: g.patterns, regexes: g.regexes }));
     }
-    g.at("done");
-    g.op("ret 0");
-    let _ = writeln!(g.text, "ends");
-    let mut text = String::new();
-    let _ = writeln!(text, "; detect: {} rules (ids {} to {})", rules.len(), first_id, first_id + rules.len());
-    let _ = writeln!(text, ".copro sm strmatch\n.copro re regex\n.copro log eventlog");
-    if g.thresholds {
-        let _ = writeln!(text, ".copro thr threshold");
-    }
-    let _ = writeln!(
-        text,
-        ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
-        cands.size,
-        (BITMAP * g.port_sets.len() as u32).max(4),
-        L_FIXED as usize + 2 * max_matchers
+    out
+}
+
+/// The loop over the candidate bits of the summary words `jlo..=jhi`: it
+/// leaves the next candidate's rule id on the stack for a `switch` that
+/// follows, and goes to `done` when there is none left. The rules' code
+/// goes back to `cand_word` when it ends.
+fn candidate_loop(t: &mut String, cands: Candidates, jlo: u32, jhi: u32) {
+    let _ = write!(
+        t,
+        "cands:
+    push {jlo}
+    locstore {L_CJ}
+cand_sum:
+    locload {L_CJ}
+    push {jhi}
+    jcmp.gt done
+    push {summary}
+    locload {L_CJ}
+    push 2
+    shl
+    add
+    iload.32
+    locstore {L_CS}
+    locload {L_CJ}
+    push 1
+    add
+    locstore {L_CJ}
+cand_bits:
+    locload {L_CS}
+    jz cand_sum
+    ; the bitmap word w = 32 (J - 1) + ctz(S); S loses its lowest bit
+    locload {L_CJ}
+    push 1
+    sub
+    push 5
+    shl
+    locload {L_CS}
+    ctz
+    add
+    locstore {L_CW}
+    locload {L_CS}
+    dup
+    push 1
+    sub
+    and
+    locstore {L_CS}
+    push {bitmap}
+    locload {L_CW}
+    push 2
+    shl
+    add
+    iload.32
+    locstore {L_CB}
+cand_word:
+    locload {L_CB}
+    jz cand_bits
+    ; the rule 32 w + ctz(B); B loses its lowest bit
+    locload {L_CW}
+    push 5
+    shl
+    locload {L_CB}
+    ctz
+    add
+    locload {L_CB}
+    dup
+    push 1
+    sub
+    and
+    locstore {L_CB}
+",
+        summary = cands.summary,
+        bitmap = cands.bitmap
     );
-    if !g.port_sets.is_empty() {
-        init_bitmaps(&mut text, 0, &g.port_sets);
-    }
-    text.push_str(&g.text);
-    Detect { text, patterns: g.patterns, regexes: g.regexes }
 }
 
 /// Sets the payload bounds locals to section `s`'s payload.
 fn payload_bounds(g: &mut Gen, s: &Section) {
-    g.op(&format!("push {}", s.payload));
+    op!(g, "push {}", s.payload);
     g.op("iload.16");
-    g.op(&format!("locstore {L_BASE}"));
-    g.op(&format!("locload {L_BASE}"));
-    g.op(&format!("push {}", s.payload_len));
+    op!(g, "locstore {L_BASE}");
+    op!(g, "locload {L_BASE}");
+    op!(g, "push {}", s.payload_len);
     g.op("iload.16");
     g.op("add");
-    g.op(&format!("locstore {L_END}"));
+    op!(g, "locstore {L_END}");
 }
 
 /// Each matcher's table id: the pattern id of a content, the regex id of a
@@ -1087,43 +1132,43 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 let pid = ids[i];
                 let (s, e) = (l_start(i), l_stop(i));
                 let missing = if c.negated { g.label("absent") } else { back.clone() };
-                g.op(&format!("locload {e}"));
-                g.op(&format!("locload {s}"));
-                g.op(&format!("jcmp.sle {missing}"));
-                g.op(&format!("push {pid}"));
+                op!(g, "locload {e}");
+                op!(g, "locload {s}");
+                op!(g, "jcmp.sle {missing}");
+                op!(g, "push {pid}");
                 g.op("copro.in sm, 0");
-                g.op(&format!("locload {s}"));
+                op!(g, "locload {s}");
                 g.op("copro.in sm, 1");
-                g.op(&format!("locload {e}"));
-                g.op(&format!("locload {s}"));
+                op!(g, "locload {e}");
+                op!(g, "locload {s}");
                 g.op("sub");
                 g.op("copro.in sm, 2");
                 g.op("copro.invoke sm, 3");
                 g.op("copro.out sm, 0");
-                g.op(&format!("jz {missing}"));
+                op!(g, "jz {missing}");
                 if c.negated {
                     // Present where it must not be.
-                    g.op(&format!("jump {back}"));
+                    op!(g, "jump {back}");
                     g.at(&missing);
                 } else {
                     // Found: the next try starts one byte later; the cursor moves to the match end.
                     g.op("copro.out sm, 2");
                     g.op("push 1");
                     g.op("add");
-                    g.op(&format!("locstore {s}"));
+                    op!(g, "locstore {s}");
                     g.op("copro.out sm, 3");
-                    g.op(&format!("locstore {L_CURSOR}"));
+                    op!(g, "locstore {L_CURSOR}");
                 }
             }
             Detection::Pcre(p) => {
                 g.at(&try_label);
-                g.op(&format!("push {}", ids[i]));
+                op!(g, "push {}", ids[i]);
                 g.op("copro.in re, 0");
                 let start = if p.relative() { L_CURSOR } else { base };
-                g.op(&format!("locload {start}"));
+                op!(g, "locload {start}");
                 g.op("copro.in re, 1");
-                g.op(&format!("locload {end}"));
-                g.op(&format!("locload {start}"));
+                op!(g, "locload {end}");
+                op!(g, "locload {start}");
                 g.op("sub");
                 g.op("copro.in re, 2");
                 g.op("copro.invoke re, 0");
@@ -1131,29 +1176,29 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.op("copro.out re, 0");
                 if p.negated {
                     // Holds on "no match" only; the cursor stays.
-                    g.op(&format!("jnz {back}"));
+                    op!(g, "jnz {back}");
                 } else {
                     g.op("push 1");
-                    g.op(&format!("jcmp.neq {back}"));
+                    op!(g, "jcmp.neq {back}");
                     g.op("copro.out re, 2");
-                    g.op(&format!("locstore {L_CURSOR}"));
+                    op!(g, "locstore {L_CURSOR}");
                 }
             }
             Detection::IsDataAt(d) => {
                 // Data at (cursor or payload start) + N: that position is before the payload end.
                 g.at(&try_label);
                 let n = d.offset.lit().unwrap_or(0);
-                g.op(&format!("locload {}", if d.relative { L_CURSOR } else { base }));
-                g.op(&format!("push {n}"));
+                op!(g, "locload {}", if d.relative { L_CURSOR } else { base });
+                op!(g, "push {n}");
                 g.op("add");
-                g.op(&format!("locload {end}"));
-                g.op(&format!("{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" }));
+                op!(g, "locload {end}");
+                op!(g, "{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" });
             }
             Detection::BufferLen { check, relative, .. } => {
                 // The buffer's length, or what is left of it after the cursor.
                 g.at(&try_label);
-                g.op(&format!("locload {end}"));
-                g.op(&format!("locload {}", if *relative { L_CURSOR } else { base }));
+                op!(g, "locload {end}");
+                op!(g, "locload {}", if *relative { L_CURSOR } else { base });
                 g.op("sub");
                 int_check(g, *check, u32::from(u16::MAX), &back);
             }
@@ -1163,7 +1208,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     flowbits_change(g, r);
     if r.flowbits.iter().any(|f| f.op == crate::rules::FlowbitsOp::NoAlert) {
         // `noalert`: the rule only changes flowbits.
-        g.op(&format!("jump {fail}"));
+        op!(g, "jump {fail}");
         return;
     }
     if let Some(t) = &r.threshold {
@@ -1177,28 +1222,28 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             ThresholdKind::DetectionFilter => netvm_copro::threshold::Kind::Detect,
         };
         g.thresholds = true;
-        g.op(&format!("push {rule_id}"));
+        op!(g, "push {rule_id}");
         g.op("copro.in thr, 0");
-        g.op(&format!("push {}", if t.by_dst { info::DST } else { info::SRC }));
+        op!(g, "push {}", if t.by_dst { info::DST } else { info::SRC });
         g.op("iload.32");
         g.op("copro.in thr, 1");
-        g.op(&format!("push {}", kind as u32));
+        op!(g, "push {}", kind as u32);
         g.op("copro.in thr, 2");
-        g.op(&format!("push {}", t.count));
+        op!(g, "push {}", t.count);
         g.op("copro.in thr, 3");
-        g.op(&format!("push {}", t.seconds));
+        op!(g, "push {}", t.seconds);
         g.op("copro.in thr, 4");
         g.op("copro.invoke thr, 0");
         g.op("copro.out thr, 0");
-        g.op(&format!("jz {fail}"));
+        op!(g, "jz {fail}");
     }
     // Log (packet, rule, action) and set the verdict bits.
-    g.op(&format!("push {}", info::INDEX));
+    op!(g, "push {}", info::INDEX);
     g.op("iload.32");
     g.op("copro.in log, 0");
-    g.op(&format!("push {rule_id}"));
+    op!(g, "push {rule_id}");
     g.op("copro.in log, 1");
-    g.op(&format!("push {}", action_code(r.action)));
+    op!(g, "push {}", action_code(r.action));
     g.op("copro.in log, 2");
     g.op("copro.invoke log, 0");
     let bits = match r.action {
@@ -1206,13 +1251,13 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         crate::rules::Action::Drop => info::ALERTED | info::DROP,
         crate::rules::Action::Pass => info::PASS,
     };
-    g.op(&format!("push {}", info::VERDICT));
-    g.op(&format!("push {}", info::VERDICT));
+    op!(g, "push {}", info::VERDICT);
+    op!(g, "push {}", info::VERDICT);
     g.op("iload.8");
-    g.op(&format!("push {bits}"));
+    op!(g, "push {bits}");
     g.op("or");
     g.op("istore.8");
-    g.op(&format!("jump {fail}"));
+    op!(g, "jump {fail}");
 }
 
 /// Jumps to `fail` unless the packet's addresses and ports match the
@@ -1233,7 +1278,7 @@ fn endpoints(g: &mut Gen, r: &Rule, fail: &str) {
     }
     let (reverse, ok) = (g.label("reverse"), g.label("endpoints_ok"));
     one_way(g, (info::SRC, info::SPORT, info::DST, info::DPORT), &reverse);
-    g.op(&format!("jump {ok}"));
+    op!(g, "jump {ok}");
     g.at(&reverse);
     one_way(g, (info::DST, info::DPORT, info::SRC, info::SPORT), fail);
     g.at(&ok);
@@ -1248,17 +1293,17 @@ fn flowbits_check(g: &mut Gen, r: &Rule, fail: &str) {
     if tests.is_empty() {
         return;
     }
-    g.op(&format!("push {}", info::FLOW));
+    op!(g, "push {}", info::FLOW);
     g.op("iload.8");
-    g.op(&format!("push {}", netvm_copro::flow::TRACKED));
+    op!(g, "push {}", netvm_copro::flow::TRACKED);
     g.op("and");
-    g.op(&format!("jz {fail}"));
+    op!(g, "jz {fail}");
     for f in tests {
         let masks = FlowbitNames::masks(f.bits.iter().map(|b| g.flowbits.bits[b]));
         let word = |g: &mut Gen, w: u32, m: u32| {
-            g.op(&format!("push {}", info::FLOWBITS + 4 * w));
+            op!(g, "push {}", info::FLOWBITS + 4 * w);
             g.op("iload.32");
-            g.op(&format!("push {m}"));
+            op!(g, "push {m}");
             g.op("and");
         };
         // isset a&b: all; isset a|b: any; isnotset a|b (or one): none; isnotset a&b: not all.
@@ -1266,33 +1311,33 @@ fn flowbits_check(g: &mut Gen, r: &Rule, fail: &str) {
             (IsSet, false) => {
                 for &(w, m) in &masks {
                     word(g, w, m);
-                    g.op(&format!("push {m}"));
-                    g.op(&format!("jcmp.neq {fail}"));
+                    op!(g, "push {m}");
+                    op!(g, "jcmp.neq {fail}");
                 }
             }
             (IsNotSet, _) if f.any || f.bits.len() == 1 => {
                 for &(w, m) in &masks {
                     word(g, w, m);
-                    g.op(&format!("jnz {fail}"));
+                    op!(g, "jnz {fail}");
                 }
             }
             (IsSet, true) => {
                 let ok = g.label("fb_any");
                 for &(w, m) in &masks {
                     word(g, w, m);
-                    g.op(&format!("jnz {ok}"));
+                    op!(g, "jnz {ok}");
                 }
-                g.op(&format!("jump {fail}"));
+                op!(g, "jump {fail}");
                 g.at(&ok);
             }
             _ => {
                 let ok = g.label("fb_not_all");
                 for &(w, m) in &masks {
                     word(g, w, m);
-                    g.op(&format!("push {m}"));
-                    g.op(&format!("jcmp.neq {ok}"));
+                    op!(g, "push {m}");
+                    op!(g, "jcmp.neq {ok}");
                 }
-                g.op(&format!("jump {fail}"));
+                op!(g, "jump {fail}");
                 g.at(&ok);
             }
         }
@@ -1320,10 +1365,10 @@ fn flowbits_change(g: &mut Gen, r: &Rule) {
         for (area, bits) in changes {
             for (w, m) in FlowbitNames::masks(bits) {
                 let at = area + 4 * w;
-                g.op(&format!("push {at}"));
-                g.op(&format!("push {at}"));
+                op!(g, "push {at}");
+                op!(g, "push {at}");
                 g.op("iload.32");
-                g.op(&format!("push {m}"));
+                op!(g, "push {m}");
                 // Two toggles of a bit cancel, as if applied one after the other.
                 g.op(if area == info::FLOWBITS_TOGGLE { "xor" } else { "or" });
                 g.op("istore.32");
@@ -1349,19 +1394,19 @@ fn flow_check(g: &mut Gen, f: &crate::rules::Flow, fail: &str) {
         None => {}
     }
     for (mask, value) in tests {
-        g.op(&format!("push {}", info::FLOW));
+        op!(g, "push {}", info::FLOW);
         g.op("iload.8");
-        g.op(&format!("push {mask}"));
+        op!(g, "push {mask}");
         g.op("and");
-        g.op(&format!("push {value}"));
-        g.op(&format!("jcmp.neq {fail}"));
+        op!(g, "push {value}");
+        op!(g, "jcmp.neq {fail}");
     }
     if let Some(frag) = f.frag {
         // A fragment: More Fragments set or a nonzero offset.
         ip_field(g, 6, 16);
         g.op("push 0x3fff");
         g.op("and");
-        g.op(&format!("{} {fail}", if frag { "jz" } else { "jnz" }));
+        op!(g, "{} {fail}", if frag { "jz" } else { "jnz" });
     }
 }
 
@@ -1377,13 +1422,13 @@ fn l4_field(g: &mut Gen, off: u32, bits: u32) {
 
 /// Pushes the `bits`-bit big-endian packet field at `off` after the header whose offset is the u16 at info `at`.
 fn packet_field(g: &mut Gen, at: u32, off: u32, bits: u32) {
-    g.op(&format!("push {at}"));
+    op!(g, "push {at}");
     g.op("iload.16");
     if off > 0 {
-        g.op(&format!("push {off}"));
+        op!(g, "push {off}");
         g.op("add");
     }
-    g.op(&format!("upload.{bits}"));
+    op!(g, "upload.{bits}");
 }
 
 /// Jumps to `fail` unless the packet is of `class` (for `ip` rules, whose
@@ -1398,13 +1443,13 @@ fn need_class(g: &mut Gen, rule: Proto, class: u8, fail: &str) {
         return;
     }
     if rule != Proto::Ip {
-        g.op(&format!("jump {fail}"));
+        op!(g, "jump {fail}");
         return;
     }
-    g.op(&format!("push {}", info::CLASS));
+    op!(g, "push {}", info::CLASS);
     g.op("iload.8");
-    g.op(&format!("push {class}"));
-    g.op(&format!("jcmp.neq {fail}"));
+    op!(g, "push {class}");
+    op!(g, "jcmp.neq {fail}");
 }
 
 /// The values an [`IntCheck`](crate::rules::IntCheck) accepts among
@@ -1434,24 +1479,24 @@ pub fn int_range(c: crate::rules::IntCheck, max: u32) -> Option<(bool, u32, u32)
 fn int_check(g: &mut Gen, c: crate::rules::IntCheck, max: u32, fail: &str) {
     let Some((negated, lo, hi)) = int_range(c, max) else {
         g.op("pop");
-        g.op(&format!("jump {fail}"));
+        op!(g, "jump {fail}");
         return;
     };
     if negated {
-        g.op(&format!("push {lo}"));
-        g.op(&format!("jcmp.eq {fail}"));
+        op!(g, "push {lo}");
+        op!(g, "jcmp.eq {fail}");
         return;
     }
-    g.op(&format!("locstore {L_TMP}"));
+    op!(g, "locstore {L_TMP}");
     if lo > 0 {
-        g.op(&format!("locload {L_TMP}"));
-        g.op(&format!("push {lo}"));
-        g.op(&format!("jcmp.lt {fail}"));
+        op!(g, "locload {L_TMP}");
+        op!(g, "push {lo}");
+        op!(g, "jcmp.lt {fail}");
     }
     if hi < max {
-        g.op(&format!("locload {L_TMP}"));
-        g.op(&format!("push {hi}"));
-        g.op(&format!("jcmp.gt {fail}"));
+        op!(g, "locload {L_TMP}");
+        op!(g, "push {hi}");
+        op!(g, "jcmp.gt {fail}");
     }
 }
 
@@ -1460,24 +1505,24 @@ fn bits_check(g: &mut Gen, bits: u32, mode: crate::rules::BitsMode, fail: &str) 
     use crate::rules::BitsMode as M;
     match mode {
         M::Exact => {
-            g.op(&format!("push {bits}"));
-            g.op(&format!("jcmp.neq {fail}"));
+            op!(g, "push {bits}");
+            op!(g, "jcmp.neq {fail}");
         }
         M::All => {
-            g.op(&format!("push {bits}"));
+            op!(g, "push {bits}");
             g.op("and");
-            g.op(&format!("push {bits}"));
-            g.op(&format!("jcmp.neq {fail}"));
+            op!(g, "push {bits}");
+            op!(g, "jcmp.neq {fail}");
         }
         M::Any => {
-            g.op(&format!("push {bits}"));
+            op!(g, "push {bits}");
             g.op("and");
-            g.op(&format!("jz {fail}"));
+            op!(g, "jz {fail}");
         }
         M::Not => {
-            g.op(&format!("push {bits}"));
+            op!(g, "push {bits}");
             g.op("and");
-            g.op(&format!("jnz {fail}"));
+            op!(g, "jnz {fail}");
         }
     }
 }
@@ -1489,7 +1534,7 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
         H::Flags { bits, mode, mask } => {
             need_class(g, proto, info::CLASS_TCP, fail);
             l4_field(g, 13, 8);
-            g.op(&format!("push {}", !mask));
+            op!(g, "push {}", !mask);
             g.op("and");
             bits_check(g, u32::from(*bits & !mask), *mode, fail);
         }
@@ -1500,7 +1545,7 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
             bits_check(g, u32::from(*bits), *mode, fail);
         }
         H::Dsize(c) => {
-            g.op(&format!("push {}", info::DSIZE));
+            op!(g, "push {}", info::DSIZE);
             g.op("iload.16");
             int_check(g, *c, u16::MAX.into(), fail);
         }
@@ -1514,12 +1559,12 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
             need_class(g, proto, info::CLASS_ICMP, fail);
             let ok = g.label("echo");
             l4_field(g, 0, 8);
-            g.op(&format!("locstore {L_TMP}"));
-            g.op(&format!("locload {L_TMP}"));
-            g.op(&format!("jz {ok}"));
-            g.op(&format!("locload {L_TMP}"));
+            op!(g, "locstore {L_TMP}");
+            op!(g, "locload {L_TMP}");
+            op!(g, "jz {ok}");
+            op!(g, "locload {L_TMP}");
             g.op("push 8");
-            g.op(&format!("jcmp.neq {fail}"));
+            op!(g, "jcmp.neq {fail}");
             g.at(&ok);
             l4_field(g, if matches!(h, H::IcmpId(_)) { 4 } else { 6 }, 16);
             int_check(g, *c, u16::MAX.into(), fail);
@@ -1552,11 +1597,11 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
             int_check(g, *c, max, fail);
         }
         H::SameIp => {
-            g.op(&format!("push {}", info::SRC));
+            op!(g, "push {}", info::SRC);
             g.op("iload.32");
-            g.op(&format!("push {}", info::DST));
+            op!(g, "push {}", info::DST);
             g.op("iload.32");
-            g.op(&format!("jcmp.neq {fail}"));
+            op!(g, "jcmp.neq {fail}");
         }
     }
 }
@@ -1568,26 +1613,26 @@ fn header_check(g: &mut Gen, proto: Proto, h: &crate::rules::HeaderCheck, fail: 
 fn enter_buffer(g: &mut Gen, buffer: Buffer, fail: &str) {
     if let Some((f, kind)) = http_field(buffer) {
         if let Some(k) = kind {
-            g.op(&format!("push {}", info::HTTP_KIND));
+            op!(g, "push {}", info::HTTP_KIND);
             g.op("iload.8");
-            g.op(&format!("push {k}"));
-            g.op(&format!("jcmp.neq {fail}"));
+            op!(g, "push {k}");
+            op!(g, "jcmp.neq {fail}");
         }
-        g.op(&format!("push {}", info::HTTP_PRESENT));
+        op!(g, "push {}", info::HTTP_PRESENT);
         g.op("iload.16");
-        g.op(&format!("push {}", 1u32 << f));
+        op!(g, "push {}", 1u32 << f);
         g.op("and");
-        g.op(&format!("jz {fail}"));
-        g.op(&format!("push {}", info::HTTP_FIELDS + 4 * f as u32));
+        op!(g, "jz {fail}");
+        op!(g, "push {}", info::HTTP_FIELDS + 4 * f as u32);
         g.op("iload.16");
-        g.op(&format!("locstore {L_HBASE}"));
-        g.op(&format!("push {}", info::HTTP_FIELDS + 4 * f as u32 + 2));
+        op!(g, "locstore {L_HBASE}");
+        op!(g, "push {}", info::HTTP_FIELDS + 4 * f as u32 + 2);
         g.op("iload.16");
-        g.op(&format!("locstore {L_HEND}"));
+        op!(g, "locstore {L_HEND}");
     }
     let (base, _) = bounds(buffer);
-    g.op(&format!("locload {base}"));
-    g.op(&format!("locstore {L_CURSOR}"));
+    op!(g, "locload {base}");
+    op!(g, "locstore {L_CURSOR}");
 }
 
 /// Sets the search region locals of content `i` from the cursor or the buffer start.
@@ -1600,33 +1645,33 @@ fn region(g: &mut Gen, c: &Content, i: usize, (base, end): (u32, u32)) {
     } else {
         (base, lit(&c.offset).unwrap_or(0), lit(&c.depth))
     };
-    g.op(&format!("locload {from}"));
-    g.op(&format!("push {shift}"));
+    op!(g, "locload {from}");
+    op!(g, "push {shift}");
     g.op("add");
-    g.op(&format!("locstore {s}"));
+    op!(g, "locstore {s}");
     // end = min(start + limit, buffer end)
-    g.op(&format!("locload {end}"));
-    g.op(&format!("locstore {e}"));
+    op!(g, "locload {end}");
+    op!(g, "locstore {e}");
     if let Some(n) = limit {
         let keep = g.label("keep");
-        g.op(&format!("locload {s}"));
-        g.op(&format!("push {n}"));
+        op!(g, "locload {s}");
+        op!(g, "push {n}");
         g.op("add");
-        g.op(&format!("locstore {L_TMP}"));
-        g.op(&format!("locload {L_TMP}"));
-        g.op(&format!("locload {e}"));
-        g.op(&format!("jcmp.sge {keep}"));
-        g.op(&format!("locload {L_TMP}"));
-        g.op(&format!("locstore {e}"));
+        op!(g, "locstore {L_TMP}");
+        op!(g, "locload {L_TMP}");
+        op!(g, "locload {e}");
+        op!(g, "jcmp.sge {keep}");
+        op!(g, "locload {L_TMP}");
+        op!(g, "locstore {e}");
         g.at(&keep);
     }
     // start = max(start, buffer start)
     let ok = g.label("inside");
-    g.op(&format!("locload {s}"));
-    g.op(&format!("locload {base}"));
-    g.op(&format!("jcmp.sge {ok}"));
-    g.op(&format!("locload {base}"));
-    g.op(&format!("locstore {s}"));
+    op!(g, "locload {s}");
+    op!(g, "locload {base}");
+    op!(g, "jcmp.sge {ok}");
+    op!(g, "locload {base}");
+    op!(g, "locstore {s}");
     g.at(&ok);
 }
 
@@ -1635,9 +1680,9 @@ fn addr_check(g: &mut Gen, x: &AddrExpr, off: u32, fail: &str) {
     if *x == AddrExpr::Any {
         return;
     }
-    g.op(&format!("push {off}"));
+    op!(g, "push {off}");
     g.op("iload.32");
-    g.op(&format!("locstore {L_TMP}"));
+    op!(g, "locstore {L_TMP}");
     let ok = g.label("addr_ok");
     addr_bool(g, x, &ok, fail);
     g.at(&ok);
@@ -1645,17 +1690,17 @@ fn addr_check(g: &mut Gen, x: &AddrExpr, off: u32, fail: &str) {
 
 fn addr_bool(g: &mut Gen, x: &AddrExpr, yes: &str, no: &str) {
     match x {
-        AddrExpr::Any => g.op(&format!("jump {yes}")),
+        AddrExpr::Any => op!(g, "jump {yes}"),
         AddrExpr::Net(net, len) => {
-            g.op(&format!("locload {L_TMP}"));
-            g.op(&format!("push {:#x}", crate::rules::mask(*len)));
+            op!(g, "locload {L_TMP}");
+            op!(g, "push {:#x}", crate::rules::mask(*len));
             g.op("and");
-            g.op(&format!("push {net:#x}"));
-            g.op(&format!("jcmp.eq {yes}"));
-            g.op(&format!("jump {no}"));
+            op!(g, "push {net:#x}");
+            op!(g, "jcmp.eq {yes}");
+            op!(g, "jump {no}");
         }
         // The decoder is IPv4-only: an IPv6 block matches no packet.
-        AddrExpr::Net6(..) => g.op(&format!("jump {no}")),
+        AddrExpr::Net6(..) => op!(g, "jump {no}"),
         AddrExpr::Not(inner) => addr_bool(g, inner, no, yes),
         AddrExpr::List(items) => list_bool(
             g,
@@ -1688,14 +1733,14 @@ fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
         }
         None => None,
     };
-    g.op(&format!("push {off}"));
+    op!(g, "push {off}");
     g.op("iload.16");
     if let Some(base) = bitmap {
         // Bit (port & 7) of the byte base + port / 8.
         g.op("dup");
         g.op("push 3");
         g.op("shr");
-        g.op(&format!("push {base}"));
+        op!(g, "push {base}");
         g.op("add");
         g.op("dload.8");
         g.op("swap");
@@ -1704,27 +1749,27 @@ fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
         g.op("shr");
         g.op("push 1");
         g.op("and");
-        g.op(&format!("jz {fail}"));
+        op!(g, "jz {fail}");
         return;
     }
-    g.op(&format!("locstore {L_TMP}"));
+    op!(g, "locstore {L_TMP}");
     let ok = g.label("port_ok");
     for &(lo, hi) in ranges.iter() {
         let next = g.label("port_next");
         if lo > 0 {
-            g.op(&format!("locload {L_TMP}"));
-            g.op(&format!("push {lo}"));
-            g.op(&format!("jcmp.lt {next}"));
+            op!(g, "locload {L_TMP}");
+            op!(g, "push {lo}");
+            op!(g, "jcmp.lt {next}");
         }
         if hi < u16::MAX {
-            g.op(&format!("locload {L_TMP}"));
-            g.op(&format!("push {hi}"));
-            g.op(&format!("jcmp.gt {next}"));
+            op!(g, "locload {L_TMP}");
+            op!(g, "push {hi}");
+            op!(g, "jcmp.gt {next}");
         }
-        g.op(&format!("jump {ok}"));
+        op!(g, "jump {ok}");
         g.at(&next);
     }
-    g.op(&format!("jump {fail}"));
+    op!(g, "jump {fail}");
     g.at(&ok);
 }
 
@@ -1771,7 +1816,7 @@ fn list_bool<T>(g: &mut Gen, items: &[T], yes: &str, no: &str, negated: impl Fn(
     }
     let plain: Vec<&T> = items.iter().filter(|x| negated(x).is_none()).collect();
     if plain.is_empty() {
-        g.op(&format!("jump {yes}"));
+        op!(g, "jump {yes}");
         return;
     }
     for x in plain {
@@ -1779,7 +1824,7 @@ fn list_bool<T>(g: &mut Gen, items: &[T], yes: &str, no: &str, negated: impl Fn(
         each(g, x, yes, &next);
         g.at(&next);
     }
-    g.op(&format!("jump {no}"));
+    op!(g, "jump {no}");
 }
 
 #[cfg(test)]

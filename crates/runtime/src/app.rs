@@ -152,16 +152,41 @@ impl Application {
         let mut copro_names = Vec::with_capacity(manifest.netpes.len());
         let mut out: Vec<Vec<Vec<Dest>>> = Vec::with_capacity(manifest.netpes.len());
         let mut info_size = 0usize;
+        // Loading and verifying the programs is independent work: on as
+        // many threads as the host has (large applications, such as an IDS
+        // over thousands of rules, have megabytes of code); the results are
+        // taken in order below, so errors come in the same order.
+        let load = |spec: &crate::manifest::NetPeSpec| {
+            let loaded = match &spec.module {
+                Some(m) => program::LoadedProgram { path: spec.program.clone(), module: m.clone(), source_map: None },
+                None => program::load_program(&manifest.base_dir.join(&spec.program))?,
+            };
+            loaded.verify()
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(manifest.netpes.len()).max(1);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut loaded: Vec<(usize, Result<_, RuntimeError>)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(spec) = manifest.netpes.get(i) else { break mine };
+                            mine.push((i, load(spec)));
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().expect("verifying a program panicked")).collect()
+        });
+        loaded.sort_by_key(|(i, _)| *i);
+        let mut loaded = loaded.into_iter().map(|(_, v)| v);
         for (i, spec) in manifest.netpes.iter().enumerate() {
             if index.insert(spec.name.as_str(), i as u32).is_some() {
                 return Err(bad(format!("NetPE `{}` defined twice", spec.name)));
             }
-            let path = manifest.base_dir.join(&spec.program);
-            let loaded = match &spec.module {
-                Some(m) => program::LoadedProgram { path: spec.program.clone(), module: m.clone(), source_map: None },
-                None => program::load_program(&path)?,
-            };
-            let v = loaded.verify()?;
+            let v = loaded.next().expect("one result per NetPE")?;
             let module = &v.module;
             info_size = info_size.max(module.info_size as usize);
             if let Some(unknown) = spec.copro.keys().find(|k| !module.copros.iter().any(|d| &&d.name == k)) {
@@ -713,6 +738,58 @@ impl Application {
     /// Control plane: loads a table file into the instance `name`; returns the number of entries.
     pub fn load_table(&mut self, name: &str, text: &str) -> Result<usize, String> {
         self.copro_mut(name)?.load(text)
+    }
+
+    /// Control plane: loads several tables, each `(instance name, text)` as
+    /// [`Application::load_table`] does, the instances in parallel (on as
+    /// many threads as the host has: building pattern matchers and regexes
+    /// is what makes a large application slow to start); the tables of one
+    /// instance in order. The first error in `tables` order, with the name.
+    pub fn load_tables(&mut self, tables: &[(String, String)]) -> Result<(), String> {
+        // Each instance's tables, in order; the instances in order of first appearance.
+        let mut jobs: Vec<((usize, usize), Vec<usize>)> = Vec::new();
+        for (t, (name, _)) in tables.iter().enumerate() {
+            let at = self.find_copro(name).map_err(|e| format!("loading {name}: {e}"))?;
+            match jobs.iter_mut().find(|(j, _)| *j == at) {
+                Some((_, ts)) => ts.push(t),
+                None => jobs.push((at, vec![t])),
+            }
+        }
+        let mut instances: Vec<Option<&mut Box<dyn Coprocessor>>> = Vec::new();
+        let mut by_at: std::collections::HashMap<(usize, usize), usize> = Default::default();
+        for (pe, st) in self.states.iter_mut().enumerate() {
+            for (i, c) in st.copros.iter_mut().enumerate() {
+                by_at.insert((pe, i), instances.len());
+                instances.push(Some(c));
+            }
+        }
+        let mut work: Vec<(&mut Box<dyn Coprocessor>, &[usize])> =
+            jobs.iter().map(|(at, ts)| (instances[by_at[at]].take().expect("each instance once"), ts.as_slice())).collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
+        let queue = std::sync::Mutex::new(work.iter_mut().rev().collect::<Vec<_>>());
+        let mut errors: Vec<(usize, String)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut errors = Vec::new();
+                        loop {
+                            let job = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+                            let Some((copro, ts)) = job else { break errors };
+                            for &t in ts.iter() {
+                                let (name, text) = &tables[t];
+                                if let Err(e) = copro.load(text) {
+                                    errors.push((t, format!("loading {name}: {e}")));
+                                    break;
+                                }
+                            }
+                        }
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().expect("a table load panicked")).collect()
+        });
+        errors.sort();
+        errors.into_iter().next().map_or(Ok(()), |(_, e)| Err(e))
     }
 
     /// Control plane: the state of the instance `name`, in its table file format where it has one.
