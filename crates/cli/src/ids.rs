@@ -178,14 +178,21 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
     for (kind, n) in stats.faults.iter().filter(|(_, n)| *n > 0) {
         uninspected.insert(kind.name().to_string(), n.into());
     }
-    let pcre_limits: u64 = app
-        .copro_stats()
-        .iter()
-        .filter(|(_, name, _)| name == "re")
-        .flat_map(|(_, _, s)| s.iter().filter(|(k, _)| k == "limits").map(|(_, v)| *v))
-        .sum();
+    // A statistic summed over the instances of one name (one per detect NetPE).
+    let sum = |instance: &str, key: &str| -> u64 {
+        app.copro_stats()
+            .iter()
+            .filter(|(_, name, _)| name == instance)
+            .flat_map(|(_, _, s)| s.iter().filter(|(k, _)| k == key).map(|(_, v)| *v))
+            .sum()
+    };
+    let pcre_limits = sum("re", "limits");
     if pcre_limits > 0 {
         uninspected.insert("pcre_limit".into(), pcre_limits.into());
+    }
+    let retry_limits = sum("unins", "retry_limit");
+    if retry_limits > 0 {
+        uninspected.insert("retry_limit".into(), retry_limits.into());
     }
     if !uninspected.is_empty() {
         let what: Vec<String> = uninspected
@@ -193,6 +200,8 @@ pub fn cmd_ids(args: IdsArgs) -> u8 {
             .map(|(k, v)| {
                 if k == "pcre_limit" {
                     format!("{v} pcre searches stopped by PCRE2's limits")
+                } else if k == "retry_limit" {
+                    format!("{v} rule evaluations stopped by the retry limit of their backtracking")
                 } else {
                     format!("{v} packet(s) stopped by a `{k}` fault (and dropped)")
                 }
@@ -302,7 +311,7 @@ fn emit(dir: &std::path::Path, app: &netvm_ids::IdsApp) -> std::io::Result<()> {
     let mut toml = format!(
         "# NetVMSnort application compiled by `netvm ids --emit`.\n# Run it: netvm run {}/app.toml{loads} -r IN.pcap --stats json\nname = \"ids\"\nbudget = {}\n",
         dir.display(),
-        netvm_ids::compile::BUDGET
+        app.manifest.budget.unwrap_or(netvm_ids::compile::BUDGET)
     );
     for (name, _) in &app.listings {
         toml += &format!("\n[[netpe]]\nname = \"{name}\"\nprogram = \"{name}.nil\"\n");

@@ -313,8 +313,27 @@ pub fn action_code(a: crate::rules::Action) -> u32 {
     }
 }
 
-/// Execution budget of the IDS's handlers (backtracking over contents can be long).
+/// The least execution budget of the IDS's handlers; the compiler raises it
+/// to the bound it computes for the detect NetPEs ([`detect_budget`]).
 pub const BUDGET: u64 = 50_000_000;
+
+/// Longest payload an IPv4 packet can have (its total length is 16 bits).
+const MAX_PAYLOAD: u64 = 65_535;
+
+/// A budget no packet can exhaust in a detect NetPE of `rules` rules and
+/// `instructions` instructions, given how NetIL charges backward edges
+/// (the span they repeat, at most the whole code): each rule runs at most
+/// once per packet (one candidate bit, or once in its protocol's section)
+/// and goes back to the candidate loop once, and retries earlier contents
+/// at most [`RETRY_LIMIT_PER_BYTE`] times per payload byte plus
+/// [`RETRY_LIMIT_BASE`]; the candidate loop itself turns once per rule and
+/// per bitmap word. The cost of a packet is thus bounded by the rules and
+/// the payload length by construction; the budget only states the bound.
+pub fn detect_budget(rules: u64, instructions: u64) -> u64 {
+    let retries = u64::from(RETRY_LIMIT_PER_BYTE) * MAX_PAYLOAD + u64::from(RETRY_LIMIT_BASE);
+    let loop_turns = 2 * rules + rules.div_ceil(32) + 64;
+    rules.saturating_mul(instructions).saturating_mul(1 + retries).saturating_add(loop_turns.saturating_mul(64))
+}
 /// Largest NetIL listing per detect NetPE before the rules are split (the
 /// code segment limit is 1 MiB of bytecode; text is about 3x the bytecode).
 const MAX_LISTING: usize = 2_400_000;
@@ -341,8 +360,12 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         tables.push(("prefilter.as".to_string(), pre.addrs));
     }
     let mut event_logs = Vec::new();
-    for (i, (_, d)) in detects(rules, &keys, cands, &mut ports, &bits).into_iter().enumerate() {
+    // The prefilter's loops turn once per candidate (a span of a few dozen instructions).
+    let mut budget = BUDGET.max(64 * (rules.len() as u64 + 64));
+    for (i, (n, d)) in detects(rules, &keys, cands, &mut ports, &bits).into_iter().enumerate() {
         let name = format!("detect_{}", i + 1);
+        let instructions = d.text.lines().filter(|l| l.starts_with("    ")).count() as u64;
+        budget = budget.max(detect_budget(n as u64, instructions));
         if !d.patterns.is_empty() {
             tables.push((format!("{name}.sm"), d.patterns));
         }
@@ -350,7 +373,12 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
             tables.push((format!("{name}.re"), d.regexes));
         }
         event_logs.push(format!("{name}.log"));
-        netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro: Default::default(), module: None });
+        let mut copro = std::collections::BTreeMap::new();
+        if d.retry_limits {
+            let names = [("size", "1"), ("names", "retry_limit")].map(|(k, v)| (k.to_string(), toml::Value::String(v.into())));
+            copro.insert("unins".to_string(), names.into_iter().collect());
+        }
+        netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro, module: None });
         listings.push((name, d.text));
     }
     let mut verdict_copro = std::collections::BTreeMap::new();
@@ -366,7 +394,7 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let connections = netpes.windows(2).map(|w| ConnectSpec { from: format!("{}.0", w[0].name), to: w[1].name.clone() }).collect();
     let manifest = Manifest {
         name: Some("ids".into()),
-        budget: Some(BUDGET),
+        budget: Some(budget),
         // Alerts are ordered by packet whichever worker raised them. Without
         // `flow` the rules keep no state between packets: whole batches to
         // any worker; with it, both directions of a flow on one worker.
@@ -568,6 +596,8 @@ struct Detect {
     text: String,
     patterns: String,
     regexes: String,
+    /// It counts rule evaluations stopped by the retry limit (`unins`).
+    retry_limits: bool,
 }
 
 /// Locals of a detect NetPE.
@@ -578,8 +608,25 @@ const L_CURSOR: u32 = 3;
 /// Start and end of the HTTP buffer the current matchers inspect.
 const L_HBASE: u32 = 4;
 const L_HEND: u32 = 5;
-/// Locals before the matchers' own (after the candidate loop's, [`L_CB`]).
-const L_FIXED: u32 = 10;
+/// The retries left to the current rule (see [`RETRY_LIMIT_PER_BYTE`]).
+const L_RETRY: u32 = 10;
+/// Locals before the matchers' own (after the candidate loop's, [`L_CB`], and [`L_RETRY`]).
+const L_FIXED: u32 = 11;
+
+/// A rule whose relative options fail retries earlier contents at their
+/// next occurrences (Snort's backtracking); on a hostile payload the
+/// combinations of occurrences grow as a power of its length. So each
+/// rule evaluation may retry at most `RETRY_LIMIT_PER_BYTE` times per
+/// byte of the packet's payload, plus [`RETRY_LIMIT_BASE`]: its cost is
+/// bounded by the payload length, and the compiler bounds the budget with
+/// it ([`detect_budget`]). A rule that runs out of retries does not match,
+/// and the `unins` counter [`UNINSPECTED_RETRY_LIMIT`] of its detect NetPE
+/// counts it (`netvm ids` reports it under `uninspected`, `retry_limit`).
+pub const RETRY_LIMIT_PER_BYTE: u32 = 8;
+/// Retries of a rule evaluation besides those per payload byte.
+pub const RETRY_LIMIT_BASE: u32 = 64;
+/// The `unins` counter of rule evaluations stopped by the retry limit.
+pub const UNINSPECTED_RETRY_LIMIT: u32 = 0;
 fn l_start(i: usize) -> u32 {
     L_FIXED + 2 * i as u32
 }
@@ -673,6 +720,8 @@ struct Gen<'p> {
     flowbits: &'p FlowbitNames,
     /// Whether a rule tests a threshold (the NetPE needs a `threshold` instance).
     thresholds: bool,
+    /// Whether a rule may hit the retry limit (the NetPE needs its `unins` counters).
+    retry_limits: bool,
 }
 
 /// A port set of more ranges than this is checked with a bitmap.
@@ -695,6 +744,7 @@ impl<'p> Gen<'p> {
             ports,
             flowbits,
             thresholds: false,
+            retry_limits: false,
         }
     }
 
@@ -897,7 +947,7 @@ const L_CB: u32 = 9;
 /// Generates the detect NetPEs of `rules`, in order, each rule's code once:
 /// a NetPE takes rules until its listing passes [`MAX_LISTING`] (the code
 /// of one rule more fits the margin between that and the 1 MiB segment).
-/// Returns each NetPE's first rule id and code.
+/// Returns each NetPE's number of rules and code.
 fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCache, bits: &FlowbitNames) -> Vec<(usize, Detect)> {
     let mut out = Vec::new();
     let mut next = 0;
@@ -944,6 +994,9 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
         if g.thresholds {
             let _ = writeln!(t, ".copro thr threshold");
         }
+        if g.retry_limits {
+            let _ = writeln!(t, ".copro unins counters");
+        }
         let _ = writeln!(
             t,
             ".infosize {}\n.datasize {}\n.locals {}\n.maxstacksize 16\n.ports 1",
@@ -975,7 +1028,7 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
             t.push_str(&keyed_code);
         }
         t.push_str("done:\n    ret 0\nends\n");
-        out.push((lo, Detect { text: t, patterns: g.patterns, regexes: g.regexes }));
+        out.push((next - lo, Detect { text: t, patterns: g.patterns, regexes: g.regexes, retry_limits: g.retry_limits }));
     }
     out
 }
@@ -1095,33 +1148,38 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     for h in &r.header {
         header_check(g, r.proto, h, fail);
     }
-    // Where each matcher backtracks to when it fails.
+    // Where each matcher backtracks to when it fails: a retry of an earlier
+    // content at its next occurrence, through a gate that counts retries
+    // (see [`RETRY_LIMIT_PER_BYTE`]).
     let mut retry: Vec<String> = Vec::new();
-    // The first matcher of the run of matchers in the current buffer.
-    let mut run = 0;
+    let mut gates: Vec<(String, String)> = Vec::new();
+    if (0..r.detection.len()).any(|i| retry_target(r, i).is_some()) {
+        // The rule's retries: 8 per payload byte, and 64.
+        op!(g, "locload {L_END}");
+        op!(g, "locload {L_BASE}");
+        g.op("sub");
+        op!(g, "push {}", RETRY_LIMIT_PER_BYTE.trailing_zeros());
+        g.op("shl");
+        op!(g, "push {RETRY_LIMIT_BASE}");
+        g.op("add");
+        op!(g, "locstore {L_RETRY}");
+    }
     for (i, m) in r.detection.iter().enumerate() {
         let buffer = m.buffer();
         if i == 0 || http_field(buffer) != http_field(r.detection[i - 1].buffer()) {
             // A buffer of its own: the cursor starts at its start.
-            run = i;
             enter_buffer(g, buffer, fail);
         }
         let (base, end) = bounds(buffer);
-        let depends = match m {
-            Detection::Content(c) => c.relative(),
-            Detection::Pcre(p) => p.relative(),
-            Detection::IsDataAt(d) => d.relative,
-            Detection::BufferLen { relative, .. } => *relative,
-            _ => false,
-        };
-        // The nearest earlier positive content in this buffer, whose next occurrence may help.
-        let back = if depends {
-            (run..i)
-                .rev()
-                .find(|j| matches!(&r.detection[*j], Detection::Content(c) if !c.negated))
-                .map_or(fail.to_string(), |j| retry[j].clone())
-        } else {
-            fail.to_string()
+        let back = match retry_target(r, i) {
+            Some(j) => {
+                let gate = format!("{}_retry", retry[j]);
+                if !gates.iter().any(|(g, _)| *g == gate) {
+                    gates.push((gate.clone(), retry[j].clone()));
+                }
+                gate
+            }
+            None => fail.to_string(),
         };
         let try_label = g.label(&format!("r{rule_id}_m{i}"));
         retry.push(try_label.clone());
@@ -1209,8 +1267,58 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     if r.flowbits.iter().any(|f| f.op == crate::rules::FlowbitsOp::NoAlert) {
         // `noalert`: the rule only changes flowbits.
         op!(g, "jump {fail}");
-        return;
+    } else {
+        rule_action(g, r, rule_id, fail);
     }
+    if !gates.is_empty() {
+        // Each retry spends one of the rule's; none left: the rule stops
+        // here, not matched, and the packet counts as not fully inspected.
+        let out = g.label(&format!("r{rule_id}_retry_limit"));
+        for (gate, target) in &gates {
+            g.at(gate);
+            op!(g, "locload {L_RETRY}");
+            op!(g, "jz {out}");
+            op!(g, "locload {L_RETRY}");
+            g.op("push 1");
+            g.op("sub");
+            op!(g, "locstore {L_RETRY}");
+            op!(g, "jump {target}");
+        }
+        g.at(&out);
+        g.retry_limits = true;
+        op!(g, "push {}", UNINSPECTED_RETRY_LIMIT);
+        g.op("copro.in unins, 0");
+        g.op("push 1");
+        g.op("copro.in unins, 1");
+        g.op("copro.invoke unins, 0");
+        op!(g, "jump {fail}");
+    }
+}
+
+/// The content option `i` of `r` backtracks to when it fails: the nearest
+/// earlier positive content in the same buffer, when option `i` is
+/// relative (its next occurrence may make option `i` hold); `None`: the
+/// rule fails.
+fn retry_target(r: &Rule, i: usize) -> Option<usize> {
+    let depends = match &r.detection[i] {
+        Detection::Content(c) => c.relative(),
+        Detection::Pcre(p) => p.relative(),
+        Detection::IsDataAt(d) => d.relative,
+        Detection::BufferLen { relative, .. } => *relative,
+        _ => false,
+    };
+    if !depends {
+        return None;
+    }
+    let field = http_field(r.detection[i].buffer());
+    // The run of options in this buffer.
+    let run = (0..i).rev().take_while(|j| http_field(r.detection[*j].buffer()) == field).last().unwrap_or(i);
+    (run..i).rev().find(|j| matches!(&r.detection[*j], Detection::Content(c) if !c.negated))
+}
+
+/// Logs the match of a rule whose checks all held (after its threshold,
+/// if any) and sets the verdict bits; then goes to `fail` (the next rule).
+fn rule_action(g: &mut Gen, r: &Rule, rule_id: usize, fail: &str) {
     if let Some(t) = &r.threshold {
         // Thresholds and detection filters count the rule's matches per
         // tracked address; a match they filter out raises no alert and sets
