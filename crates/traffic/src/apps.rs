@@ -585,6 +585,9 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
             let relative = if contents > 0 && r.chance(60) { ",relative" } else { "" };
             opts += &format!("isdataat:{}{}{relative}; ", if r.chance(30) { "!" } else { "" }, r.below(30));
         }
+        if r.below(4) == 0 {
+            opts += &byte_options(r, contents > 0, http);
+        }
         if r.below(if http { 3 } else { 6 }) == 0 {
             let re = if http {
                 r.pick(&[
@@ -624,6 +627,62 @@ pub fn ids_rules(r: &mut SplitMix64, n: usize) -> String {
         out += &format!("{action} {proto} {src} {sport} {dir} {dst} {dport} ({opts})\n");
     }
     out
+}
+
+/// `byte_test`, `byte_jump`, `byte_extract` (and uses of its variable)
+/// for [`ids_rules`], in the payload: binary numbers of 1 to 4 bytes, big
+/// or little endian, with bitmasks, multipliers, alignment and every
+/// start of a jump; numbers in text (`string`) after the HTTP words that
+/// precede them (`Content-Length:`, the status line). `relative` only
+/// after a content (`after_content`).
+fn byte_options(r: &mut SplitMix64, after_content: bool, http: bool) -> String {
+    let rel = |r: &mut SplitMix64| if after_content && r.chance(60) { ",relative" } else { "" };
+    // A binary number: its size, and the arguments after the offset.
+    let binary = |r: &mut SplitMix64| -> (u64, String) {
+        let bytes = r.pick(&[1, 1, 2, 2, 3, 4]);
+        let endian = r.pick(&["", "", ",big", ",little"]);
+        let mask = if r.chance(15) { format!(",bitmask {}", r.pick(&["0xf0", "0x0f", "0x3c", "0x8001"])) } else { String::new() };
+        (bytes, format!("{endian}{mask}"))
+    };
+    let op = |r: &mut SplitMix64| r.pick(&["<", ">", "=", "!=", "<=", ">=", "&", "^", "!&", "!>"]);
+    if http && r.chance(50) {
+        // A number in text: where the messages have one.
+        let (word, base, bytes) =
+            r.pick(&[("Content-Length|3a|", "dec", 6), ("HTTP/1.", "dec", 6), ("HTTP/1.", "oct", 5), ("Content-Length|3a|", "hex", 4)]);
+        let test = match r.below(3) {
+            0 => format!("byte_test:{bytes},{},{},0,relative,string,{base}; ", op(r), r.below(300)),
+            1 => format!("byte_jump:{bytes},0,relative,string,{base}{}; ", r.pick(&["", ",post_offset -1", ",multiplier 2"])),
+            _ => format!("byte_extract:{bytes},0,n,relative,string,{base}; byte_test:1,>,0,0,relative; isdataat:n,relative; "),
+        };
+        return format!("content:\"{word}\"; {test}");
+    }
+    match r.below(4) {
+        0 => {
+            let (bytes, tail) = binary(r);
+            let offset = r.below(12) as i64 - 2 * i64::from(after_content);
+            format!("byte_test:{bytes},{},{},{offset}{}{tail}; ", op(r), r.below(256), rel(r))
+        }
+        1 => {
+            let from = r.pick(&["", "", ",from_beginning", ",from_end,post_offset -4", ",align", ",multiplier 2", ",post_offset 2"]);
+            let (bytes, tail) = if r.chance(15) { (0, String::new()) } else { binary(r) };
+            let then = if r.chance(50) { format!("byte_test:1,{},{},0,relative; ", op(r), r.below(256)) } else { String::new() };
+            format!("byte_jump:{bytes},{}{}{tail}{from}; {then}", r.below(8), rel(r))
+        }
+        2 => {
+            let mult = r.pick(&["", "", ",multiplier 2", ",align 4", ",align 2", ",bitmask 0x1f"]);
+            let use_var = match r.below(4) {
+                0 => format!("byte_test:1,{},v,0,relative; ", op(r)),
+                1 => "byte_jump:1,v,relative; ".to_string(),
+                2 => "isdataat:v,relative; ".to_string(),
+                _ => format!("content:\"{}\"; distance:0; within:v; ", r.pick(&["a", "e", "|00|", "GET", "/"])),
+            };
+            format!("byte_extract:1,{},v{}{mult}; {use_var}", r.below(6), rel(r))
+        }
+        _ => {
+            let (bytes, tail) = binary(r);
+            format!("byte_test:{bytes},{},{},{}{}{tail}; ", op(r), r.below(65536), r.below(6), rel(r))
+        }
+    }
 }
 
 /// A conversation of [`ids_trace`]: both directions of one flow, TCP

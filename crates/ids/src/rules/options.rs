@@ -754,6 +754,9 @@ fn parse_byte_extract(v: &str, st: &State) -> Result<ByteExtract, Why> {
     allowed.extend(["multiplier", "align"]);
     let a = byte_args(key, &it[3..], &allowed, &st.extracted)?;
     check_width(key, bytes, a.string.is_some())?;
+    if !matches!(a.align, 0 | 2 | 4) {
+        return Err(Why::new(key, format!("`byte_extract` aligns to 2 or 4 bytes, not {}", a.align)));
+    }
     Ok(ByteExtract {
         bytes: bytes as u8,
         offset,

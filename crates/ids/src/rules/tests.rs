@@ -373,14 +373,15 @@ fn skips_name_their_option_and_do_not_touch_other_rules() {
 #[test]
 fn compile_selection_names_one_option() {
     let set = parse_rules(
-        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flow:only_stream; flags:S; sid:2;)\nalert tcp any any -> any any (js_data; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\nalert tcp any any -> any any (flowbits:set,a; sid:8;)\nalert tcp any any -> any any (http_uri; content:\"x\"; file_data; content:\"y\"; sid:9;)\n",
+        "alert tcp any any -> any any (flow:established; flags:S; content:\"x\"; sid:1;)\nalert tcp any any -> any any (flow:only_stream; flags:S; sid:2;)\nalert tcp any any -> any any (js_data; content:\"x\"; sid:3;)\nalert tcp any any -> any any (content:\"x\"; byte_test:1,>,1,0,relative,dce; sid:4;)\nalert tcp any any <> any any (sid:5;)\nalert tcp any any -> any any (flow:stateless; content:\"x\"; fast_pattern:only; pcre:\"/y/sO\"; sid:6;)\nalert http (sid:7;)\nalert tcp any any -> any any (flowbits:set,a; sid:8;)\nalert tcp any any -> any any (http_uri; content:\"x\"; file_data; content:\"y\"; sid:9;)\n",
         &HashMap::new(),
     );
     let (rules, skipped) = crate::compile::select(&set);
     assert_eq!(rules.iter().map(|r| r.sid).collect::<Vec<_>>(), vec![1, 5, 6, 8, 9]);
     let got: Vec<(Option<u32>, &str)> = skipped.iter().map(|s| (s.sid, s.option.as_str())).collect();
     assert_eq!(got, vec![(Some(2), "flow"), (Some(3), "js_data"), (Some(4), "byte_test"), (Some(7), "service")]);
-    assert_eq!(skipped[2].reason, "option byte_test: not supported by the compiler yet");
+    assert!(skipped[2].reason.starts_with("option byte_test: `dce` takes the byte order of a DCE/RPC session"), "{}", skipped[2].reason);
+    assert_eq!(skipped[1].reason, "option js_data (no JavaScript normalisation): not supported by the compiler yet");
 }
 
 #[test]
@@ -418,7 +419,8 @@ fn hostile_text_never_panics() {
 
 /// Parses every rule of a public rule set: at least `min_share` of the
 /// active (not commented-out) rules must parse into the AST, and as many
-/// must compile (issue 15's goal: 90 %).
+/// must compile (issue 15's goal is 90 %; the tests hold what netvm
+/// reaches today: 98.8 % of the Snort 3 community rules, 99.9 % of ET).
 fn corpus(files: &[PathBuf], min_share: f64) {
     let mut active = 0usize;
     let (mut parsed, mut skipped, mut compiled) = (0usize, 0usize, 0usize);
@@ -452,7 +454,7 @@ const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpu
 
 #[test]
 fn corpus_snort3_community() {
-    corpus(&[PathBuf::from(CORPUS).join("snort3-community.rules")], 0.9);
+    corpus(&[PathBuf::from(CORPUS).join("snort3-community.rules")], 0.98);
 }
 
 #[test]
@@ -464,7 +466,7 @@ fn corpus_et_open_2017() {
         .collect();
     files.sort();
     assert!(files.len() > 30);
-    corpus(&files, 0.9);
+    corpus(&files, 0.99);
 }
 
 #[test]

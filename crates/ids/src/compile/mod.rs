@@ -43,10 +43,14 @@ macro_rules! op {
     }};
 }
 
+mod bytes;
+
+pub use bytes::MAX_VARS;
+
 use netvm_runtime::manifest::{ConnectSpec, NetPeSpec, SinkSpec, SourceSpec};
 use netvm_runtime::Manifest;
 
-use crate::rules::{AddrExpr, Buffer, Content, Detection, Num, PortExpr, Proto, Rule, RuleSet, Skip, ThresholdKind};
+use crate::rules::{AddrExpr, Buffer, Content, Detection, PortExpr, Proto, Rule, RuleSet, Skip, ThresholdKind};
 
 /// Info memory written by `decode` (offsets, big-endian).
 pub mod info {
@@ -500,11 +504,7 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
             return skip(buffer.name(), Some("no JavaScript normalisation".into()));
         }
         match d {
-            Detection::Content(c) => {
-                if let Some(Num::Var(v)) = [&c.offset, &c.depth, &c.distance, &c.within].into_iter().flatten().find(|n| n.lit().is_none()) {
-                    return skip("byte_extract", Some(format!("variable `{v}` as a content position")));
-                }
-            }
+            Detection::Content(_) | Detection::BufferLen { .. } | Detection::IsDataAt(_) => {}
             Detection::Pcre(p) => {
                 // The coprocessor's own check: a pattern no engine builds skips only its rule.
                 if let Err(e) = crate::pcre::regex_spec(p) {
@@ -513,14 +513,21 @@ pub fn unsupported(rule: &Rule) -> Option<Skip> {
                     return Some(s);
                 }
             }
-            Detection::IsDataAt(d) => {
-                if let Num::Var(v) = &d.offset {
-                    return skip("byte_extract", Some(format!("variable `{v}` as an isdataat offset")));
+            Detection::ByteTest(crate::rules::ByteTest { endian, .. })
+            | Detection::ByteJump(crate::rules::ByteJump { endian, .. })
+            | Detection::ByteExtract(crate::rules::ByteExtract { endian, .. }) => {
+                if let Some(why) = bytes::unsupported(*endian) {
+                    let mut s = skip(d.name(), None)?;
+                    s.reason = format!("option {}: {why}", d.name());
+                    return Some(s);
                 }
             }
-            Detection::BufferLen { .. } => {}
-            other => return skip(other.name(), None),
         }
+    }
+    if bytes::extracted(rule).len() > MAX_VARS {
+        let mut s = skip("byte_extract", None)?;
+        s.reason = format!("option byte_extract: more than {MAX_VARS} variables in one rule (Snort keeps {MAX_VARS})");
+        return Some(s);
     }
     if rule.detection.len() > MAX_MATCHERS {
         return skip("content", Some(format!("more than {MAX_MATCHERS} contents and pcres")));
@@ -610,8 +617,9 @@ const L_HBASE: u32 = 4;
 const L_HEND: u32 = 5;
 /// The retries left to the current rule (see [`RETRY_LIMIT_PER_BYTE`]).
 const L_RETRY: u32 = 10;
-/// Locals before the matchers' own (after the candidate loop's, [`L_CB`], and [`L_RETRY`]).
-const L_FIXED: u32 = 11;
+/// Locals before the matchers' own (after the candidate loop's, [`L_CB`],
+/// [`L_RETRY`], and the byte options', `bytes::L_VARS` and the rest).
+const L_FIXED: u32 = bytes::L_AFTER;
 
 /// A rule whose relative options fail retries earlier contents at their
 /// next occurrences (Snort's backtracking); on a hostile payload the
@@ -1153,6 +1161,11 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     // (see [`RETRY_LIMIT_PER_BYTE`]).
     let mut retry: Vec<String> = Vec::new();
     let mut gates: Vec<(String, String)> = Vec::new();
+    for v in bytes::L_VARS.iter().take(bytes::extracted(r).len()) {
+        // Written before any read on every path (the parser sees to it); zero for the verifier.
+        g.op("push 0");
+        op!(g, "locstore {v}");
+    }
     if (0..r.detection.len()).any(|i| retry_target(r, i).is_some()) {
         // The rule's retries: 8 per payload byte, and 64.
         op!(g, "locload {L_END}");
@@ -1185,7 +1198,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         retry.push(try_label.clone());
         match m {
             Detection::Content(c) => {
-                region(g, c, i, (base, end));
+                region(g, r, c, i, (base, end));
                 g.at(&try_label);
                 let pid = ids[i];
                 let (s, e) = (l_start(i), l_stop(i));
@@ -1245,9 +1258,8 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             Detection::IsDataAt(d) => {
                 // Data at (cursor or payload start) + N: that position is before the payload end.
                 g.at(&try_label);
-                let n = d.offset.lit().unwrap_or(0);
                 op!(g, "locload {}", if d.relative { L_CURSOR } else { base });
-                op!(g, "push {n}");
+                bytes::push_position(g, r, &d.offset);
                 g.op("add");
                 op!(g, "locload {end}");
                 op!(g, "{} {back}", if d.negated { "jcmp.slt" } else { "jcmp.sge" });
@@ -1260,7 +1272,18 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 g.op("sub");
                 int_check(g, *check, u32::from(u16::MAX), &back);
             }
-            _ => unreachable!("`unsupported` keeps other options out of the compiler"),
+            Detection::ByteTest(b) => {
+                g.at(&try_label);
+                bytes::byte_test(g, r, b, (base, end), &back);
+            }
+            Detection::ByteJump(b) => {
+                g.at(&try_label);
+                bytes::byte_jump(g, r, b, (base, end), &back);
+            }
+            Detection::ByteExtract(b) => {
+                g.at(&try_label);
+                bytes::byte_extract(g, r, b, (base, end), &back);
+            }
         }
     }
     flowbits_change(g, r);
@@ -1297,16 +1320,18 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
 
 /// The content option `i` of `r` backtracks to when it fails: the nearest
 /// earlier positive content in the same buffer, when option `i` is
-/// relative (its next occurrence may make option `i` hold); `None`: the
-/// rule fails.
+/// relative or reads a `byte_extract` variable (the content's next
+/// occurrence may make option `i` hold); `None`: the rule fails.
 fn retry_target(r: &Rule, i: usize) -> Option<usize> {
     let depends = match &r.detection[i] {
         Detection::Content(c) => c.relative(),
         Detection::Pcre(p) => p.relative(),
         Detection::IsDataAt(d) => d.relative,
         Detection::BufferLen { relative, .. } => *relative,
-        _ => false,
-    };
+        Detection::ByteTest(b) => b.relative,
+        Detection::ByteJump(b) => b.relative,
+        Detection::ByteExtract(b) => b.relative,
+    } || bytes::reads_variable(&r.detection[i]);
     if !depends {
         return None;
     }
@@ -1745,17 +1770,14 @@ fn enter_buffer(g: &mut Gen, buffer: Buffer, fail: &str) {
 
 /// Sets the search region locals of content `i` from the cursor or the buffer start.
 /// Arithmetic is signed: offsets and distances may be negative; the start is clipped to the payload.
-fn region(g: &mut Gen, c: &Content, i: usize, (base, end): (u32, u32)) {
+fn region(g: &mut Gen, r: &Rule, c: &Content, i: usize, (base, end): (u32, u32)) {
     let (s, e) = (l_start(i), l_stop(i));
-    let lit = |n: &Option<Num>| n.as_ref().and_then(Num::lit);
-    let (from, shift, limit) = if c.relative() {
-        (L_CURSOR, lit(&c.distance).unwrap_or(0), lit(&c.within))
-    } else {
-        (base, lit(&c.offset).unwrap_or(0), lit(&c.depth))
-    };
+    let (from, shift, limit) = if c.relative() { (L_CURSOR, &c.distance, &c.within) } else { (base, &c.offset, &c.depth) };
     op!(g, "locload {from}");
-    op!(g, "push {shift}");
-    g.op("add");
+    if let Some(n) = shift {
+        bytes::push_position(g, r, n);
+        g.op("add");
+    }
     op!(g, "locstore {s}");
     // end = min(start + limit, buffer end)
     op!(g, "locload {end}");
@@ -1763,7 +1785,7 @@ fn region(g: &mut Gen, c: &Content, i: usize, (base, end): (u32, u32)) {
     if let Some(n) = limit {
         let keep = g.label("keep");
         op!(g, "locload {s}");
-        op!(g, "push {n}");
+        bytes::push_position(g, r, n);
         g.op("add");
         op!(g, "locstore {L_TMP}");
         op!(g, "locload {L_TMP}");
