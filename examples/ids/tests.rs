@@ -871,6 +871,13 @@ fn assert_coverage(alerted: &[Rule]) {
     some("flow:to_server", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(true)));
     some("flow:to_client", &|r| r.flow.as_ref().is_some_and(|f| f.to_server == Some(false)));
     some("<>", &|r| r.bidirectional);
+    // Rules the prefilter reaches by port (no content, no address key).
+    for (what, dst) in [("source", false), ("destination", true)] {
+        some(
+            &format!("a port key on the {what}"),
+            &|r| matches!(netvm_ids::compile::key(r), netvm_ids::compile::Key::Port { dst: d, .. } if d == dst),
+        );
+    }
     // Rules the prefilter reaches by address (no content): by source, by destination, both ways.
     for (what, dst, both) in [("source", false, false), ("destination", true, false), ("either", false, true)] {
         some(&format!("an address key on the {what}"), &|r| {

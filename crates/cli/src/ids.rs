@@ -313,8 +313,13 @@ fn emit(dir: &std::path::Path, app: &netvm_ids::IdsApp) -> std::io::Result<()> {
         dir.display(),
         app.manifest.budget.unwrap_or(netvm_ids::compile::BUDGET)
     );
-    for (name, _) in &app.listings {
+    for spec in &app.manifest.netpes {
+        let name = &spec.name;
         toml += &format!("\n[[netpe]]\nname = \"{name}\"\nprogram = \"{name}.nil\"\n");
+        // Coprocessor settings (shared instances, counter names, search modes).
+        for (copro, table) in &spec.copro {
+            toml += &format!("copro.{copro} = {}\n", toml::Value::Table(table.clone().into_iter().collect()));
+        }
     }
     toml += "\n[[source]]\nport = 0\nto = \"decode\"\n";
     for c in &app.manifest.connections {

@@ -12,6 +12,8 @@ use std::sync::OnceLock;
 
 /// `HS_FLAG_CASELESS`: ASCII case-insensitive matching.
 pub(super) const HS_FLAG_CASELESS: c_uint = 1;
+/// `HS_FLAG_SINGLEMATCH`: report a pattern at most once per scan (its first match).
+pub(super) const HS_FLAG_SINGLEMATCH: c_uint = 8;
 const HS_MODE_BLOCK: c_uint = 1;
 const HS_SUCCESS: c_int = 0;
 const HS_SCAN_TERMINATED: c_int = -3;

@@ -60,7 +60,14 @@
 //!
 //! # Configuration
 //! `patterns = PATH` loads a pattern file at creation (a relative path is
-//! used as given); `backend` as above. Other settings are rejected.
+//! used as given); `backend` as above; `searches` = `all` (the default) or
+//! `distinct`: an instance that only needs to know which patterns occur
+//! (a prefilter) has Hyperscan report each pattern once per search
+//! (`HS_FLAG_SINGLEMATCH`) instead of at every occurrence, so a payload
+//! full of one pattern costs one report. It serves `search_first`,
+//! `search_distinct`, `next` and `find` with the same results; `search_all`
+//! is a bad argument (the handler faults `copro`). Other settings are
+//! rejected.
 //!
 //! # Pattern file
 //! One pattern per line, `ID GROUP CONTENT [nocase]`; blank lines and lines
@@ -136,6 +143,30 @@ pub struct Match {
     pub start: usize,
     /// Offset just past the last byte.
     pub end: usize,
+}
+
+/// Which searches an instance serves (config `searches`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Searches {
+    /// Every operation (the default).
+    #[default]
+    All,
+    /// `search_first`, `search_distinct` and `find` only: Hyperscan reports
+    /// each pattern once per search (`HS_FLAG_SINGLEMATCH`), so a payload
+    /// full of one pattern costs one report instead of one per occurrence;
+    /// `search_all` is refused.
+    Distinct,
+}
+
+impl std::str::FromStr for Searches {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Searches, String> {
+        match s {
+            "all" => Ok(Searches::All),
+            "distinct" => Ok(Searches::Distinct),
+            _ => Err(format!("searches `{s}` is not `all` or `distinct`")),
+        }
+    }
 }
 
 /// Which backend to use (config `backend`).
@@ -222,6 +253,8 @@ struct Compiled {
     /// Sorted group ids; `engine`'s per-group vectors are in this order.
     groups: Vec<u32>,
     engine: Engine,
+    /// What the databases were compiled for.
+    searches: Searches,
 }
 
 /// A compiled set of patterns, searchable by group. [`PatternSet::fork`]
@@ -231,6 +264,8 @@ pub struct PatternSet {
     /// This handle's Hyperscan scratch (none for aho-corasick or no groups).
     scratch: Option<hyperscan::Scratch>,
     scan_errors: u64,
+    /// `scan_distinct`'s scratch: the words of `seen` a scan set.
+    touched: Vec<usize>,
     /// `scan_distinct`'s bitset of patterns seen (all zero between scans).
     seen: Vec<u64>,
 }
@@ -287,6 +322,8 @@ struct Distinct<'a> {
     meta: &'a [Meta],
     /// Bit `idx`: pattern `idx` was collected in this scan.
     seen: &'a mut Vec<u64>,
+    /// The words of `seen` this scan set bits in, to clear after it.
+    touched: &'a mut Vec<usize>,
 }
 
 impl Distinct<'_> {
@@ -295,6 +332,7 @@ impl Distinct<'_> {
         let (w, b) = (idx / 64, 1u64 << (idx % 64));
         if self.seen[w] & b == 0 {
             self.seen[w] |= b;
+            self.touched.push(w);
             let m = self.meta[idx];
             self.out.push(Match { id: m.id, start: end - m.len as usize, end });
         }
@@ -344,6 +382,12 @@ impl PatternSet {
     /// Compiles `patterns` with `backend`. Errors: limits exceeded, an empty
     /// pattern, a duplicate id, Hyperscan requested but absent, a compile failure.
     pub fn new(patterns: Vec<Pattern>, backend: Backend) -> Result<PatternSet, String> {
+        PatternSet::with_searches(patterns, backend, Searches::All)
+    }
+
+    /// As [`PatternSet::new`], for the searches `searches` says (with
+    /// [`Searches::Distinct`], [`PatternSet::scan`] finds nothing).
+    pub fn with_searches(patterns: Vec<Pattern>, backend: Backend, searches: Searches) -> Result<PatternSet, String> {
         if patterns.len() > MAX_PATTERNS {
             return Err(format!("{} patterns, at most {MAX_PATTERNS} allowed", patterns.len()));
         }
@@ -380,13 +424,14 @@ impl PatternSet {
             Backend::Auto => hyperscan::library().ok(),
             Backend::Hyperscan => Some(hyperscan::library().map_err(|e| format!("backend hyperscan: {e}"))?),
         };
+        let single = if searches == Searches::Distinct { hyperscan::HS_FLAG_SINGLEMATCH } else { 0 };
         let (engine, scratch) = match hs {
             Some(hs) => {
                 let mut dbs = Vec::with_capacity(members.len());
                 for (g, idx) in &members {
                     let lits: Vec<&[u8]> = idx.iter().map(|&i| patterns[i as usize].bytes.as_slice()).collect();
                     let flags: Vec<c_uint> =
-                        idx.iter().map(|&i| if patterns[i as usize].nocase { hyperscan::HS_FLAG_CASELESS } else { 0 }).collect();
+                        idx.iter().map(|&i| if patterns[i as usize].nocase { hyperscan::HS_FLAG_CASELESS } else { 0 } | single).collect();
                     dbs.push(hyperscan::Database::compile_literals(hs, &lits, &flags, idx).map_err(|e| format!("group {g}: {e}"))?);
                 }
                 let scratch = hyperscan::Scratch::for_databases(hs, &dbs)?;
@@ -408,9 +453,10 @@ impl PatternSet {
             }
         };
         Ok(PatternSet {
-            c: Arc::new(Compiled { patterns, meta, by_id, finders, groups, engine }),
+            c: Arc::new(Compiled { patterns, meta, by_id, finders, groups, engine, searches }),
             scratch,
             scan_errors: 0,
+            touched: Vec::new(),
             seen: Vec::new(),
         })
     }
@@ -425,9 +471,11 @@ impl PatternSet {
                 finders: Vec::new(),
                 groups: Vec::new(),
                 engine: Engine::Aho(Vec::new()),
+                searches: Searches::All,
             }),
             scratch: None,
             scan_errors: 0,
+            touched: Vec::new(),
             seen: Vec::new(),
         }
     }
@@ -442,7 +490,7 @@ impl PatternSet {
             Some(s) => Some(s.try_clone()?),
             None => None,
         };
-        Ok(PatternSet { c: Arc::clone(&self.c), scratch, scan_errors: 0, seen: Vec::new() })
+        Ok(PatternSet { c: Arc::clone(&self.c), scratch, scan_errors: 0, touched: Vec::new(), seen: Vec::new() })
     }
 
     /// How many handles (this one and its forks) share the compiled patterns.
@@ -470,6 +518,11 @@ impl PatternSet {
         self.c.by_id.contains_key(&id)
     }
 
+    /// The searches the set was built for.
+    pub fn searches(&self) -> Searches {
+        self.c.searches
+    }
+
     /// Hyperscan scans that failed so far (they report no matches).
     pub fn scan_errors(&self) -> u64 {
         self.scan_errors
@@ -477,10 +530,14 @@ impl PatternSet {
 
     /// Every match of `group` in `haystack` into `out` (cleared first), in the
     /// order and up to the limit of the module doc. Returns true when matches
-    /// past [`MAX_MATCHES`] were dropped.
+    /// past [`MAX_MATCHES`] were dropped. A set built for
+    /// [`Searches::Distinct`] finds nothing here.
     pub fn scan(&mut self, group: u32, haystack: &[u8], out: &mut Vec<Match>) -> bool {
         out.clear();
         let cs = &*self.c;
+        if cs.searches == Searches::Distinct {
+            return false;
+        }
         let Ok(g) = cs.groups.binary_search(&group) else { return false };
         let mut c = Collector { out, meta: &cs.meta, truncated: false };
         match &cs.engine {
@@ -507,7 +564,8 @@ impl PatternSet {
         let cs = &*self.c;
         let Ok(g) = cs.groups.binary_search(&group) else { return };
         self.seen.resize(cs.meta.len().div_ceil(64), 0);
-        let mut d = Distinct { out, meta: &cs.meta, seen: &mut self.seen };
+        let mut touched = std::mem::take(&mut self.touched);
+        let mut d = Distinct { out, meta: &cs.meta, seen: &mut self.seen, touched: &mut touched };
         let mut failed = false;
         match &cs.engine {
             Engine::Aho(acs) => acs[g].each(&cs.meta, &cs.patterns, haystack, |idx, end| d.push(idx, end)),
@@ -520,16 +578,15 @@ impl PatternSet {
                 }
             }
         }
+        // Forget what this scan saw, touching only its words.
+        for w in touched.drain(..) {
+            self.seen[w] = 0;
+        }
+        self.touched = touched;
         if failed {
             self.scan_errors += 1;
             out.clear();
-            self.seen.fill(0);
             return;
-        }
-        // Forget what this scan saw, touching only its words.
-        for m in out.iter() {
-            let idx = cs.by_id[&m.id];
-            self.seen[idx / 64] = 0;
         }
         out.sort_unstable_by_key(|m| (m.end, m.id));
     }
@@ -596,6 +653,7 @@ const SCAN_ERRORS: usize = 3;
 pub struct StrMatch {
     set: PatternSet,
     backend: Backend,
+    searches: Searches,
     input: [u32; 3],
     output: [u32; 4],
     collected: Vec<Match>,
@@ -612,8 +670,13 @@ impl std::fmt::Debug for StrMatch {
 impl StrMatch {
     /// An instance without patterns. Fails only for `Backend::Hyperscan` without libhs.
     pub fn new(backend: Backend) -> Result<StrMatch, String> {
-        let set = PatternSet::new(Vec::new(), backend)?;
-        Ok(StrMatch { set, backend, input: [0; 3], output: [0; 4], collected: Vec::new(), cursor: 0, tally: Tally::new() })
+        StrMatch::with_searches(backend, Searches::All)
+    }
+
+    /// An instance without patterns that serves `searches`.
+    pub fn with_searches(backend: Backend, searches: Searches) -> Result<StrMatch, String> {
+        let set = PatternSet::with_searches(Vec::new(), backend, searches)?;
+        Ok(StrMatch { set, backend, searches, input: [0; 3], output: [0; 4], collected: Vec::new(), cursor: 0, tally: Tally::new() })
     }
 
     /// The compiled patterns.
@@ -634,7 +697,7 @@ impl StrMatch {
         }
         let mut all = self.set.c.patterns.clone();
         all.extend(patterns);
-        self.set = PatternSet::new(all, self.backend)?;
+        self.set = PatternSet::with_searches(all, self.backend, self.searches)?;
         self.collected.clear();
         self.cursor = 0;
         Ok(n)
@@ -655,14 +718,18 @@ impl StrMatch {
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
-    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "patterns" | "backend")) {
-        return Err(format!("strmatch: unknown setting `{k}` (known: patterns, backend)"));
+    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "patterns" | "backend" | "searches")) {
+        return Err(format!("strmatch: unknown setting `{k}` (known: patterns, backend, searches)"));
     }
     let backend = match cfg.get("backend") {
         Some(b) => b.parse().map_err(|e| format!("strmatch: {e}"))?,
         None => Backend::Auto,
     };
-    let mut s = StrMatch::new(backend).map_err(|e| format!("strmatch: {e}"))?;
+    let searches = match cfg.get("searches") {
+        Some(b) => b.parse().map_err(|e| format!("strmatch: {e}"))?,
+        None => Searches::All,
+    };
+    let mut s = StrMatch::with_searches(backend, searches).map_err(|e| format!("strmatch: {e}"))?;
     if let Some(path) = cfg.get("patterns") {
         let text = std::fs::read_to_string(path).map_err(|e| format!("strmatch: cannot read patterns `{path}`: {e}"))?;
         s.load(&text).map_err(|e| format!("strmatch: {path}: {e}"))?;
@@ -695,6 +762,11 @@ impl Coprocessor for StrMatch {
                 self.set_match(m, base);
             }
             1 => {
+                if self.searches == Searches::Distinct {
+                    return Err(CoproError::BadArgument(
+                        "strmatch: search_all on an instance compiled for distinct searches (`searches = distinct`)".into(),
+                    ));
+                }
                 let (base, hay) = self.region(ctx.packet);
                 self.tally.add(SEARCHES, 1);
                 let mut out = std::mem::take(&mut self.collected);
@@ -762,7 +834,7 @@ impl Coprocessor for StrMatch {
             return;
         }
         // An empty set with the instance's backend never fails: it compiled at creation.
-        self.set = PatternSet::new(Vec::new(), self.backend).unwrap_or_else(|_| PatternSet::empty());
+        self.set = PatternSet::with_searches(Vec::new(), self.backend, self.searches).unwrap_or_else(|_| PatternSet::empty());
         self.collected.clear();
         self.cursor = 0;
     }
@@ -789,6 +861,7 @@ impl Coprocessor for StrMatch {
         Ok(Box::new(StrMatch {
             set: self.set.fork().map_err(|e| format!("strmatch: {e}"))?,
             backend: self.backend,
+            searches: self.searches,
             input: [0; 3],
             output: [0; 4],
             collected: Vec::new(),

@@ -6,6 +6,26 @@ fn pat(id: u32, group: u32, bytes: &[u8], nocase: bool) -> Pattern {
     Pattern { id, group, bytes: bytes.to_vec(), nocase }
 }
 
+/// A set built for distinct searches: the same first match and distinct
+/// matches as the model, and no `scan`.
+fn check_distinct_only(patterns: &[Pattern], hays: &[&[u8]], backend: Backend) {
+    let mut set = PatternSet::with_searches(patterns.to_vec(), backend, Searches::Distinct).unwrap();
+    let mut out = Vec::new();
+    for hay in hays {
+        for p in patterns {
+            let g = p.group;
+            let (want, _) = naive(patterns, g, hay);
+            assert_eq!(set.first(g, hay), want.first().copied(), "{backend:?} distinct-only first of group {g}");
+            let mut distinct: Vec<Match> =
+                patterns.iter().filter(|p| p.group == g && g != FIND_ONLY).filter_map(|p| naive_find(p, hay)).collect();
+            distinct.sort_unstable_by_key(|m| (m.end, m.id));
+            set.scan_distinct(g, hay, &mut out);
+            assert_eq!(out, distinct, "{backend:?} distinct-only search of group {g}");
+            assert!(!set.scan(g, hay, &mut out) && out.is_empty());
+        }
+    }
+}
+
 /// The model: every (pattern, end) pair checked directly, sorted, truncated.
 fn naive(patterns: &[Pattern], group: u32, hay: &[u8]) -> (Vec<Match>, bool) {
     let mut out = Vec::new();
@@ -64,6 +84,7 @@ fn backends(test: &str) -> Vec<Backend> {
 }
 
 fn check_all(patterns: &[Pattern], hays: &[&[u8]], backend: Backend) {
+    check_distinct_only(patterns, hays, backend);
     let mut set = PatternSet::new(patterns.to_vec(), backend).unwrap();
     assert_eq!(set.uses_hyperscan(), backend == Backend::Hyperscan);
     let mut groups: Vec<u32> = patterns.iter().map(|p| p.group).collect();
@@ -247,6 +268,19 @@ fn load_dump_and_config() {
     assert!(c.load("3 0 \"ok\"\n4 0 \"\"\n").unwrap_err().starts_with("line 2:"));
     assert!(create(&cfg(&[("bogus", "1")])).err().unwrap().contains("unknown setting"));
     assert!(create(&cfg(&[("backend", "fast")])).err().unwrap().contains("unknown backend"));
+    assert!(create(&cfg(&[("searches", "some")])).err().unwrap().contains("not `all` or `distinct`"));
+    // An instance for distinct searches refuses search_all, serves the others.
+    for b in backends("strmatch searches = distinct") {
+        let name = if b == Backend::Hyperscan { "hyperscan" } else { "aho-corasick" };
+        let mut d = create(&cfg(&[("searches", "distinct"), ("backend", name)])).unwrap();
+        d.load("1 0 \"ab\"\n2 0 \"b\"\n").unwrap();
+        let pkt = b"xabab";
+        assert!(matches!(run(&mut *d, 1, [0, 0, 5], pkt), Err(CoproError::BadArgument(e)) if e.contains("searches = distinct")));
+        assert_eq!(run(&mut *d, 4, [0, 0, 5], pkt).unwrap()[0], 2, "{b:?}");
+        assert_eq!(run(&mut *d, 2, [0, 0, 0], pkt).unwrap(), [1, 1, 1, 3], "{b:?}: `ab` and `b` end at 3, `ab` has the smaller id");
+        assert_eq!(run(&mut *d, 2, [0, 0, 0], pkt).unwrap(), [1, 2, 2, 3], "{b:?}");
+        assert_eq!(run(&mut *d, 0, [0, 0, 5], pkt).unwrap(), [1, 1, 1, 3], "{b:?}");
+    }
     assert!(create(&cfg(&[("patterns", "/nonexistent/p.txt")])).err().unwrap().contains("cannot read"));
     let path = std::env::temp_dir().join(format!("strmatch-test-{}.txt", std::process::id()));
     std::fs::write(&path, "# x\n7 1 \"hello\"\n8 1 \"bad\n").unwrap();

@@ -351,9 +351,11 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     let words = bits.words();
     let track = rules.iter().any(uses_flow) || words > 0;
     let pre = prefilter(rules, &keys, cands);
+    // The prefilter only asks which fast patterns occur: Hyperscan reports each once.
+    let distinct = [("searches".to_string(), toml::Value::String("distinct".into()))].into_iter().collect();
     let mut netpes = vec![
         NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None },
-        NetPeSpec { name: "prefilter".into(), program: "prefilter.nil".into(), copro: Default::default(), module: None },
+        NetPeSpec { name: "prefilter".into(), program: "prefilter.nil".into(), copro: [("sm".to_string(), distinct)].into(), module: None },
     ];
     let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules), words)), ("prefilter".to_string(), pre.text)];
     let mut tables = Vec::new();
@@ -789,8 +791,44 @@ pub enum Key {
         /// The prefixes (IPv4 net, length).
         prefixes: Vec<(u32, u8)>,
     },
-    /// Neither: checked for every packet of its protocol.
+    /// The packet's source (or, `dst`, destination) port is in one of
+    /// these ranges: a TCP or UDP rule without content and without an
+    /// address key, or one whose fast pattern is so short that it occurs
+    /// in nearly every packet ([`SHORT_FAST_PATTERN`]), when its ports are
+    /// a short list ([`MAX_KEY_PORTS`]), as Snort's port groups have it.
+    Port {
+        /// Keyed on the destination port.
+        dst: bool,
+        /// The ports, inclusive ranges.
+        ranges: Vec<(u16, u16)>,
+    },
+    /// None: checked for every packet of its protocol.
     Always,
+}
+
+/// A fast pattern of at most this many bytes occurs in nearly every
+/// packet (`|00|`, ` `): a rule with one is keyed on its ports when it can be.
+pub const SHORT_FAST_PATTERN: usize = 2;
+/// A port set of at most this many ports is a prefilter key.
+pub const MAX_KEY_PORTS: u32 = 4096;
+
+/// The port key of a TCP or UDP rule: the side with fewer ports (for `<>`
+/// rules, the source port in either set), if it has at most
+/// [`MAX_KEY_PORTS`].
+fn port_key(rule: &Rule) -> Option<Key> {
+    if !matches!(rule.proto, Proto::Tcp | Proto::Udp) {
+        return None;
+    }
+    let size = |r: &[(u16, u16)]| r.iter().map(|(lo, hi)| u32::from(hi - lo) + 1).sum::<u32>();
+    let (src, dst) = (rule.sport.ranges(), rule.dport.ranges());
+    let (dst, ranges) = if rule.bidirectional {
+        (false, [src, dst].concat())
+    } else if size(&dst) <= size(&src) {
+        (true, dst)
+    } else {
+        (false, src)
+    };
+    (size(&ranges) <= MAX_KEY_PORTS).then_some(Key::Port { dst, ranges })
 }
 
 /// The prefixes an address expression can match, when they are a finite
@@ -816,12 +854,14 @@ pub fn addr_prefixes(x: &AddrExpr) -> Option<Vec<(u32, u8)>> {
     }
 }
 
-/// The prefilter key of `rule`: its fast pattern; else the address list
-/// that covers the fewest addresses (for `<>` rules, the source side must
-/// be in either list); else none.
+/// The prefilter key of `rule`: its fast pattern (its ports instead when
+/// the pattern is short); else the address list that covers the fewest
+/// addresses (for `<>` rules, the source side must be in either list);
+/// else its ports; else none.
 pub fn key(rule: &Rule) -> Key {
     if let Some(i) = fast_pattern(rule) {
-        return Key::Pattern(i);
+        let short = matches!(&rule.detection[i], Detection::Content(c) if c.bytes.len() <= SHORT_FAST_PATTERN);
+        return short.then(|| port_key(rule)).flatten().unwrap_or(Key::Pattern(i));
     }
     let coverage = |p: &[(u32, u8)]| p.iter().map(|(_, l)| 1u64 << (32 - u32::from(*l))).sum::<u64>();
     let (src, dst) = (addr_prefixes(&rule.src), addr_prefixes(&rule.dst));
@@ -831,14 +871,14 @@ pub fn key(rule: &Rule) -> Key {
                 a.extend(b);
                 Key::Addr { dst: false, prefixes: a }
             }
-            _ => Key::Always,
+            _ => port_key(rule).unwrap_or(Key::Always),
         };
     }
     match (src, dst) {
         (Some(a), Some(b)) if coverage(&b) < coverage(&a) => Key::Addr { dst: true, prefixes: b },
         (Some(a), _) => Key::Addr { dst: false, prefixes: a },
         (None, Some(b)) => Key::Addr { dst: true, prefixes: b },
-        (None, None) => Key::Always,
+        (None, None) => port_key(rule).unwrap_or(Key::Always),
     }
 }
 
@@ -882,7 +922,7 @@ fn prefilter(rules: &[Rule], keys: &[Key], cands: Candidates) -> Prefilter {
     let mut patterns = String::new();
     let mut addrs = String::new();
     let mut groups = [false; 5];
-    let mut addr_groups = [false; 3];
+    let mut addr_groups = [false; 5];
     for (id, (r, k)) in rules.iter().zip(keys).enumerate() {
         match k {
             Key::Pattern(i) => {
@@ -897,6 +937,16 @@ fn prefilter(rules: &[Rule], keys: &[Key], cands: Candidates) -> Prefilter {
                 addr_groups[group] = true;
                 for (net, len) in prefixes {
                     let _ = writeln!(addrs, "{id} {group} {}/{len}", std::net::Ipv4Addr::from(*net));
+                }
+            }
+            Key::Port { dst, ranges } => {
+                // Ports are numbers 0..=65535 in the same prefix sets.
+                let group = 3 + usize::from(*dst);
+                addr_groups[group] = true;
+                for &(lo, hi) in ranges {
+                    for (net, len) in range_prefixes(u32::from(lo), u32::from(hi)) {
+                        let _ = writeln!(addrs, "{id} {group} {}/{len}", std::net::Ipv4Addr::from(net));
+                    }
                 }
             }
             Key::Always => {}
@@ -932,17 +982,36 @@ fn prefilter(rules: &[Rule], keys: &[Key], cands: Candidates) -> Prefilter {
         let _ = writeln!(t, "ip_next:\n    copro.invoke sm, 2\n    copro.out sm, 0\n    jz addr\n    copro.out sm, 1\n    locstore 1\n{set_bit}    jump ip_next");
     }
     let _ = writeln!(t, "addr:");
-    for (group, field, label) in [(1, info::SRC, "src"), (2, info::DST, "dst")] {
+    let keys = [(1, info::SRC, 32, "src"), (2, info::DST, 32, "dst"), (3, info::SPORT, 16, "sport"), (4, info::DPORT, 16, "dport")];
+    for (group, field, width, label) in keys {
         if addr_groups[group] {
             let _ = writeln!(
                 t,
-                "    push {group}\n    copro.in as, 0\n    push {field}\n    iload.32\n    copro.in as, 1\n    copro.invoke as, 0"
+                "    push {group}\n    copro.in as, 0\n    push {field}\n    iload.{width}\n    copro.in as, 1\n    copro.invoke as, 0"
             );
             let _ = writeln!(t, "{label}_next:\n    copro.invoke as, 1\n    copro.out as, 0\n    jz {label}_done\n    copro.out as, 1\n    locstore 1\n{set_bit}    jump {label}_next\n{label}_done:");
         }
     }
     let _ = writeln!(t, "done:\n    ret 0\nends");
     Prefilter { text: t, patterns, addrs }
+}
+
+/// The prefixes (of 32-bit numbers) that cover exactly `lo..=hi`.
+fn range_prefixes(mut lo: u32, hi: u32) -> Vec<(u32, u8)> {
+    let mut out = Vec::new();
+    loop {
+        // The largest aligned block at `lo` that stays within `hi`.
+        let mut size: u64 = if lo == 0 { 1 << 32 } else { 1u64 << lo.trailing_zeros() };
+        while u64::from(lo) + size - 1 > u64::from(hi) {
+            size /= 2;
+        }
+        out.push((lo, 32 - size.trailing_zeros() as u8));
+        let next = u64::from(lo) + size;
+        if next > u64::from(hi) {
+            return out;
+        }
+        lo = next as u32;
+    }
 }
 
 /// Locals of the candidate loop: the summary word index, the summary word
@@ -1852,7 +1921,7 @@ fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
         return;
     }
     let key = format!("{x:?}");
-    let ranges = std::rc::Rc::clone(g.ports.entry(key.clone()).or_insert_with(|| std::rc::Rc::new(port_ranges(x))));
+    let ranges = std::rc::Rc::clone(g.ports.entry(key.clone()).or_insert_with(|| std::rc::Rc::new(x.ranges())));
     let bitmap = match g.bitmaps.get(&key) {
         Some(&b) => Some(b),
         None if ranges.len() > MAX_INLINE_RANGES => {
@@ -1903,20 +1972,6 @@ fn port_check(g: &mut Gen, x: &PortExpr, off: u32, fail: &str) {
     g.at(&ok);
 }
 
-/// The ports `x` matches, as sorted disjoint ranges.
-fn port_ranges(x: &PortExpr) -> Vec<(u16, u16)> {
-    let mut ranges: Vec<(u16, u16)> = Vec::new();
-    for p in 0..=u16::MAX {
-        if x.matches(p) {
-            match ranges.last_mut() {
-                Some((_, hi)) if u32::from(*hi) + 1 == u32::from(p) => *hi = p,
-                _ => ranges.push((p, p)),
-            }
-        }
-    }
-    ranges
-}
-
 /// The `.init` segment that sets the port bitmaps' bits (data memory is zero before it).
 fn init_bitmaps(text: &mut String, base: u32, sets: &[Vec<(u16, u16)>]) {
     let _ = writeln!(text, "segment .init");
@@ -1961,6 +2016,19 @@ fn list_bool<T>(g: &mut Gen, items: &[T], yes: &str, no: &str, negated: impl Fn(
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn range_prefixes_cover_exactly_the_range() {
+        for (lo, hi) in [(0, 0), (0, 65535), (1, 1), (80, 80), (1024, 65535), (3, 17), (0, 1023), (8000, 8100), (65535, 65535), (5, 4095)] {
+            let p = range_prefixes(lo, hi);
+            for v in 0..=70_000u32 {
+                let inside = p.iter().filter(|(net, len)| v & !((1u64 << (32 - u32::from(*len))) - 1) as u32 == *net).count();
+                assert_eq!(inside, usize::from((lo..=hi).contains(&v)), "{lo}..={hi}: {v} in {p:?}");
+            }
+        }
+        assert_eq!(range_prefixes(0, u32::MAX), [(0, 0)]);
+        assert_eq!(range_prefixes(1024, 65535), [(1024, 22), (2048, 21), (4096, 20), (8192, 19), (16384, 18), (32768, 17)]);
+    }
 
     #[test]
     fn decode_and_verdict_see_the_whole_info_layout() {

@@ -52,6 +52,27 @@ pub enum PortExpr {
 }
 
 impl PortExpr {
+    /// The ports that match, as sorted, disjoint, non-adjacent inclusive
+    /// ranges (the same set as [`PortExpr::matches`] accepts).
+    pub fn ranges(&self) -> Vec<(u16, u16)> {
+        match self {
+            PortExpr::Any => vec![(0, u16::MAX)],
+            PortExpr::Range(lo, hi) if lo <= hi => vec![(*lo, *hi)],
+            PortExpr::Range(..) => Vec::new(),
+            PortExpr::Not(x) => complement(&x.ranges()),
+            PortExpr::List(items) => {
+                let (negated, plain): (Vec<&PortExpr>, Vec<&PortExpr>) = items.iter().partition(|x| matches!(x, PortExpr::Not(_)));
+                let mut set = if plain.is_empty() { vec![(0, u16::MAX)] } else { union(plain.iter().flat_map(|x| x.ranges()).collect()) };
+                for n in negated {
+                    let PortExpr::Not(inner) = n else { unreachable!("partitioned on Not") };
+                    // Matching a negated element is failing the list: remove what it matches.
+                    set = intersect(&set, &complement(&inner.ranges()));
+                }
+                set
+            }
+        }
+    }
+
     /// Whether `p` matches.
     pub fn matches(&self, p: u16) -> bool {
         match self {
@@ -61,6 +82,53 @@ impl PortExpr {
             PortExpr::List(items) => list_matches(items, |x| x.matches(p), |x| matches!(x, PortExpr::Not(_))),
         }
     }
+}
+
+/// Sorted, merged ranges of `r`.
+fn union(mut r: Vec<(u16, u16)>) -> Vec<(u16, u16)> {
+    r.sort_unstable();
+    let mut out: Vec<(u16, u16)> = Vec::with_capacity(r.len());
+    for (lo, hi) in r {
+        match out.last_mut() {
+            Some((_, h)) if u32::from(lo) <= u32::from(*h) + 1 => *h = (*h).max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+/// The ports not in `r` (sorted, disjoint).
+fn complement(r: &[(u16, u16)]) -> Vec<(u16, u16)> {
+    let mut out = Vec::new();
+    let mut next: u32 = 0;
+    for &(lo, hi) in r {
+        if u32::from(lo) > next {
+            out.push((next as u16, lo - 1));
+        }
+        next = u32::from(hi) + 1;
+    }
+    if next <= u32::from(u16::MAX) {
+        out.push((next as u16, u16::MAX));
+    }
+    out
+}
+
+/// The ports in both (each sorted, disjoint).
+fn intersect(a: &[(u16, u16)], b: &[(u16, u16)]) -> Vec<(u16, u16)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (lo, hi) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        if lo <= hi {
+            out.push((lo, hi));
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    out
 }
 
 fn list_matches<T>(items: &[T], m: impl Fn(&T) -> bool, negated: impl Fn(&T) -> bool) -> bool {

@@ -481,3 +481,36 @@ fn flowbit_names_beyond_the_info_layout_skip_their_rules() {
     assert!(skipped.iter().all(|s| s.option == "flowbits" && s.reason.contains("more than 256 flowbit names")), "{skipped:?}");
     assert_eq!(crate::compile::FlowbitNames::of(&rules).words(), 8);
 }
+
+#[test]
+fn port_ranges_are_what_matches_accepts() {
+    let exprs = [
+        "any",
+        "80",
+        "1024:",
+        ":1023",
+        "!80",
+        "[80,443,8000:8100]",
+        "[!80,!443]",
+        "[1:100,!50:60]",
+        "![80,443]",
+        "[[80,81],![81]]",
+        "[!1024:,22]",
+        "65535",
+        "0",
+        "[0:10,5:20,30]",
+        "![!53]",
+        "[!0:65535]",
+    ];
+    for e in exprs {
+        let r = one(&format!("alert tcp any {e} -> any any (sid:1;)"));
+        let x = &r.sport;
+        let ranges = x.ranges();
+        for w in ranges.windows(2) {
+            assert!(u32::from(w[0].1) + 1 < u32::from(w[1].0), "{e}: {ranges:?} not sorted, disjoint and merged");
+        }
+        for p in 0..=u16::MAX {
+            assert_eq!(ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&p)), x.matches(p), "{e}: port {p}");
+        }
+    }
+}
