@@ -619,9 +619,26 @@ const L_HBASE: u32 = 4;
 const L_HEND: u32 = 5;
 /// The retries left to the current rule (see [`RETRY_LIMIT_PER_BYTE`]).
 const L_RETRY: u32 = 10;
+/// The IP payload's bounds, for `ip` rules (the L4 payload's are
+/// [`L_BASE`], [`L_END`]): a keyed rule finds its payload's bounds there,
+/// set once per packet before the candidates.
+const L_IPBASE: u32 = bytes::L_AFTER;
+const L_IPEND: u32 = L_IPBASE + 1;
+/// The rule a shared `matched_*` block logs.
+const L_RULE: u32 = L_IPBASE + 2;
 /// Locals before the matchers' own (after the candidate loop's, [`L_CB`],
-/// [`L_RETRY`], and the byte options', `bytes::L_VARS` and the rest).
-const L_FIXED: u32 = bytes::L_AFTER;
+/// [`L_RETRY`], the byte options' (`bytes::L_VARS` and the rest), and
+/// [`L_RULE`]).
+const L_FIXED: u32 = L_IPBASE + 3;
+
+/// The locals of a rule's payload bounds.
+fn payload_locals(proto: Proto) -> (u32, u32) {
+    if proto == Proto::Ip {
+        (L_IPBASE, L_IPEND)
+    } else {
+        (L_BASE, L_END)
+    }
+}
 
 /// A rule whose relative options fail retries earlier contents at their
 /// next occurrences (Snort's backtracking); on a hostile payload the
@@ -669,12 +686,13 @@ pub fn http_fields(rules: &[Rule]) -> u32 {
     rules.iter().flat_map(|r| &r.detection).filter_map(|d| http_field(d.buffer())).fold(0, |m, (f, _)| m | 1 << f)
 }
 
-/// The locals holding a matcher's buffer bounds: the payload's, or the HTTP buffer's.
-fn bounds(b: Buffer) -> (u32, u32) {
+/// The locals holding a matcher's buffer bounds: the HTTP buffer's, or the
+/// payload's of the rule being generated.
+fn bounds(g: &Gen, b: Buffer) -> (u32, u32) {
     if http_field(b).is_some() {
         (L_HBASE, L_HEND)
     } else {
-        (L_BASE, L_END)
+        g.payload
     }
 }
 
@@ -732,6 +750,10 @@ struct Gen<'p> {
     thresholds: bool,
     /// Whether a rule may hit the retry limit (the NetPE needs its `unins` counters).
     retry_limits: bool,
+    /// The locals of the current rule's payload bounds ([`payload_locals`]).
+    payload: (u32, u32),
+    /// The actions (by [`action_code`]) whose shared `matched_*` block keyed rules jump to.
+    matched: [bool; 3],
 }
 
 /// A port set of more ranges than this is checked with a bitmap.
@@ -755,6 +777,8 @@ impl<'p> Gen<'p> {
             flowbits,
             thresholds: false,
             retry_limits: false,
+            payload: (L_BASE, L_END),
+            matched: [false; 3],
         }
     }
 
@@ -1042,6 +1066,7 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
             max_matchers = max_matchers.max(r.detection.len());
             let section = SECTIONS.iter().position(|s| s.proto == r.proto).expect("every protocol has a section");
             let ids = rule_patterns(&mut g, r);
+            g.payload = payload_locals(r.proto);
             if keys[next] == Key::Always {
                 let skip = g.label(&format!("r{id}_end"));
                 rule_body(&mut g, r, id, &ids, &skip);
@@ -1049,13 +1074,16 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
                 always[section].push_str(&g.text);
             } else {
                 g.at(&format!("r{id}_c"));
-                if r.proto != Proto::Ip {
-                    // An address key does not say the protocol.
+                if r.proto != Proto::Ip && !matches!(keys[next], Key::Pattern(_)) {
+                    // An address or port key does not say the protocol (a
+                    // fast pattern does: it is searched in its class's payload).
                     op!(g, "push {}", info::CLASS);
                     g.op("iload.8");
                     op!(g, "push {}", SECTIONS[section].group);
                     g.op("jcmp.neq cand_word");
                 }
+                // The payload's bounds, short-lived (cheaper for the register allocator than
+                // bounds live across every rule).
                 payload_bounds(&mut g, &SECTIONS[section]);
                 rule_body(&mut g, r, id, &ids, "cand_word");
                 keyed.push(id);
@@ -1099,10 +1127,20 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
             let _ = writeln!(t, "    jump {}", if s.proto == Proto::Ip { after_ip } else { "sec_ip" });
         }
         if !keyed.is_empty() {
+            t.push_str("cands:\n");
             candidate_loop(&mut t, cands, lo as u32 / 1024, (next - 1) as u32 / 1024);
             let items: Vec<String> = keyed.iter().map(|id| format!("{id}: r{id}_c")).collect();
             let _ = writeln!(t, "    switch {}, default: cand_word", items.join(", "));
             t.push_str(&keyed_code);
+            // The shared blocks of the keyed rules that matched (the rule in L_RULE).
+            let matched = g.matched;
+            for action in (0..3).filter(|a| matched[*a as usize]) {
+                g.text.clear();
+                g.at(&format!("matched_{action}"));
+                op!(g, "locload {L_RULE}");
+                log_match(&mut g, action, "cand_word");
+                t.push_str(&g.text);
+            }
         }
         t.push_str("done:\n    ret 0\nends\n");
         out.push((next - lo, Detect { text: t, patterns: g.patterns, regexes: g.regexes, retry_limits: g.retry_limits }));
@@ -1117,8 +1155,7 @@ fn detects(rules: &[Rule], keys: &[Key], cands: Candidates, ports: &mut PortCach
 fn candidate_loop(t: &mut String, cands: Candidates, jlo: u32, jhi: u32) {
     let _ = write!(
         t,
-        "cands:
-    push {jlo}
+        "    push {jlo}
     locstore {L_CJ}
 cand_sum:
     locload {L_CJ}
@@ -1183,16 +1220,17 @@ cand_word:
     );
 }
 
-/// Sets the payload bounds locals to section `s`'s payload.
+/// Sets the payload bounds locals of section `s`'s rules to its payload.
 fn payload_bounds(g: &mut Gen, s: &Section) {
+    let (base, end) = payload_locals(s.proto);
     op!(g, "push {}", s.payload);
     g.op("iload.16");
-    op!(g, "locstore {L_BASE}");
-    op!(g, "locload {L_BASE}");
+    op!(g, "locstore {base}");
+    op!(g, "locload {base}");
     op!(g, "push {}", s.payload_len);
     g.op("iload.16");
     g.op("add");
-    op!(g, "locstore {L_END}");
+    op!(g, "locstore {end}");
 }
 
 /// Each matcher's table id: the pattern id of a content, the regex id of a
@@ -1237,8 +1275,9 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
     }
     if (0..r.detection.len()).any(|i| retry_target(r, i).is_some()) {
         // The rule's retries: 8 per payload byte, and 64.
-        op!(g, "locload {L_END}");
-        op!(g, "locload {L_BASE}");
+        let (base, end) = g.payload;
+        op!(g, "locload {end}");
+        op!(g, "locload {base}");
         g.op("sub");
         op!(g, "push {}", RETRY_LIMIT_PER_BYTE.trailing_zeros());
         g.op("shl");
@@ -1252,7 +1291,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             // A buffer of its own: the cursor starts at its start.
             enter_buffer(g, buffer, fail);
         }
-        let (base, end) = bounds(buffer);
+        let (base, end) = bounds(g, buffer);
         let back = match retry_target(r, i) {
             Some(j) => {
                 let gate = format!("{}_retry", retry[j]);
@@ -1439,19 +1478,35 @@ fn rule_action(g: &mut Gen, r: &Rule, rule_id: usize, fail: &str) {
         g.op("copro.out thr, 0");
         op!(g, "jz {fail}");
     }
-    // Log (packet, rule, action) and set the verdict bits.
+    let action = action_code(r.action);
+    if fail == "cand_word" {
+        // A keyed rule: the NetPE's shared block for the action logs it.
+        op!(g, "push {rule_id}");
+        op!(g, "locstore {L_RULE}");
+        op!(g, "jump matched_{action}");
+        g.matched[action as usize] = true;
+        return;
+    }
+    op!(g, "push {rule_id}");
+    log_match(g, action, fail);
+}
+
+/// Logs (packet, the rule id on the stack, `action`) and sets the verdict
+/// bits; then goes to `next`.
+fn log_match(g: &mut Gen, action: u32, next: &str) {
+    op!(g, "locstore {L_RULE}");
     op!(g, "push {}", info::INDEX);
     g.op("iload.32");
     g.op("copro.in log, 0");
-    op!(g, "push {rule_id}");
+    op!(g, "locload {L_RULE}");
     g.op("copro.in log, 1");
-    op!(g, "push {}", action_code(r.action));
+    op!(g, "push {action}");
     g.op("copro.in log, 2");
     g.op("copro.invoke log, 0");
-    let bits = match r.action {
-        crate::rules::Action::Alert => info::ALERTED,
-        crate::rules::Action::Drop => info::ALERTED | info::DROP,
-        crate::rules::Action::Pass => info::PASS,
+    let bits = match action {
+        0 => info::ALERTED,
+        1 => info::ALERTED | info::DROP,
+        _ => info::PASS,
     };
     op!(g, "push {}", info::VERDICT);
     op!(g, "push {}", info::VERDICT);
@@ -1459,7 +1514,7 @@ fn rule_action(g: &mut Gen, r: &Rule, rule_id: usize, fail: &str) {
     op!(g, "push {bits}");
     g.op("or");
     g.op("istore.8");
-    op!(g, "jump {fail}");
+    op!(g, "jump {next}");
 }
 
 /// Jumps to `fail` unless the packet's addresses and ports match the
@@ -1832,7 +1887,7 @@ fn enter_buffer(g: &mut Gen, buffer: Buffer, fail: &str) {
         g.op("iload.16");
         op!(g, "locstore {L_HEND}");
     }
-    let (base, _) = bounds(buffer);
+    let (base, _) = bounds(g, buffer);
     op!(g, "locload {base}");
     op!(g, "locstore {L_CURSOR}");
 }
