@@ -2,6 +2,7 @@
 """NetVMSnort on public rule sets (issue 15): `netvm ids` measured as a user runs it.
 
   scripts/bench-ids.sh [--rounds N] [--packets N] [--only compile,throughput] [--sets et,snort3] [--traces protomix,corpus]
+  scripts/bench-ids.py --summary FILE [GIT]   # the summary of a run in FILE (the last, or that of revision GIT)
 
 measures, in interleaved rounds (the order of the commands alternates from
 round to round), each command's wall time from outside the process and its
@@ -30,7 +31,8 @@ The binary measured is a copy of target/release/netvm taken at the start
 (others may rebuild the shared target directory meanwhile).
 
 Writes benches/results/ids-DATE.jsonl (one record per measurement, a
-`meta` record first) and prints a Markdown summary (medians over rounds).
+`meta` record first; the runs of other revisions already in the file are
+kept) and prints a Markdown summary (medians over rounds).
 """
 
 import argparse
@@ -265,10 +267,23 @@ def main():
             records.append(r)
             print(f"bench-ids:   {kind} {s} {t}: {r['wall_s']:.2f} s, {r['rss_kib']} KiB, alerts {r['alerts']}", file=sys.stderr)
 
+    # Earlier runs of other revisions in the same file stay (each run is a
+    # `meta` record and the measurements after it); a run of this revision
+    # replaces them.
+    kept = []
+    if os.path.exists(out_path):
+        run = []
+        for line in open(out_path):
+            x = json.loads(line)
+            if x.get("kind") == "meta":
+                kept += run if run and run[0].get("git") != records[0].get("git") else []
+                run = []
+            run.append(x)
+        kept += run if run and run[0].get("kind") == "meta" and run[0].get("git") != records[0].get("git") else []
     with open(out_path, "w") as f:
-        for x in records:
+        for x in kept + records:
             f.write(json.dumps(x) + "\n")
-    print(f"bench-ids: wrote {out_path}", file=sys.stderr)
+    print(f"bench-ids: wrote {out_path} ({len(kept)} records of earlier revisions kept)", file=sys.stderr)
     summary(records)
 
 
@@ -305,9 +320,12 @@ def summary(records):
                 print(f"| {names.get(s, s)} | {t} | {st.get('packets', 0):,} | {b / 1e6:.0f} | {median([r['wall_s'] for r in x]):.2f} | "
                       f"{whole:.3f} | {proc:.2f} | {median([r['stats'].get('ns_per_packet') for r in x]):.0f} | "
                       f"{'/'.join(str(v) for v in alerts)} | {st.get('faults', '?')} | {median([r['rss_kib'] for r in x]) / 1024:.0f} |")
-        unins = {k for r in thr for k in r["stats"] if "uninspected" in k}
-        if unins:
-            print("\nuninspected counters: " + ", ".join(sorted(unins)))
+        # What was not fully inspected, by reason, summed over every run.
+        unins = {}
+        for r in thr:
+            for k, v in (r["stats"].get("uninspected") or {}).items():
+                unins[k] = unins.get(k, 0) + v
+        print("\nuninspected (every run, by reason): " + (", ".join(f"{k} {v}" for k, v in sorted(unins.items())) or "none"))
     c = meta.get("corpus")
     if c:
         print(f"\ntcpdump corpus merged: {c['files']} Ethernet pcap files ({c['not_ethernet']} of other link types and "
@@ -317,6 +335,14 @@ def summary(records):
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--summary":
-        summary([json.loads(l) for l in open(sys.argv[2])])
+        # The last run in the file (its `meta` record and what follows), or
+        # the run of the revision named after the file.
+        runs = []
+        for x in (json.loads(l) for l in open(sys.argv[2])):
+            if x.get("kind") == "meta":
+                runs.append([])
+            runs[-1].append(x)
+        pick = [r for r in runs if len(sys.argv) > 3 and r[0].get("git") == sys.argv[3]] or runs[-1:]
+        summary(pick[-1])
     else:
         main()
