@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use netvm_copro::regex::{compile_check, compile_pcre2, parse_pcre, Engine, Search};
+use netvm_copro::regex::{compile_check, compile_pcre2, parse_pcre, validate, Engine, Search};
 use netvm_traffic::SplitMix64;
 use regex_automata::util::syntax;
 use regex_syntax::hir::{Class, Hir, HirKind};
@@ -140,6 +140,8 @@ fn corpus_pcres_agree_with_pcre2() {
                 continue;
             }
         };
+        // `validate` (what the IDS checks rules with) agrees with building.
+        assert_eq!(validate(&spec).is_ok(), compile_check(&spec).is_ok(), "{}", spec.pattern);
         let engine = match compile_check(&spec) {
             Ok(e) => e,
             Err(e) => {

@@ -1,6 +1,6 @@
 //! A rule's `pcre` as the `regex` coprocessor runs it: validated when the
 //! rule is compiled, with the coprocessor's own code
-//! ([`netvm_copro::regex::compile_check`]), so that a pattern neither
+//! ([`netvm_copro::regex::validate`]), so that a pattern neither
 //! engine (regex-automata, PCRE2) can build skips its rule, with the line
 //! and the reason, instead of failing the whole table at load time.
 //!
@@ -8,7 +8,7 @@
 //! compiler's (the search starts at the cursor); `B` and the buffer flags
 //! choose the region ([`crate::rules::Buffer`]) and stay out of the table.
 
-use netvm_copro::regex::{compile_check, PcreSpec};
+use netvm_copro::regex::{validate, PcreSpec};
 
 use crate::rules::Pcre;
 
@@ -16,7 +16,7 @@ use crate::rules::Pcre;
 /// written, and its PCRE flags; `Err` says why neither engine builds it.
 pub fn regex_spec(p: &Pcre) -> Result<PcreSpec, String> {
     let spec = coprocessor_spec(p);
-    compile_check(&spec)?;
+    validate(&spec)?;
     Ok(spec)
 }
 

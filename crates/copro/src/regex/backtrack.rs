@@ -56,6 +56,16 @@ fn error_message(code: c_int) -> String {
 impl Pcre2Regex {
     /// Compiles `pattern` with the PCRE flags of `spec` (UTF and UCP forbidden).
     pub fn compile(pattern: &str, spec: &PcreSpec) -> Result<Pcre2Regex, String> {
+        Pcre2Regex::build(pattern, spec, true)
+    }
+
+    /// Whether PCRE2 compiles `pattern` with the flags of `spec`, without
+    /// JIT-compiling it: the check is all that is wanted.
+    pub fn check(pattern: &str, spec: &PcreSpec) -> Result<(), String> {
+        Pcre2Regex::build(pattern, spec, false).map(drop)
+    }
+
+    fn build(pattern: &str, spec: &PcreSpec, jit: bool) -> Result<Pcre2Regex, String> {
         let mut opts = PCRE2_NEVER_UTF | PCRE2_NEVER_UCP;
         for (on, o) in [
             (spec.caseless, PCRE2_CASELESS),
@@ -75,9 +85,11 @@ impl Pcre2Regex {
         // slice; the error outputs point at live locals; no compile context.
         let code = unsafe { pcre2_compile_8(pattern.as_ptr(), pattern.len(), opts, &mut err, &mut at, ptr::null_mut()) };
         let code = NonNull::new(code).ok_or_else(|| format!("{} at offset {at}", error_message(err)))?;
-        // JIT when the platform has it; the interpreter otherwise (same results).
-        // SAFETY: `code` is a valid compiled pattern that nothing else uses yet.
-        let _ = unsafe { pcre2_jit_compile_8(code.as_ptr(), PCRE2_JIT_COMPLETE) };
+        if jit {
+            // JIT when the platform has it; the interpreter otherwise (same results).
+            // SAFETY: `code` is a valid compiled pattern that nothing else uses yet.
+            let _ = unsafe { pcre2_jit_compile_8(code.as_ptr(), PCRE2_JIT_COMPLETE) };
+        }
         Ok(Pcre2Regex { code, override_limits: spec.override_limits })
     }
 
