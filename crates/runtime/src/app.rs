@@ -163,25 +163,7 @@ impl Application {
             };
             loaded.verify()
         };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(manifest.netpes.len()).max(1);
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut loaded: Vec<(usize, Result<_, RuntimeError>)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(spec) = manifest.netpes.get(i) else { break mine };
-                            mine.push((i, load(spec)));
-                        }
-                    })
-                })
-                .collect();
-            workers.into_iter().flat_map(|w| w.join().expect("verifying a program panicked")).collect()
-        });
-        loaded.sort_by_key(|(i, _)| *i);
-        let mut loaded = loaded.into_iter().map(|(_, v)| v);
+        let mut loaded = crate::parallel::map_ordered(&manifest.netpes, 1, load).into_iter();
         for (i, spec) in manifest.netpes.iter().enumerate() {
             if index.insert(spec.name.as_str(), i as u32).is_some() {
                 return Err(bad(format!("NetPE `{}` defined twice", spec.name)));
@@ -765,29 +747,15 @@ impl Application {
         }
         let mut work: Vec<(&mut Box<dyn Coprocessor>, &[usize])> =
             jobs.iter().map(|(at, ts)| (instances[by_at[at]].take().expect("each instance once"), ts.as_slice())).collect();
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(work.len()).max(1);
-        let queue = std::sync::Mutex::new(work.iter_mut().rev().collect::<Vec<_>>());
-        let mut errors: Vec<(usize, String)> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut errors = Vec::new();
-                        loop {
-                            let job = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
-                            let Some((copro, ts)) = job else { break errors };
-                            for &t in ts.iter() {
-                                let (name, text) = &tables[t];
-                                if let Err(e) = copro.load(text) {
-                                    errors.push((t, format!("loading {name}: {e}")));
-                                    break;
-                                }
-                            }
-                        }
-                    })
-                })
-                .collect();
-            workers.into_iter().flat_map(|w| w.join().expect("a table load panicked")).collect()
-        });
+        let mut errors: Vec<(usize, String)> = crate::parallel::map_ordered_mut(&mut work, |(copro, ts)| {
+            ts.iter().find_map(|&t| {
+                let (name, text) = &tables[t];
+                copro.load(text).err().map(|e| (t, format!("loading {name}: {e}")))
+            })
+        })
+        .into_iter()
+        .flatten()
+        .collect();
         errors.sort();
         errors.into_iter().next().map_or(Ok(()), |(_, e)| Err(e))
     }

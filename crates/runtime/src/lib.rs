@@ -26,6 +26,7 @@ mod app;
 mod distribute;
 mod driver;
 pub mod manifest;
+pub mod parallel;
 pub mod program;
 mod stats;
 

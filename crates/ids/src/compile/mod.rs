@@ -417,9 +417,11 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
 /// Assembles the listings, on as many threads as the host has (each
 /// listing is independent); the first error in order.
 fn assemble_all(listings: &[(String, String)]) -> Result<Vec<netil::Module>, String> {
-    par_map(listings, 1, |(name, text)| netil::assemble(text).map(|a| a.module).map_err(|e| format!("{name}: {}", e.display_with(name))))
-        .into_iter()
-        .collect()
+    netvm_runtime::parallel::map_ordered(listings, 1, |(name, text)| {
+        netil::assemble(text).map(|a| a.module).map_err(|e| format!("{name}: {}", e.display_with(name)))
+    })
+    .into_iter()
+    .collect()
 }
 
 /// The flowbit names of a rule set, numbered in order of first use, and
@@ -569,31 +571,7 @@ pub fn select(set: &RuleSet) -> (Vec<Rule>, Vec<Skip>) {
 /// (checking a pcre builds it: most of the time goes there).
 fn unsupported_all(rules: &[Rule]) -> Vec<Option<Skip>> {
     // Small blocks handed out in turn: the pcres cluster in parts of a rule file.
-    par_map(rules, 32, unsupported)
-}
-
-/// `f` of every item, in order, on as many threads as the host has, each
-/// taking the next `block` items in turn.
-fn par_map<T: Sync, R: Send>(items: &[T], block: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(items.len().div_ceil(block)).max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut done: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let at = block * next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(part) = items.get(at..(at + block).min(items.len())).filter(|p| !p.is_empty()) else { break mine };
-                        mine.push((at, part.iter().map(&f).collect()));
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().expect("a worker of par_map panicked")).collect()
-    });
-    done.sort_by_key(|(at, _)| *at);
-    done.into_iter().flat_map(|(_, v)| v).collect()
+    netvm_runtime::parallel::map_ordered(rules, 32, unsupported)
 }
 
 /// The ports each port expression matches (by its text), shared by every
@@ -1314,15 +1292,7 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
                 op!(g, "locload {e}");
                 op!(g, "locload {s}");
                 op!(g, "jcmp.sle {missing}");
-                op!(g, "push {pid}");
-                g.op("copro.in sm, 0");
-                op!(g, "locload {s}");
-                g.op("copro.in sm, 1");
-                op!(g, "locload {e}");
-                op!(g, "locload {s}");
-                g.op("sub");
-                g.op("copro.in sm, 2");
-                g.op("copro.invoke sm, 3");
+                search_region(g, "sm", pid, (s, e), 3);
                 g.op("copro.out sm, 0");
                 op!(g, "jz {missing}");
                 if c.negated {
@@ -1341,16 +1311,8 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
             }
             Detection::Pcre(p) => {
                 g.at(&try_label);
-                op!(g, "push {}", ids[i]);
-                g.op("copro.in re, 0");
                 let start = if p.relative() { L_CURSOR } else { base };
-                op!(g, "locload {start}");
-                g.op("copro.in re, 1");
-                op!(g, "locload {end}");
-                op!(g, "locload {start}");
-                g.op("sub");
-                g.op("copro.in re, 2");
-                g.op("copro.invoke re, 0");
+                search_region(g, "re", ids[i], (start, end), 0);
                 // out 0: 1 matched, 0 not, 2 not inspected (PCRE2's limit): the rule does not match.
                 g.op("copro.out re, 0");
                 if p.negated {
@@ -1424,6 +1386,21 @@ fn rule_body(g: &mut Gen, r: &Rule, rule_id: usize, ids: &[u32], fail: &str) {
         g.op("copro.invoke unins, 0");
         op!(g, "jump {fail}");
     }
+}
+
+/// Invokes operation `op` of coprocessor `copro` (`strmatch` `find`,
+/// `regex` search: their registers are alike) with pattern `id` over the
+/// region between the locals `start` and `end`.
+fn search_region(g: &mut Gen, copro: &str, id: u32, (start, end): (u32, u32), op: u8) {
+    op!(g, "push {id}");
+    op!(g, "copro.in {copro}, 0");
+    op!(g, "locload {start}");
+    op!(g, "copro.in {copro}, 1");
+    op!(g, "locload {end}");
+    op!(g, "locload {start}");
+    g.op("sub");
+    op!(g, "copro.in {copro}, 2");
+    op!(g, "copro.invoke {copro}, {op}");
 }
 
 /// The content option `i` of `r` backtracks to when it fails: the nearest
