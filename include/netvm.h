@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 3
+#define NETVM_ABI_VERSION 4
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -44,12 +44,26 @@ struct netvm_xb {
                            passed to coprocessor operations; any value for a C host */
 };
 
+/* Where a coprocessor instance keeps its registers (its inline register
+ * file): bit r of `inputs` set means input register r is input[r], and the
+ * code stores copro.in there; bit r of `outputs` set means output register r
+ * is output[r], and the code loads copro.out there. Other registers go
+ * through netvm_rt_copro_in / netvm_rt_copro_out. */
+struct netvm_regfile {
+    uint32_t *input;
+    const uint32_t *output;
+    uint32_t inputs;
+    uint32_t outputs;
+};
+
 /* The memories of one NetPE, in application (manifest) order. */
 struct netvm_node {
     uint8_t *data;      /* data memory: exactly netvm_layout.nodes[i].data_size bytes, */
     uint64_t data_len;  /* zeroed before netvm_init; persists across packets */
     void *copros;       /* coprocessor instances: Rust objects of netvm-rt's host; a C */
     uint64_t ncopros;   /* host passes NULL, 0 and every copro.* instruction faults */
+    const struct netvm_regfile *regs; /* ncopros register files (NULL when ncopros is 0),
+                                         valid for the call */
 };
 
 /* What netvm_init and netvm_run receive. */

@@ -55,7 +55,7 @@ use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::share::Tally;
 
@@ -351,6 +351,10 @@ impl Coprocessor for AddrSetCopro {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
     }
 
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -28,7 +28,7 @@
 //! flow reach one worker, so a per-flow counter is exact there, while a
 //! counter of all traffic holds that worker's share of it.
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 /// Largest configurable number of counters.
 pub const MAX_COUNTERS: usize = 1 << 20;
@@ -99,6 +99,10 @@ impl Coprocessor for Counters {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(reg as usize).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
     }
 
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

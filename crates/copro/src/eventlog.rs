@@ -30,7 +30,7 @@
 //! the earliest packets; the others count as `overflow`), and adds up the
 //! statistics.
 
-use netvm_vm::{CoproConfig, CoproError, CoproEvent, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, CoproEvent, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 /// Largest configurable capacity.
 pub const MAX_EVENTS: usize = 1 << 26;
@@ -115,6 +115,11 @@ impl Coprocessor for EventLog {
             0 => Ok(u32::try_from(self.events.len()).unwrap_or(u32::MAX)),
             _ => Err(CoproError::NoRegister(reg)),
         }
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        // Output register 0 (the number of events) is computed on read.
+        RegisterFile::new(&mut self.input, u32::MAX, &mut [], 0)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

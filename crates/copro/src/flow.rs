@@ -171,7 +171,7 @@
 
 use std::fmt::Write as _;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 use crate::table::ExactTable;
 
@@ -868,6 +868,10 @@ impl Coprocessor for Flows {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -28,7 +28,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 /// The `linkstate` coprocessor.
 #[derive(Debug, Default)]
@@ -115,6 +115,10 @@ impl Coprocessor for LinkState {
             0 => Ok(self.state),
             _ => Err(CoproError::NoRegister(reg)),
         }
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::new(std::slice::from_mut(&mut self.port), 1, std::slice::from_mut(&mut self.state), 1)
     }
 
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

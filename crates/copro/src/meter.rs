@@ -45,7 +45,7 @@
 //! a run `absorb` adds every worker's color counts into the first
 //! worker's.
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 /// Largest number of meters in one instance.
 pub const MAX_METERS: usize = 65536;
@@ -253,6 +253,10 @@ impl Coprocessor for Meters {
             0 => Ok(self.color),
             _ => Err(CoproError::NoRegister(reg)),
         }
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::new(&mut self.input, u32::MAX, std::slice::from_mut(&mut self.color), 1)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

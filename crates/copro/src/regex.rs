@@ -83,7 +83,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 use regex_automata::meta::{self, Regex};
 use regex_automata::util::syntax;
 use regex_automata::{Anchored, Input};
@@ -598,6 +598,10 @@ impl Coprocessor for RegexCopro {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(reg as usize).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

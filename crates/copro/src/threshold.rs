@@ -48,7 +48,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 /// Most nodes in one instance.
 pub const MAX_CAPACITY: usize = 1 << 24;
@@ -237,6 +237,10 @@ impl Coprocessor for Thresholds {
             0 => Ok(self.report),
             _ => Err(CoproError::NoRegister(reg)),
         }
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::new(&mut self.input, u32::MAX, std::slice::from_mut(&mut self.report), 1)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -18,7 +18,7 @@ use cranelift_module::{FuncId, Linkage, Module, ModuleResult};
 pub use netvm_rt::helpers::{
     netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3, HELPER_FAULT,
 };
-use netvm_vm::{Coprocessor, PeState, XbView};
+use netvm_vm::{Coprocessor, PeState, RegisterFile, XbView};
 
 /// The execution context of one invocation of a single compiled handler
 /// (`#[repr(C)]`: compiled code reads its fields at fixed offsets).
@@ -43,6 +43,12 @@ pub struct JitCtx {
     pub copros: *mut Box<dyn Coprocessor>,
     /// Number of coprocessor instances.
     pub ncopros: u64,
+    /// The instances' inline register files (see
+    /// [`Coprocessor::registers`](netvm_vm::Coprocessor::registers)), or null.
+    pub regs: *const RegisterFile,
+    /// Number of register files at `regs`: `ncopros`, or 0, and then every
+    /// register access calls the instance.
+    pub nregs: u64,
     /// Timestamp seconds.
     pub ts_sec: u64,
     /// Wire length of the packet.
@@ -79,6 +85,10 @@ pub mod offsets {
     pub const COPROS: i32 = offset_of!(JitCtx, copros) as i32;
     /// `ncopros`
     pub const NCOPROS: i32 = offset_of!(JitCtx, ncopros) as i32;
+    /// `regs`
+    pub const REGS: i32 = offset_of!(JitCtx, regs) as i32;
+    /// `nregs`
+    pub const NREGS: i32 = offset_of!(JitCtx, nregs) as i32;
     /// `ts_sec`
     pub const TS_SEC: i32 = offset_of!(JitCtx, ts_sec) as i32;
     /// `wire_len`
@@ -107,6 +117,8 @@ impl JitCtx {
             budget,
             copros: state.copros.as_mut_ptr(),
             ncopros: state.copros.len() as u64,
+            regs: std::ptr::null(),
+            nregs: 0,
             ts_sec: xb.ts.sec,
             wire_len: xb.wire_len,
             in_port: u32::from(in_port),

@@ -41,9 +41,9 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module as _};
-use netil::SegmentKind;
+use netil::{Opcode, SegmentKind};
 use netvm_verify::Verified;
-use netvm_vm::{Limits, Outcome, PeCode, PeState, XbView};
+use netvm_vm::{Limits, Outcome, PeCode, PeState, RegisterFile, XbView};
 
 pub use context::JitCtx;
 
@@ -307,6 +307,9 @@ pub struct JitCode {
     init: Option<HandlerFn>,
     push: HandlerFn,
     info_size: usize,
+    /// Whether the module has `copro.in` or `copro.out`: calls then pass
+    /// the instances' register files.
+    registers: bool,
     /// Cranelift IR of each compiled segment after optimisation, for `--emit clif`.
     clif: Vec<(SegmentKind, String)>,
     /// Machine code of each compiled segment as text, for `--emit asm`.
@@ -397,6 +400,7 @@ impl JitCode {
             init,
             push: push.expect("a verified module has a .push segment"),
             info_size: v.module.info_size as usize,
+            registers: segs.iter().any(|s| s.insns.iter().any(|i| matches!(i.op, Opcode::CoproIn | Opcode::CoproOut))),
             clif,
             asm,
             code_size,
@@ -423,7 +427,21 @@ impl JitCode {
     }
 
     fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
+        /// Instances up to which a call passes their register files.
+        const MAX_FILES: usize = 8;
+        let mut files = [RegisterFile::NONE; MAX_FILES];
+        let n = state.copros.len();
+        let inline = self.registers && n <= MAX_FILES;
+        if inline {
+            for (f, c) in files.iter_mut().zip(state.copros.iter_mut()) {
+                *f = c.registers();
+            }
+        }
         let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, limits.budget);
+        if inline {
+            ctx.regs = files.as_ptr();
+            ctx.nregs = n as u64;
+        }
         // SAFETY: `ctx` points into `state` and `xb`, which are exclusively
         // borrowed for the whole call, so the raw pointers in it stay valid
         // and unaliased; the compiled code only accesses memory inside the
@@ -449,12 +467,13 @@ fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr
         mem(ld(ptr, o::DATA), ld(types::I64, o::DATA_LEN)),
     ];
     let copros = (ld(ptr, o::COPROS), ld(types::I64, o::NCOPROS));
+    let regs = (ld(ptr, o::REGS), ld(types::I64, o::NREGS));
     let budget = ld(types::I64, o::BUDGET);
     let push = kind == SegmentKind::Push;
     let in_port = push.then(|| ld(types::I32, o::IN_PORT));
     let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC, seq: o::SEQ });
     let exits = translate::ExitMode::Return { budget_out: Some((c, o::BUDGET_LEFT)) };
-    translate::SegmentEnv { mems, copros, meta, in_port, budget, exits }
+    translate::SegmentEnv { mems, copros, regs, meta, in_port, budget, exits }
 }
 
 impl PeCode for JitCode {

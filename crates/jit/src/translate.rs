@@ -104,6 +104,9 @@ pub struct SegmentEnv {
     pub mems: [MemView; 3],
     /// The NetPE's coprocessor instances (opaque pointer) and their number (`i64`).
     pub copros: (Value, Value),
+    /// Their inline register files (`*const RegisterFile`) and how many
+    /// there are (`i64`: the number of instances, or 0 for none).
+    pub regs: (Value, Value),
     /// Metadata of the exchange buffer (`.push` only).
     pub meta: Option<MetaView>,
     /// The input port (`i32`, `.push` only).
@@ -229,6 +232,33 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let cont = self.b.create_block();
         self.b.ins().brif(ok, cont, &[], fault, &[]);
         self.b.switch_to_block(cont);
+    }
+
+    /// The inline coprocessor register `reg` of instance `copro` (an output
+    /// register if `output`): branches to a new block, current on return,
+    /// where the register is at the returned value plus the returned offset if the instance's
+    /// register file has it, and to the returned block, where the caller
+    /// calls the instance instead, if it has not (see
+    /// `Coprocessor::registers`). `None`: registers from 32 on are never inline.
+    fn inline_register(&mut self, copro: u8, reg: u8, output: bool) -> Option<(Value, i32, Block)> {
+        if reg >= 32 {
+            return None;
+        }
+        /// `struct netvm_regfile`: its size and field offsets.
+        const SIZE: i32 = 24;
+        let (files, n) = self.env.regs;
+        let (test, inline, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
+        self.b.ins().brif(has, test, &[], call, &[]);
+        self.b.switch_to_block(test);
+        let entry = SIZE * i32::from(copro);
+        let mask = self.b.ins().load(I32, ctx_flags(), files, entry + if output { 20 } else { 16 });
+        let bit = self.b.ins().band_imm_u(mask, 1i64 << reg);
+        self.b.ins().brif(bit, inline, &[], call, &[]);
+        self.b.switch_to_block(inline);
+        let ptr = self.cx.frontend.pointer_type();
+        let base = self.b.ins().load(ptr, ctx_flags(), files, entry + if output { 8 } else { 0 });
+        Some((base, 4 * i32::from(reg), call))
     }
 
     /// The address of the `width`-byte access at instruction `i` to memory
@@ -817,14 +847,31 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
         }
         (Operands::CoproReg { copro, reg }, CoproIn) => {
             let v = tx.get(d - 1);
+            // A store into the register file where the instance has one
+            // (the contract of `Coprocessor::registers`), else a call.
+            let done = tx.b.create_block();
+            if let Some((base, off, call)) = tx.inline_register(*copro, *reg, false) {
+                tx.b.ins().store(MemFlagsData::trusted(), v, base, off);
+                tx.b.ins().jump(done, &[]);
+                tx.b.switch_to_block(call);
+            }
             let c = tx.iconst(u32::from(*copro));
             let r = tx.iconst(u32::from(*reg));
             let (cp, n) = tx.env.copros;
             let st = tx.cx.call(tx.b, h.copro_in, &[cp, n, c, r, v]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
+            tx.b.ins().jump(done, &[]);
+            tx.b.switch_to_block(done);
         }
         (Operands::CoproReg { copro, reg }, CoproOut) => {
+            let done = tx.b.create_block();
+            if let Some((base, off, call)) = tx.inline_register(*copro, *reg, true) {
+                let v = tx.b.ins().load(I32, MemFlagsData::trusted(), base, off);
+                tx.set(d, v);
+                tx.b.ins().jump(done, &[]);
+                tx.b.switch_to_block(call);
+            }
             let c = tx.iconst(u32::from(*copro));
             let r = tx.iconst(u32::from(*reg));
             let (cp, n) = tx.env.copros;
@@ -833,6 +880,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             tx.check(ok, FaultKind::Copro);
             let v = tx.b.ins().ireduce(I32, v);
             tx.set(d, v);
+            tx.b.ins().jump(done, &[]);
+            tx.b.switch_to_block(done);
         }
         (Operands::CoproOp { copro, op: o }, CoproInvoke) => {
             let c = tx.iconst(u32::from(*copro));

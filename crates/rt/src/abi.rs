@@ -9,6 +9,9 @@ pub use netvm_abi::{FaultKind, ABI_VERSION, VERDICT_DROP, VERDICT_FAULT};
 /// defined with the machine model, where the runtime builds it.
 pub use netvm_vm::XbDesc;
 
+/// Where an instance keeps its registers (`struct netvm_regfile`).
+pub use netvm_vm::RegisterFile;
+
 /// The memories of one NetPE (`struct netvm_node`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +24,9 @@ pub struct NodeMem {
     pub copros: *mut c_void,
     /// Number of coprocessor instances.
     pub ncopros: u64,
+    /// Their inline register files, `ncopros` of them (null when there are
+    /// none), valid for the call: see [`Coprocessor::registers`](netvm_vm::Coprocessor::registers).
+    pub regs: *const RegisterFile,
 }
 
 /// What compiled applications receive (`struct netvm_app`).
@@ -96,7 +102,9 @@ mod tests {
         assert_eq!(size_of::<XbDesc>(), 40);
         assert_eq!((offset_of!(XbDesc, caplen), offset_of!(XbDesc, ts_sec), offset_of!(XbDesc, in_port)), (8, 16, 28));
         assert_eq!(offset_of!(XbDesc, seq), 32);
-        assert_eq!(size_of::<NodeMem>(), 32);
+        assert_eq!(size_of::<NodeMem>(), 40);
+        assert_eq!(size_of::<RegisterFile>(), 24);
+        assert_eq!((offset_of!(RegisterFile, output), offset_of!(RegisterFile, inputs), offset_of!(RegisterFile, outputs)), (8, 16, 20));
         assert_eq!(size_of::<AppCtx>(), 48);
         assert_eq!((offset_of!(AppCtx, counters), offset_of!(AppCtx, rt), offset_of!(AppCtx, fanned)), (24, 32, 40));
         assert_eq!(size_of::<AppLayoutHeader>(), 36);

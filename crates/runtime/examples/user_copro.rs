@@ -5,7 +5,9 @@
 //!
 //! 1. implement [`netvm_vm::Coprocessor`] (`write` input registers, `read`
 //!    output registers, `invoke` operations; optionally the control plane:
-//!    `dump`, `load`, `clear`, `tick`, `stats`);
+//!    `dump`, `load`, `clear`, `tick`, `stats`; and `registers`, the inline
+//!    register file, so that JIT-compiled code stores and loads plain
+//!    registers without a call: see its contract);
 //! 2. write a factory `fn(&CoproConfig) -> Result<Box<dyn Coprocessor>, String>`
 //!    that reads the instance's settings from the application manifest;
 //! 3. register it under a kind name in a [`netvm_vm::CoproRegistry`] (start
@@ -21,7 +23,7 @@
 
 use netvm_runtime::manifest::NetPeSpec;
 use netvm_runtime::{Application, InterpEngine, JitEngine, Manifest};
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Packet};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Packet, RegisterFile};
 
 /// A Bloom filter over 64-bit keys with `k` hash functions (double hashing).
 ///
@@ -89,6 +91,11 @@ impl Coprocessor for Bloom {
             0 => Ok(self.seen),
             _ => Err(CoproError::NoRegister(reg)),
         }
+    }
+
+    /// Both key words and the answer are plain memory: compiled code reaches them without a call.
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::new(&mut self.key, 0b11, std::slice::from_mut(&mut self.seen), 0b1)
     }
 
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -18,7 +18,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use netvm_vm::buffer::Packets;
-use netvm_vm::{CoproError, CoproEvent, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+use netvm_vm::{CoproError, CoproEvent, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 /// Where one NetPE's coprocessor slot is: (NetPE index, declaration index).
 pub(crate) type Slot = (usize, usize);
@@ -178,6 +178,10 @@ impl Coprocessor for Handle {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.get_mut().read(reg)
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        self.get_mut().registers()
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

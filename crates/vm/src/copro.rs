@@ -70,6 +70,56 @@ pub enum WorkerShare {
     PerWorker,
 }
 
+/// Where an instance keeps its registers, for compiled code to reach
+/// without a call (`struct netvm_regfile` of include/netvm.h): the inline
+/// register file of [`Coprocessor::registers`].
+///
+/// Bit `r` of `inputs` says input register `r` is the `u32` at
+/// `input + r`; bit `r` of `outputs`, that output register `r` is the one
+/// at `output + r`. Registers whose bit is clear (and every register from
+/// 32 on) are reached through [`Coprocessor::write`] and
+/// [`Coprocessor::read`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegisterFile {
+    /// The input registers (null when `inputs` is 0).
+    pub input: *mut u32,
+    /// The output registers (null when `outputs` is 0).
+    pub output: *const u32,
+    /// The input registers at `input`, one bit each.
+    pub inputs: u32,
+    /// The output registers at `output`, one bit each.
+    pub outputs: u32,
+}
+
+impl RegisterFile {
+    /// No register inline: every access calls the instance.
+    pub const NONE: RegisterFile = RegisterFile { input: std::ptr::null_mut(), output: std::ptr::null(), inputs: 0, outputs: 0 };
+
+    /// The registers `input[r]` (where bit `r` of `inputs` is set) and
+    /// `output[r]` (where bit `r` of `outputs` is set); bits beyond either
+    /// slice are cleared.
+    pub fn new(input: &mut [u32], inputs: u32, output: &mut [u32], outputs: u32) -> RegisterFile {
+        let below = |n: usize| if n >= 32 { u32::MAX } else { (1u32 << n) - 1 };
+        let (inputs, outputs) = (inputs & below(input.len()), outputs & below(output.len()));
+        RegisterFile {
+            input: if inputs == 0 { std::ptr::null_mut() } else { input.as_mut_ptr() },
+            output: if outputs == 0 { std::ptr::null() } else { output.as_ptr() },
+            inputs,
+            outputs,
+        }
+    }
+
+    /// Every register of `input` and of `output` inline (the first 32 of each).
+    pub fn over(input: &mut [u32], output: &mut [u32]) -> RegisterFile {
+        RegisterFile::new(input, u32::MAX, output, u32::MAX)
+    }
+}
+
+// SAFETY: a register file is addresses inside an instance that is itself
+// `Send`; it is only dereferenced by code that holds the instance exclusively.
+unsafe impl Send for RegisterFile {}
+
 /// A virtual coprocessor instance.
 pub trait Coprocessor: Send {
     /// The kind name it was created as.
@@ -80,6 +130,31 @@ pub trait Coprocessor: Send {
     fn read(&mut self, reg: u8) -> Result<u32, CoproError>;
     /// Performs operation `op` on the input registers, setting output registers.
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError>;
+    /// The inline register file: where the instance keeps the registers
+    /// that are plain memory, so that compiled code stores `copro.in` and
+    /// loads `copro.out` there instead of calling [`write`] and [`read`]
+    /// (a call remains for `copro.invoke`). The default,
+    /// [`RegisterFile::NONE`], keeps every access a call.
+    ///
+    /// The contract an implementation keeps:
+    /// - where bit `r` of `inputs` is set, `write(r, v)` does nothing but
+    ///   store `v` at `input + r` and succeeds; where bit `r` of `outputs`
+    ///   is set, `read(r)` does nothing but load `output + r` and succeeds;
+    /// - registers that are computed on read, checked on write, or have a
+    ///   side effect keep their bit clear;
+    /// - the addresses stay valid, and `invoke` reads and writes the
+    ///   registers there, until the next call of any other method than
+    ///   `write`, `read` and `invoke` (engines ask again before every batch).
+    ///
+    /// Engines may use the file, or call `write` and `read`: the results are
+    /// the same by this contract. Inside a batch nothing else touches the
+    /// instance while compiled code runs.
+    ///
+    /// [`write`]: Coprocessor::write
+    /// [`read`]: Coprocessor::read
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::NONE
+    }
     /// Control plane: the instance's state as text. Kinds that [`load`]
     /// write it in the format `load` reads, so a dump can be loaded back.
     ///

@@ -75,7 +75,7 @@ pub use table::{Lpm, Lpm4, Lpm6, LpmAddress, LpmError, MAX_NEXT_HOP, MAX_TBL8_GR
 use std::fmt::Write;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::share::Tally;
 
@@ -189,6 +189,11 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        // Input registers 6 and 7 do not exist (`write` refuses them).
+        RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -116,7 +116,7 @@ pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, Timestamp, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 use crate::share::Tally;
 
@@ -529,6 +529,10 @@ impl Coprocessor for Table {
 
     fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
         self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use netvm_vm::buffer::{Batch, PacketPool};
 use netvm_vm::graph::{BatchOutput, FlowCounts, LinkedCode, Verdict};
-use netvm_vm::{FaultKind, Outcome, PeState};
+use netvm_vm::{FaultKind, Outcome, PeState, RegisterFile};
 
 use super::loader::LinkedProgram;
 use super::{AppCtx, AppLayout, FanoutState, LinkedText, NodeMem, XbDesc};
@@ -30,6 +30,9 @@ pub struct LinkedApp {
     info: Vec<u8>,
     /// The node table, rebuilt from the states of each call ([`LinkedApp::bind`]).
     node_mem: Vec<NodeMem>,
+    /// The coprocessors' register files, every NetPE's in turn, rebuilt
+    /// with the node table (whose entries point into it).
+    reg_files: Vec<RegisterFile>,
     /// The pending copies and exits of duplicated packets.
     fanout: Box<FanoutState>,
     /// The budget every handler invocation starts with ([`LinkedCode::set_limits`]).
@@ -57,6 +60,7 @@ impl LinkedApp {
             counters: vec![0; prog.layout.counters + 2 * PAD_WORDS],
             info: vec![0; prog.layout.info_size.max(1) + 2 * PAD_BYTES],
             node_mem: Vec::new(),
+            reg_files: Vec::new(),
             fanout: Box::default(),
             budget: prog.budget,
             prog,
@@ -83,15 +87,25 @@ impl LinkedApp {
         let layout = &self.prog.layout;
         assert_eq!(states.len(), layout.node_base.len(), "one state per NetPE");
         self.node_mem.clear();
+        self.reg_files.clear();
+        for st in states.iter_mut() {
+            self.reg_files.extend(st.copros.iter_mut().map(|c| c.registers()));
+        }
+        let mut files = self.reg_files.as_ptr();
         for (st, size) in states.iter_mut().zip(&layout.data_sizes) {
             // Compiled code relies on data memory being exactly `.datasize` bytes.
             assert_eq!(st.data.len(), *size, "data memory of the size its module declares");
+            let n = st.copros.len();
             self.node_mem.push(NodeMem {
                 data: st.data.as_mut_ptr(),
                 data_len: st.data.len() as u64,
                 copros: st.copros.as_mut_ptr().cast(),
-                ncopros: st.copros.len() as u64,
+                ncopros: n as u64,
+                regs: if n == 0 { std::ptr::null() } else { files },
             });
+            // SAFETY: `reg_files` holds every state's files in turn, so this
+            // stays within it (or one past its end).
+            files = unsafe { files.add(n) };
         }
     }
 

@@ -37,8 +37,9 @@ pub(super) fn build_init<M: Module>(
         let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), nodes, node_off + o);
         let data = MemView { base: ld(b, ptr, off::NODE_DATA), len: ld(b, I64, off::NODE_DATA_LEN) };
         let copros = (ld(b, ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
+        let regs = (ld(b, ptr, off::NODE_REGS), copros.1);
         let empty = MemView { base: null, len: zero64 };
-        let env = SegmentEnv { mems: [empty, empty, data], copros, meta: None, in_port: None, budget, exits: ExitMode::Jump };
+        let env = SegmentEnv { mems: [empty, empty, data], copros, regs, meta: None, in_port: None, budget, exits: ExitMode::Jump };
         let m = &v.module;
         let facts = segment_facts(seg, m, opts.domain, KnownSizes { info: Some(0), data: Some(u64::from(m.data_size)) });
         let exits = translate::translate_segment(b, cx, seg, m, &facts, &[], env);

@@ -45,6 +45,7 @@ mod off {
     pub const NODE_DATA_LEN: i32 = offset_of!(NodeMem, data_len) as i32;
     pub const NODE_COPROS: i32 = offset_of!(NodeMem, copros) as i32;
     pub const NODE_NCOPROS: i32 = offset_of!(NodeMem, ncopros) as i32;
+    pub const NODE_REGS: i32 = offset_of!(NodeMem, regs) as i32;
     pub const NODE_SIZE: i32 = std::mem::size_of::<NodeMem>() as i32;
     pub const APP_BUDGET: i32 = offset_of!(AppCtx, budget) as i32;
     pub const APP_INFO: i32 = offset_of!(AppCtx, info) as i32;
@@ -291,10 +292,12 @@ impl<M: Module> Build<'_, '_, M> {
         let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), nodes, node_off + o);
         let data = MemView { base: ld(b, self.ptr, off::NODE_DATA), len: ld(b, I64, off::NODE_DATA_LEN) };
         let copros = (ld(b, self.ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
+        let regs = (ld(b, self.ptr, off::NODE_REGS), copros.1);
         let info_len = b.ins().iconst(I64, i64::from(self.modules[n].module.info_size));
         SegmentEnv {
             mems: [pkt, MemView { base: info, len: info_len }, data],
             copros,
+            regs,
             meta: Some(MetaView {
                 base: meta,
                 wirelen: off::XB_WIRELEN,
