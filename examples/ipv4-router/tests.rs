@@ -93,8 +93,24 @@ fn reference(routes: &[(u32, u32, u32)], f: &[u8]) -> Fate {
     }
 }
 
+/// The engines every check runs: the interpreter, and the JIT with each
+/// computation batching mode (odd sub-batch sizes, so that sub-batches
+/// end inside the runtime's batches).
+const ENGINES: [(&str, &[&str]); 5] = [
+    ("interp", &["--engine", "interp"]),
+    ("jit-off", &["--batching", "off"]),
+    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
+    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
+    ("jit-auto", &[]),
+];
+
 /// Runs the router; returns each port's output and the stats.
-fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: &str) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+fn run_router(
+    dir: &Path,
+    routes: &str,
+    pkts: &[Packet],
+    (engine, flags): (&str, &[&str]),
+) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
     let input = dir.join("in.pcap");
     let mut w = PcapWriter::create(&input).unwrap();
     for p in pkts {
@@ -104,11 +120,9 @@ fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: &str) -> (BTree
     let route_path = dir.join("routes.txt");
     std::fs::write(&route_path, routes).unwrap();
     let pattern = dir.join(format!("{engine}-out-{{port}}.pcap"));
-    let args = [
+    let mut args = vec![
         "run".to_string(),
         example("app.toml"),
-        "--engine".into(),
-        engine.into(),
         "--load".into(),
         format!("routes={}", route_path.display()),
         "-r".into(),
@@ -118,6 +132,7 @@ fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: &str) -> (BTree
         "--stats".into(),
         "json".into(),
     ];
+    args.extend(flags.iter().map(|f| f.to_string()));
     let o = Command::new(env!("CARGO_BIN_EXE_netvm")).args(&args).output().unwrap();
     assert!(o.status.success(), "netvm {args:?}: {}", String::from_utf8_lossy(&o.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -148,8 +163,8 @@ fn check(seed: u64, nroutes: usize, npkts: usize) {
         }
     }
     let mut runs = Vec::new();
-    for engine in ["interp", "jit"] {
-        let (got, stats) = run_router(dir.path(), &text, &pkts, engine);
+    for (engine, flags) in ENGINES {
+        let (got, stats) = run_router(dir.path(), &text, &pkts, (engine, flags));
         for (port, frames) in &got {
             let want = &want_out[port];
             assert_eq!(frames.len(), want.len(), "seed {seed}, {engine}: frames out of port {port}");
@@ -181,7 +196,9 @@ fn check(seed: u64, nroutes: usize, npkts: usize) {
         assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "seed {seed}, {engine}: {}", stats["faults"]);
         runs.push(got);
     }
-    assert_eq!(runs[0], runs[1], "seed {seed}: the interpreter and the JIT disagree");
+    for (r, (engine, _)) in runs.iter().zip(ENGINES).skip(1) {
+        assert_eq!(&runs[0], r, "seed {seed}: the interpreter and {engine} disagree");
+    }
 }
 
 #[test]

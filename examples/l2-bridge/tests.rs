@@ -72,10 +72,27 @@ fn write_pcap(path: &Path, pkts: &[&Packet]) {
     w.finish().unwrap();
 }
 
+/// The engines every check runs: the interpreter, and the JIT with each
+/// computation batching mode (odd sub-batch sizes, so that sub-batches
+/// end inside the runtime's batches).
+const ENGINES: [(&str, &[&str]); 5] = [
+    ("interp", &["--engine", "interp"]),
+    ("jit-off", &["--batching", "off"]),
+    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
+    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
+    ("jit-auto", &[]),
+];
+
 /// Runs the bridge on `frames` (their `in_port`s are the ports) with `engine`;
 /// returns the output of each port and the `--stats json` object.
-fn run_bridge(dir: &Path, frames: &[Packet], ports: &[u16], engine: &str) -> (HashMap<u16, Vec<Vec<u8>>>, serde_json::Value) {
-    let mut args: Vec<String> = vec!["run".into(), example("app.toml"), "--engine".into(), engine.into()];
+fn run_bridge(
+    dir: &Path,
+    frames: &[Packet],
+    ports: &[u16],
+    (engine, flags): (&str, &[&str]),
+) -> (HashMap<u16, Vec<Vec<u8>>>, serde_json::Value) {
+    let mut args: Vec<String> = vec!["run".into(), example("app.toml")];
+    args.extend(flags.iter().map(|f| f.to_string()));
     for p in ports {
         let file = dir.join(format!("in-{p}.pcap"));
         let mine: Vec<&Packet> = frames.iter().filter(|f| f.in_port == *p).collect();
@@ -109,8 +126,8 @@ fn check(seed: u64, traffic: &BridgeTraffic) {
     let ports: Vec<u16> = (1..=traffic.ports).collect();
     let want = model(&frames, &ports);
     let mut runs = Vec::new();
-    for engine in ["interp", "jit"] {
-        let (got, stats) = run_bridge(dir.path(), &frames, &ports, engine);
+    for (engine, flags) in ENGINES {
+        let (got, stats) = run_bridge(dir.path(), &frames, &ports, (engine, flags));
         for p in &ports {
             let (g, w) = (&got[p], &want.out[p]);
             assert_eq!(g.len(), w.len(), "seed {seed}, {engine}: number of frames out of port {p}");
@@ -127,7 +144,9 @@ fn check(seed: u64, traffic: &BridgeTraffic) {
         assert!(faults.values().all(|v| v == 0), "seed {seed}, {engine}: faults {faults:?}");
         runs.push((got, stats["ports"].clone()));
     }
-    assert_eq!(runs[0], runs[1], "seed {seed}: the interpreter and the JIT disagree");
+    for (r, (engine, _)) in runs.iter().zip(ENGINES).skip(1) {
+        assert_eq!(&runs[0], r, "seed {seed}: the interpreter and {engine} disagree");
+    }
 }
 
 #[test]
@@ -174,7 +193,7 @@ fn forwarding_then_aging_by_hand() {
         frame(mac_a, mac_b, 302, 2),   // B to A (A seen 1 s ago on 1): to 1
         frame(mac_a, mac_b, 303, 1),   // B appears on 1, A is on 1: dropped
     ];
-    let (got, _) = run_bridge(dir.path(), &frames, &[1, 2, 3], "jit");
+    let (got, _) = run_bridge(dir.path(), &frames, &[1, 2, 3], ("jit", &[]));
     assert_eq!(got[&1], vec![frames[0].data.clone(), frames[3].data.clone()]);
     assert_eq!(got[&2], vec![frames[1].data.clone(), frames[2].data.clone()]);
     assert_eq!(got[&3], vec![frames[0].data.clone(), frames[2].data.clone()]);

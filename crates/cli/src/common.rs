@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use netvm_io::{CaptureSource, PcapHeaderSpec, PcapSink};
+use netvm_jit::link::{BatchMode, Batching};
 use netvm_runtime::{Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, LinkMode, RunReport};
 use netvm_vm::port::{OutPacket, PortError, Sink};
 
@@ -45,9 +46,52 @@ impl LinkArg {
 
 /// The engine an `--engine` (and `--link`) choice names.
 pub fn engine(e: EngineArg, link: LinkArg) -> Box<dyn Engine> {
+    engine_batching(e, link, Batching::default())
+}
+
+/// The engine an `--engine`, `--link` and `--batching` choice names.
+pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> Box<dyn Engine> {
     match e {
         EngineArg::Interp => Box::new(InterpEngine),
-        EngineArg::Jit => Box::new(JitEngine::with_link(link.mode())),
+        EngineArg::Jit => Box::new(JitEngine { batching, ..JitEngine::with_link(link.mode()) }),
+    }
+}
+
+/// `--batching`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BatchingArg {
+    /// Packet after packet through the whole data path.
+    Off,
+    /// Stage by stage over sub-batches, without prefetching.
+    On,
+    /// Stage by stage, prefetching between the stages.
+    Prefetch,
+}
+
+impl BatchingArg {
+    /// The JIT's setting, with `--sub-batch` (`None`: chosen at run time).
+    pub fn batching(self, sub_batch: SubBatchArg) -> Batching {
+        let mode = match self {
+            BatchingArg::Off => BatchMode::Off,
+            BatchingArg::On => BatchMode::On,
+            BatchingArg::Prefetch => BatchMode::Prefetch,
+        };
+        Batching { mode, sub_batch: sub_batch.0 }
+    }
+}
+
+/// `--sub-batch`: a size, or `None` for `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubBatchArg(pub Option<usize>);
+
+/// `--sub-batch`: `auto` or 1 to 256.
+pub fn parse_sub_batch(s: &str) -> Result<SubBatchArg, String> {
+    if s == "auto" {
+        return Ok(SubBatchArg(None));
+    }
+    match s.parse::<usize>() {
+        Ok(n) if (1..=netvm_jit::link::ahead::MAX_PACKETS).contains(&n) => Ok(SubBatchArg(Some(n))),
+        _ => Err(format!("`{s}` is not `auto` or a sub-batch size from 1 to {}", netvm_jit::link::ahead::MAX_PACKETS)),
     }
 }
 

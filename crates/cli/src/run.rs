@@ -10,7 +10,7 @@ use netvm_io::PcapHeaderSpec;
 use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, RunReport};
 use netvm_vm::FaultCounts;
 
-use crate::common::{self, EngineArg, EngineOpts, LinkArg};
+use crate::common::{self, BatchingArg, EngineArg, EngineOpts, LinkArg};
 use crate::{report, EXIT_ERROR, EXIT_USAGE};
 
 #[derive(Args, Debug)]
@@ -46,6 +46,18 @@ pub struct RunArgs {
     /// each NetPE (`dispatch`, what the interpreter always does).
     #[arg(long, value_enum, default_value_t = LinkArg::Direct)]
     link: LinkArg,
+    /// Computation batching of a data path with lookups (JIT, `direct` and
+    /// `table`): `off` runs each packet through the whole data path in turn;
+    /// `on` runs sub-batches stage by stage (every packet's lookup keys
+    /// first, then the data path); `prefetch` (the default) also prefetches
+    /// the packets' headers and the entries the lookups will read between
+    /// the stages. Results are the same in every mode.
+    #[arg(long, value_enum, default_value_t = BatchingArg::Prefetch)]
+    batching: BatchingArg,
+    /// Packets per sub-batch of computation batching (1 to 256), or `auto`
+    /// (the default): chosen while the application runs, by measuring.
+    #[arg(long, value_name = "N|auto", default_value = "auto", value_parser = common::parse_sub_batch)]
+    sub_batch: common::SubBatchArg,
     /// Execution budget per handler invocation (overrides the manifest).
     #[arg(long)]
     budget: Option<u64>,
@@ -155,7 +167,7 @@ fn load_manifest(args: &RunArgs, in_ports: &[u16]) -> Result<Manifest, u8> {
 /// Builds the application on the chosen engine, with its links up on
 /// `in_ports` and the `--load` tables loaded; every input port must have a source.
 fn build_app(args: &RunArgs, manifest: &Manifest, in_ports: &[u16]) -> Result<Application, u8> {
-    let engine = common::engine(args.engine, args.link);
+    let engine = common::engine_batching(args.engine, args.link, args.batching.batching(args.sub_batch));
     let registry = netvm_copro::registry();
     let mut app = Application::build(manifest, engine.as_ref(), &registry, args.budget).map_err(|e| report(&e))?;
     app.set_link_state(in_ports);

@@ -37,9 +37,11 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
 - `--stats json` reports every instance's statistics under
   `netpes[].copro.NAME` (and `copro.\"NETPE.NAME\"`);
 - the runtime calls every instance's `tick` with the packet time at least once
-  per second of trace time (aging), and hands it each batch before the batch
-  runs (`prefetch`): `table` and `lpm` prefetch the entries of every packet's
-  key at the offset their `*_pkt` operations last used, so a batch's lookups
+  per second of trace time (aging);
+- the JIT batches lookups (`netvm run --batching`, see docs/applications.md): it
+  computes the keys of a batch's `lpm` and `table` lookups from the packets
+  first, and the instance prefetches the entries they will read
+  (`Coprocessor::lookahead`, `Coprocessor::ahead`), so that the lookups
   overlap their memory latency; results never depend on it;
 - with several workers (`netvm run --workers N`) each worker has its own
   handle on every instance, made with `Coprocessor::fork` after `.init` and

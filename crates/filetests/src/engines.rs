@@ -126,8 +126,10 @@ impl EngineKind {
     pub fn runtime_engine(self) -> Option<Box<dyn Engine>> {
         match self {
             EngineKind::Interp => Some(Box::new(netvm_runtime::InterpEngine)),
-            EngineKind::Jit(_) => Some(Box::new(JitEngine { link: None, opts: self.jit_options() })),
-            EngineKind::Linked(mode, _) => Some(Box::new(JitEngine { link: Some(mode), opts: self.jit_options() })),
+            EngineKind::Jit(_) => Some(Box::new(JitEngine { link: None, opts: self.jit_options(), batching: Default::default() })),
+            EngineKind::Linked(mode, _) => {
+                Some(Box::new(JitEngine { link: Some(mode), opts: self.jit_options(), batching: Default::default() }))
+            }
             EngineKind::Aot(_) => None,
         }
     }

@@ -73,12 +73,18 @@ fn linked_applications_compiled_on_several_threads_agree_with_the_interpreter() 
     let opts = netvm_jit::JitOptions { threads: 4, ..netvm_jit::JitOptions::default() };
     let single_pass = netvm_jit::JitOptions { fast_regalloc_insts: 0, ..opts };
     let engines: [(&str, Box<dyn Engine>); 6] = [
-        ("jit/direct, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Direct), opts })),
-        ("jit/table, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Table), opts })),
-        ("jit/dispatch, 4 threads", Box::new(JitEngine { link: None, opts })),
-        ("jit/direct, single-pass regalloc", Box::new(JitEngine { link: Some(LinkMode::Direct), opts: single_pass })),
-        ("jit/table, single-pass regalloc", Box::new(JitEngine { link: Some(LinkMode::Table), opts: single_pass })),
-        ("jit/dispatch, single-pass regalloc", Box::new(JitEngine { link: None, opts: single_pass })),
+        ("jit/direct, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Direct), opts, batching: Default::default() })),
+        ("jit/table, 4 threads", Box::new(JitEngine { link: Some(LinkMode::Table), opts, batching: Default::default() })),
+        ("jit/dispatch, 4 threads", Box::new(JitEngine { link: None, opts, batching: Default::default() })),
+        (
+            "jit/direct, single-pass regalloc",
+            Box::new(JitEngine { link: Some(LinkMode::Direct), opts: single_pass, batching: Default::default() }),
+        ),
+        (
+            "jit/table, single-pass regalloc",
+            Box::new(JitEngine { link: Some(LinkMode::Table), opts: single_pass, batching: Default::default() }),
+        ),
+        ("jit/dispatch, single-pass regalloc", Box::new(JitEngine { link: None, opts: single_pass, batching: Default::default() })),
     ];
     let mut built = 0usize;
     for a in 0..60 {

@@ -499,11 +499,13 @@ pub struct JitEngine {
     pub link: Option<link::LinkMode>,
     /// Code-generation options.
     pub opts: JitOptions,
+    /// Computation batching of linked applications.
+    pub batching: link::Batching,
 }
 
 impl Default for JitEngine {
     fn default() -> Self {
-        JitEngine { link: Some(link::LinkMode::Direct), opts: JitOptions::default() }
+        JitEngine { link: Some(link::LinkMode::Direct), opts: JitOptions::default(), batching: link::Batching::default() }
     }
 }
 
@@ -551,7 +553,10 @@ impl netvm_vm::Engine for JitEngine {
         let mode = self.link?;
         Some(
             link::LinkedApp::compile(graph, modules, limits, mode, self.opts)
-                .map(|a| Box::new(a) as Box<dyn netvm_vm::graph::LinkedCode>)
+                .map(|mut a| {
+                    a.set_batching(self.batching);
+                    Box::new(a) as Box<dyn netvm_vm::graph::LinkedCode>
+                })
                 .map_err(Into::into),
         )
     }

@@ -74,7 +74,7 @@ fn several_threads_compile_the_same_code_as_one() {
         // dispatch: each NetPE's module on its own (its outputs are checked
         // against the interpreter by netvm-filetests' generated_apps).
         for threads in [1, 4] {
-            let engine = JitEngine { link: None, opts: opts(threads) };
+            let engine = JitEngine { link: None, opts: opts(threads), batching: Default::default() };
             assert_eq!(engine.prepare_all(&modules).map(|c| c.len()).ok(), Some(n), "{n} NetPEs, dispatch, {threads} threads");
         }
     }

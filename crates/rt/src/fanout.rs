@@ -51,6 +51,10 @@ pub struct FanoutState {
     /// Packet indices that were duplicated, in order.
     fanned: Vec<u32>,
     pool: Option<PacketPool>,
+    /// Added to the packet index the hooks receive: the position in the
+    /// batch of the first packet of the current call, when the batch runs
+    /// in several calls (computation batching).
+    base: u64,
 }
 
 impl FanoutState {
@@ -72,8 +76,15 @@ impl FanoutState {
         self.fanned.reserve(packets);
     }
 
+    /// The next calls of the code run the packets of the batch from
+    /// position `base` on (their index 0 is the batch's `base`).
+    pub fn set_base(&mut self, base: usize) {
+        self.base = base as u64;
+    }
+
     /// Forgets the batch: pending copies, copies, what left. Call after each batch.
     pub fn clear(&mut self) {
+        self.base = 0;
         self.pending.clear();
         self.copies.clear();
         self.infos.clear();
@@ -154,6 +165,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_save(
 ) {
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
+    let idx = idx + st.base;
     st.at(idx);
     let info_at = st.infos.len();
     if info_len > 0 {
@@ -177,6 +189,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_save(
 pub unsafe extern "C" fn netvm_rt_fanout_copy(rt: *mut FanoutState, idx: u64, data: *const u8, len: u64) -> *mut u8 {
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
+    let idx = idx + st.base;
     st.at(idx);
     let (d, slot) = st.copy_of(data, len);
     st.cur = Some(slot);
@@ -192,6 +205,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_copy(rt: *mut FanoutState, idx: u64, da
 pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, info: *mut u8, info_len: u64, out: *mut u64) -> i32 {
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
+    let idx = idx + st.base;
     if st.fanned.last() != Some(&(idx as u32)) {
         return -1;
     }
@@ -219,6 +233,7 @@ pub unsafe extern "C" fn netvm_rt_fanout_pop(rt: *mut FanoutState, idx: u64, inf
 pub unsafe extern "C" fn netvm_rt_emit(rt: *mut FanoutState, idx: u64, port: u32, data: *const u8, len: u64) {
     // SAFETY: the caller's contract.
     let st = unsafe { &mut *rt };
+    let idx = idx + st.base;
     st.at(idx);
     let _ = len;
     let _ = data;

@@ -17,8 +17,7 @@
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use netvm_vm::buffer::Packets;
-use netvm_vm::{CoproError, CoproEvent, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
+use netvm_vm::{AheadKeys, CoproError, CoproEvent, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 /// Where one NetPE's coprocessor slot is: (NetPE index, declaration index).
 pub(crate) type Slot = (usize, usize);
@@ -107,7 +106,7 @@ impl Drop for SharedInstance {
 /// A slot's handle on a [`SharedInstance`]: the owner's forwards every
 /// method; an alias's forwards the data plane (`write`, `read`, `invoke`)
 /// and the control plane (`dump`, `load`, `clear`), and leaves what
-/// concerns the instance once (`tick`, `prefetch`, `stats`, events,
+/// concerns the instance once (`tick`, `stats`, events,
 /// `absorb`, `as_any_mut`) to the owner's, so that walking every slot
 /// counts the instance once. An alias does not [`fork`](Coprocessor::fork)
 /// alone: [`Application::fork`](crate::Application::fork) forks the owner
@@ -200,10 +199,12 @@ impl Coprocessor for Handle {
         self.get_mut().clear();
     }
 
-    fn prefetch(&self, packets: &Packets<'_>) {
-        if self.is_owner() {
-            self.get().prefetch(packets);
-        }
+    fn lookahead(&self, op: u8) -> Option<u32> {
+        self.get().lookahead(op)
+    }
+
+    fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        self.get().ahead(op, keys, prefetch);
     }
 
     fn tick(&mut self, now: Timestamp) {

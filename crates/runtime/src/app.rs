@@ -505,19 +505,12 @@ impl Application {
     /// has passed since the last time (and before the first batch), every
     /// coprocessor gets a [`Coprocessor::tick`] with the time of the batch's
     /// first packet: periodic maintenance such as aging runs while traffic does.
-    /// Then every coprocessor gets the batch as a [`Coprocessor::prefetch`] hint.
     pub fn run_batch(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
         out.clear();
         if let Some(first) = batch.descs.first() {
             let now = first.ts();
             if self.next_tick.is_none_or(|t| now >= t) {
                 self.tick(now);
-            }
-        }
-        let packets = batch.packets();
-        for st in &self.states {
-            for c in &st.copros {
-                c.prefetch(&packets);
             }
         }
         self.stats.packets += batch.len() as u64;

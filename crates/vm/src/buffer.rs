@@ -778,7 +778,7 @@ impl Batch {
 }
 
 /// Read-only access to the packets of a batch: what a coprocessor's
-/// [`prefetch`](crate::Coprocessor::prefetch) hint looks at.
+/// [`ahead`](crate::Coprocessor::ahead) stage looks at.
 #[derive(Clone, Copy, Debug)]
 pub struct Packets<'a> {
     descs: &'a [XbDesc],

@@ -120,6 +120,37 @@ impl RegisterFile {
 // `Send`; it is only dereferenced by code that holds the instance exclusively.
 unsafe impl Send for RegisterFile {}
 
+/// The keys of one lookup for a batch of packets, as the compiled
+/// pre-lookup stage computed them: see [`Coprocessor::ahead`].
+#[derive(Clone, Copy, Debug)]
+pub struct AheadKeys<'a> {
+    /// Per packet, a valid flag (0: the key could not be computed, for
+    /// instance a read beyond the captured bytes) and then the registers
+    /// of `regs` in ascending order: `1 + regs.count_ones()` words each.
+    pub words: &'a [u32],
+    /// The input registers computed (a superset of what
+    /// [`Coprocessor::lookahead`] asked for), one bit each.
+    pub regs: u32,
+    /// The packets, in the same order.
+    pub packets: crate::buffer::Packets<'a>,
+}
+
+impl<'a> AheadKeys<'a> {
+    /// Per packet with a valid key: input register `reg` (0 if it was not
+    /// computed) and the packet's bytes.
+    pub fn keys(&self, reg: u8) -> impl Iterator<Item = (u32, &'a [u8])> + 'a {
+        let stride = 1 + self.regs.count_ones() as usize;
+        let below = 1u32.checked_shl(u32::from(reg)).map_or(u32::MAX, |b| b - 1);
+        let at = (self.regs & below).count_ones() as usize;
+        let has = reg < 32 && (self.regs >> reg) & 1 != 0;
+        let packets = self.packets;
+        self.words.chunks_exact(stride).enumerate().filter(|(_, w)| w[0] != 0).filter_map(move |(i, w)| {
+            let p = packets.get(i)?;
+            Some((if has { w[1 + at] } else { 0 }, p))
+        })
+    }
+}
+
 /// A virtual coprocessor instance.
 pub trait Coprocessor: Send {
     /// The kind name it was created as.
@@ -172,14 +203,26 @@ pub trait Coprocessor: Send {
     }
     /// Control plane: removes every entry (tables) or zeroes every value (counters).
     fn clear(&mut self) {}
-    /// A batch of packets is about to run: a hint to prefetch what their
-    /// operations will touch, so that the lookups of a batch overlap their
-    /// memory latency (as DPDK's bulk lookups do). A table that remembers
-    /// the packet offset its `*_pkt` operations last read a key from can
-    /// prefetch the entries of every packet's key there. Results never
-    /// depend on it.
-    fn prefetch(&self, packets: &crate::buffer::Packets<'_>) {
-        let _ = packets;
+    /// Whether operation `op` is a lookup whose memory accesses can be
+    /// started before the packets reach it (computation batching, see
+    /// [`Coprocessor::ahead`]): the input registers it reads, one bit each,
+    /// or `None`.
+    fn lookahead(&self, op: u8) -> Option<u32> {
+        let _ = op;
+        None
+    }
+    /// The pre-lookup stage of a batch for operation `op`, which
+    /// [`lookahead`](Coprocessor::lookahead) accepted: `keys` holds, per
+    /// packet, the input registers the operation will read, as compiled
+    /// code computed them from the packet before running the data path.
+    /// The instance works out what each lookup will touch (hash bucket,
+    /// first-level entry) and, with `prefetch`, prefetches it, so that the
+    /// lookups of a batch overlap their memory latency (the paper's
+    /// Algorithm 1). A hint: results never depend on it, and a key may be
+    /// wrong (the data path may change the packet first, or never reach
+    /// the operation).
+    fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        let _ = (op, keys, prefetch);
     }
     /// Periodic maintenance, called by the runtime between batches with the
     /// current time (trace time for captures): aging purges idle entries here.

@@ -30,7 +30,9 @@ pub mod port;
 pub mod queue;
 pub mod region;
 
-pub use copro::{CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+pub use copro::{
+    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, InvokeContext, RegisterFile, WorkerShare,
+};
 pub use engine::{Engine, EngineError};
 
 use std::fmt;

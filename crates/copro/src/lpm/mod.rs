@@ -56,7 +56,7 @@
 //! stops the load at the line that needed a group.
 //!
 //! Several workers: one route table that every worker reads (`Shared`),
-//! without a lock; a fork has its own registers and its own prefetch offset.
+//! without a lock; a fork has its own registers.
 //! `lookups` and `hits` count every worker's operations, whichever handle
 //! reports them. While several handles exist the routes cannot change: an
 //! insert or delete from the data plane faults (`copro`: routes cannot
@@ -75,7 +75,7 @@ pub use table::{Lpm, Lpm4, Lpm6, LpmAddress, LpmError, MAX_NEXT_HOP, MAX_TBL8_GR
 use std::fmt::Write;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::share::Tally;
 
@@ -94,8 +94,6 @@ const SHARED_LOAD: &str = "routes cannot change while several workers share the 
 pub struct LpmCoprocessor<A: LpmAddress> {
     /// The routes, shared with the handles of the other workers.
     table: Arc<Lpm<A>>,
-    /// Where `lookup_pkt` last read an address: the batch prefetch looks there.
-    pkt_offset: Option<usize>,
     input: [u32; 9],
     output: [u32; 2],
     tally: Tally<2>,
@@ -104,7 +102,7 @@ pub struct LpmCoprocessor<A: LpmAddress> {
 impl<A: LpmAddress> LpmCoprocessor<A> {
     /// An empty instance that may use at most `tbl8_groups` groups.
     pub fn new(tbl8_groups: u32) -> LpmCoprocessor<A> {
-        LpmCoprocessor { table: Arc::new(Lpm::new(tbl8_groups)), pkt_offset: None, input: [0; 9], output: [0; 2], tally: Tally::new() }
+        LpmCoprocessor { table: Arc::new(Lpm::new(tbl8_groups)), input: [0; 9], output: [0; 2], tally: Tally::new() }
     }
 
     /// The route table.
@@ -221,7 +219,6 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
                         ctx.packet.len()
                     ))
                 })?;
-                self.pkt_offset = Some(off);
                 self.lookup(addr);
             }
             _ => return Err(CoproError::NoOperation(op)),
@@ -229,15 +226,32 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         Ok(())
     }
 
-    /// Prefetches the first-level entry of each packet's address at the
-    /// offset `lookup_pkt` last used.
-    fn prefetch(&self, packets: &netvm_vm::buffer::Packets<'_>) {
-        if let Some(off) = self.pkt_offset {
-            for p in packets.iter() {
-                if let Some(a) = p.get(off..).and_then(A::from_be_slice) {
-                    self.table.prefetch(a);
+    fn lookahead(&self, op: u8) -> Option<u32> {
+        match op {
+            // An IPv6 address in registers takes four: only lookup_pkt then.
+            0 if A::BYTES == 4 => Some(0b1),
+            3 => Some(1 << 8),
+            _ => None,
+        }
+    }
+
+    /// Prefetches the first-level entry of every address: the lookups of
+    /// the batch then start from the cache (a tbl8 step, for the few
+    /// addresses under a longer prefix, still waits).
+    fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        if !prefetch {
+            return;
+        }
+        match op {
+            0 if A::BYTES == 4 => keys.keys(0).for_each(|(w, _)| self.table.prefetch(A::from_words([w, 0, 0, 0]))),
+            3 => {
+                for (off, p) in keys.keys(8) {
+                    if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice) {
+                        self.table.prefetch(a);
+                    }
                 }
             }
+            _ => {}
         }
     }
 
@@ -283,13 +297,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     /// Another handle on the same routes.
     fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
-        Ok(Box::new(LpmCoprocessor {
-            table: Arc::clone(&self.table),
-            pkt_offset: self.pkt_offset,
-            input: [0; 9],
-            output: [0; 2],
-            tally: self.tally.share(),
-        }))
+        Ok(Box::new(LpmCoprocessor { table: Arc::clone(&self.table), input: [0; 9], output: [0; 2], tally: self.tally.share() }))
     }
 
     fn share(&self) -> WorkerShare {

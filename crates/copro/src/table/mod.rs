@@ -116,7 +116,7 @@ pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, 
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 use crate::share::Tally;
 
@@ -254,9 +254,6 @@ pub struct Table {
     aging_ns: u64,
     input: [u32; 9],
     output: [u32; 5],
-    /// Packet offsets the `*_pkt` operations last read keys at (lookups,
-    /// inserts): the batch prefetch looks there.
-    pkt_offsets: [Option<usize>; 2],
     /// Latest time this handle saw (packets and ticks): `dump` omits
     /// entries aged by then (or by the store's `now`, if later).
     now: u64,
@@ -331,7 +328,6 @@ impl Table {
             aging_ns: aging_ns.unwrap_or(u64::MAX),
             input: [0; 9],
             output: [0; 5],
-            pkt_offsets: [None; 2],
             now: 0,
             tally: Tally::new(),
         })
@@ -429,9 +425,6 @@ impl Table {
         self.now = self.now.max(now);
         let key = self.key(op >= 3, ctx.packet)?;
         let key = &key[..self.key_size];
-        if op >= 3 && op != 5 {
-            self.pkt_offsets[usize::from(op == 4)] = Some(self.input[8] as usize);
-        }
         self.output = [0; 5];
         match op % 3 {
             0 => {
@@ -574,29 +567,32 @@ impl Coprocessor for Table {
         self.store_mut().table.clear();
     }
 
-    /// Prefetches the buckets of each packet's key at the offsets the
-    /// `lookup_pkt` and `insert_pkt` operations last used.
-    fn prefetch(&self, packets: &netvm_vm::buffer::Packets<'_>) {
-        if self.pkt_offsets == [None, None] {
+    fn lookahead(&self, op: u8) -> Option<u32> {
+        // lookup_pkt, insert_pkt: the key at the packet offset in in8.
+        matches!(op, 3 | 4).then_some(1 << 8)
+    }
+
+    /// Prefetches the buckets of every key, then the entries their tags
+    /// point to (as the bulk lookup does).
+    fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        if !prefetch || !matches!(op, 3 | 4) {
             return;
         }
         let ks = self.key_size;
         let s = self.store();
-        let mut keys: [&[u8]; 64] = [&[]; 64];
-        for off in self.pkt_offsets.iter().flatten() {
-            let mut n = 0;
-            for p in packets.iter() {
-                if let Some(k) = off.checked_add(ks).and_then(|end| p.get(*off..end)) {
-                    keys[n] = k;
-                    n += 1;
-                    if n == keys.len() {
-                        s.table.prefetch_keys(&keys);
-                        n = 0;
-                    }
+        let mut batch: [&[u8]; 64] = [&[]; 64];
+        let mut n = 0;
+        for (off, p) in keys.keys(8) {
+            if let Some(k) = (off as usize).checked_add(ks).and_then(|end| p.get(off as usize..end)) {
+                batch[n] = k;
+                n += 1;
+                if n == batch.len() {
+                    s.table.prefetch_keys(&batch);
+                    n = 0;
                 }
             }
-            s.table.prefetch_keys(&keys[..n]);
         }
+        s.table.prefetch_keys(&batch[..n]);
     }
 
     fn tick(&mut self, now: Timestamp) {
@@ -674,7 +670,6 @@ impl Coprocessor for Table {
             aging_ns: self.aging_ns,
             input: [0; 9],
             output: [0; 5],
-            pkt_offsets: self.pkt_offsets,
             now: self.now,
             tally,
         }))

@@ -230,12 +230,15 @@ proptest! {
     }
 }
 
-/// Calls `prefetch` with a batch of `pkts`.
+/// Runs the pre-lookup stage of `lookup_pkt` (prefetching) on `pkts`, keys at offset 0.
 fn prefetch(c: &dyn Coprocessor, pkts: &mut [netvm_vm::Packet]) {
     let descs: Vec<netvm_vm::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| netvm_vm::XbDesc::of(p, i as u64)).collect();
+    let words: Vec<u32> = descs.iter().flat_map(|_| [1, 0]).collect();
+    assert_eq!(c.lookahead(3), Some(1 << 8));
     // SAFETY: the descriptors point at the packets' bytes, which nothing
     // writes while `descs` lives.
-    c.prefetch(&unsafe { netvm_vm::buffer::Packets::new(&descs) });
+    let packets = unsafe { netvm_vm::buffer::Packets::new(&descs) };
+    c.ahead(3, &netvm_vm::AheadKeys { words: &words, regs: 1 << 8, packets }, true);
 }
 
 fn stats_map(c: &dyn Coprocessor) -> HashMap<String, u64> {

@@ -6,12 +6,15 @@
 
 use std::sync::Arc;
 
-use netvm_vm::buffer::{Batch, PacketPool};
-use netvm_vm::graph::{BatchOutput, FlowCounts, LinkedCode, Verdict};
-use netvm_vm::{FaultKind, Outcome, PeState, RegisterFile};
+use std::time::Instant;
 
+use netvm_vm::buffer::{Batch, PacketPool, Packets};
+use netvm_vm::graph::{BatchOutput, FlowCounts, LinkedCode, Verdict};
+use netvm_vm::{AheadKeys, FaultKind, Outcome, PeState, RegisterFile};
+
+use super::ahead::{Site, MAX_PACKETS};
 use super::loader::LinkedProgram;
-use super::{AppCtx, AppLayout, FanoutState, LinkedText, NodeMem, XbDesc};
+use super::{AppCtx, AppLayout, BatchMode, Batching, FanoutState, LinkedText, NodeMem, XbDesc};
 
 /// Padding around per-worker memory written per packet, in bytes (a cache line).
 const PAD_BYTES: usize = 64;
@@ -37,6 +40,12 @@ pub struct LinkedApp {
     fanout: Box<FanoutState>,
     /// The budget every handler invocation starts with ([`LinkedCode::set_limits`]).
     budget: u64,
+    /// Computation batching.
+    batching: Batching,
+    /// The pre-lookup stage's output: every site's words.
+    ahead_words: Vec<u32>,
+    /// The sub-batch size, when chosen at run time.
+    tuner: SubBatchTuner,
 }
 
 // SAFETY: the raw pointers in `node_mem` are scratch, rebuilt from the
@@ -63,7 +72,107 @@ impl LinkedApp {
             reg_files: Vec::new(),
             fanout: Box::default(),
             budget: prog.budget,
+            batching: Batching::default(),
+            ahead_words: prog
+                .ahead
+                .as_ref()
+                .map_or(Vec::new(), |(_, sites)| vec![0; sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS)]),
+            tuner: SubBatchTuner::default(),
             prog,
+        }
+    }
+
+    /// Sets computation batching (the default: [`BatchMode::Prefetch`],
+    /// sub-batch size chosen at run time).
+    pub fn set_batching(&mut self, batching: Batching) {
+        self.batching = batching;
+    }
+
+    /// The lookup sites whose keys the pre-lookup stage computes (empty:
+    /// batching changes nothing for this application).
+    pub fn lookup_sites(&self) -> &[Site] {
+        self.prog.ahead.as_ref().map_or(&[], |(_, s)| s.as_slice())
+    }
+
+    /// The sub-batch size in use: the fixed one, or the tuner's current choice.
+    pub fn sub_batch(&self) -> usize {
+        self.batching.sub_batch.unwrap_or(self.tuner.current())
+    }
+
+    /// The sites whose instance takes keys ahead for their operation (one
+    /// bit each): those whose `lookahead` registers the stage computes.
+    fn enabled_sites(&self, states: &[PeState]) -> u64 {
+        let Some((_, sites)) = &self.prog.ahead else { return 0 };
+        let mut mask = 0;
+        for (k, s) in sites.iter().enumerate() {
+            let wants = states.get(s.node).and_then(|st| st.copros.get(usize::from(s.copro))).and_then(|c| c.lookahead(s.op));
+            if wants.is_some_and(|m| m & !s.regs == 0) {
+                mask |= 1 << k;
+            }
+        }
+        mask
+    }
+
+    /// Runs packets `descs` (the batch's from position `base` on) stage by
+    /// stage: the pre-lookup stage, the instances' `ahead`, then `netvm_run`.
+    ///
+    /// # Safety
+    /// As [`LinkedApp::run_descs`]; `ctx` is this worker's context over `states`.
+    unsafe fn run_staged(
+        &mut self,
+        states: &[PeState],
+        ctx: &mut AppCtx,
+        descs: &mut [XbDesc],
+        base: usize,
+        enabled: u64,
+        verdicts: *mut u32,
+    ) {
+        let (ahead, sites) = self.prog.ahead.as_ref().expect("staged only with a pre-lookup stage");
+        let prefetch = self.batching.mode == BatchMode::Prefetch;
+        let n = descs.len();
+        debug_assert!(n <= MAX_PACKETS);
+        if prefetch {
+            for d in descs.iter() {
+                prefetch_read(d.data);
+            }
+        }
+        // SAFETY: the descriptors are live (the caller's contract);
+        // `ahead_words` has room for MAX_PACKETS packets of every site.
+        unsafe { ahead(descs.as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), enabled) };
+        // SAFETY: the caller's contract: the packets are readable, and
+        // nothing writes them until `netvm_run` below.
+        let packets = unsafe { Packets::new(descs) };
+        for (_, s) in sites.iter().enumerate().filter(|(k, _)| enabled & (1 << k) != 0) {
+            let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
+            states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
+        }
+        self.fanout.set_base(base);
+        // SAFETY: as `run_descs`; `verdicts` has room for `n`.
+        unsafe { (self.prog.run)(ctx, descs.as_mut_ptr(), n as u32, verdicts) };
+    }
+
+    /// Runs a batch: in one call of `netvm_run`, or in sub-batches stage by
+    /// stage (computation batching) when the data path has lookups.
+    ///
+    /// # Safety
+    /// As [`LinkedApp::run_descs`]; `states` are bound (`bind`).
+    unsafe fn run_batch(&mut self, states: &mut [PeState], descs: &mut [XbDesc], verdicts: &mut [u32]) {
+        let mut ctx = self.ctx();
+        let enabled = if self.batching.mode == BatchMode::Off { 0 } else { self.enabled_sites(states) };
+        if enabled == 0 {
+            // SAFETY: the caller's contract; `verdicts` has room for every packet.
+            unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
+            return;
+        }
+        let size = self.sub_batch().clamp(1, MAX_PACKETS);
+        let t = Instant::now();
+        for (i, chunk) in descs.chunks_mut(size).enumerate() {
+            let base = i * size;
+            // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
+            unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, verdicts[base..].as_mut_ptr()) };
+        }
+        if self.batching.sub_batch.is_none() {
+            self.tuner.record(descs.len(), t.elapsed().as_nanos() as u64);
         }
     }
 
@@ -133,13 +242,12 @@ impl LinkedApp {
     pub unsafe fn run_descs(&mut self, states: &mut [PeState], descs: &mut [XbDesc], verdicts: &mut [u32]) {
         assert!(verdicts.len() >= descs.len());
         self.bind(states);
-        let mut ctx = self.ctx();
-        // SAFETY: `ctx` points to live memories: info (`info_size` bytes),
-        // the node table built by `bind` from exclusively borrowed states,
-        // the counters, and the fan-out state; the caller guarantees the
-        // descriptors; `verdicts` has room for every packet. Compiled code
-        // checks every other access.
-        unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
+        // SAFETY: the context points to live memories: info (`info_size`
+        // bytes), the node table built by `bind` from exclusively borrowed
+        // states, the counters, and the fan-out state; the caller
+        // guarantees the descriptors; `verdicts` has room for every packet.
+        // Compiled code checks every other access.
+        unsafe { self.run_batch(states, descs, &mut verdicts[..descs.len()]) };
         self.fanout.clear();
     }
 }
@@ -172,14 +280,13 @@ impl LinkedCode for LinkedApp {
             self.fanout.reserve(n, self.prog.layout.info_size);
             out.fanout.reserve(2 * n);
         }
-        let mut ctx = self.ctx();
-        // SAFETY: `ctx` as in `run_descs`; the batch's descriptors point into
+        // SAFETY: as in `run_descs`; the batch's descriptors point into
         // memory it holds, which its exclusive borrow keeps from anyone else
         // for the call (the runtime gives programs that write packet memory
         // descriptors that never overlap); `out.verdicts` has room for `n`.
         // Compiled code writes verdicts for the packets in the real
         // encoding, which `Verdict::decode` reads.
-        unsafe { (self.prog.run)(&mut ctx, batch.descs.as_mut_ptr(), n as u32, out.verdicts.as_mut_ptr()) };
+        unsafe { self.run_batch(states, &mut batch.descs, &mut out.verdicts) };
         let fo = &mut self.fanout;
         if !fo.fanned().is_empty() {
             // Exits are in packet order: count each fanned packet's in one pass.
@@ -207,6 +314,7 @@ impl LinkedCode for LinkedApp {
     fn fork(&self) -> Box<dyn LinkedCode> {
         let mut worker = LinkedApp::context(Arc::clone(&self.prog));
         worker.budget = self.budget;
+        worker.batching = self.batching;
         Box::new(worker)
     }
 
@@ -214,6 +322,88 @@ impl LinkedCode for LinkedApp {
         self.node_mem.reserve(self.prog.layout.node_base.len());
         if self.prog.fanout {
             self.fanout.reserve(packets, self.prog.layout.info_size);
+        }
+    }
+}
+
+/// Prefetches the cache line at `p` for reading (a hint: never faults).
+#[inline(always)]
+fn prefetch_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch does not access memory architecturally; any address is allowed.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above: `prfm` never faults.
+    unsafe {
+        std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
+/// Chooses the sub-batch size of computation batching by measurement, per
+/// application and worker: it tries each candidate size on a few batches,
+/// keeps the fastest (the least time per packet), and tries them all again
+/// every [`SubBatchTuner::EXPLOIT`] batches, since the best size follows
+/// what the tables and the traffic do to the caches (the paper's §3: the
+/// best batch fills the cache without evicting what the next stage needs).
+#[derive(Clone, Debug)]
+pub struct SubBatchTuner {
+    /// The candidate being tried (exploring), or the chosen one.
+    at: usize,
+    /// Batches left in the current phase.
+    left: u32,
+    /// Whether it is trying the candidates.
+    exploring: bool,
+    /// Per candidate, the best time per packet seen this exploration (ps).
+    best_ps: [u64; SubBatchTuner::SIZES.len()],
+}
+
+impl Default for SubBatchTuner {
+    fn default() -> Self {
+        SubBatchTuner { at: 0, left: Self::TRIES + Self::WARMUP, exploring: true, best_ps: [u64::MAX; Self::SIZES.len()] }
+    }
+}
+
+impl SubBatchTuner {
+    /// The candidate sizes.
+    pub const SIZES: [usize; 6] = [8, 16, 32, 64, 128, 256];
+    /// Batches measured per candidate.
+    const TRIES: u32 = 6;
+    /// Batches run, unmeasured, before the first candidate (caches, page faults).
+    const WARMUP: u32 = 4;
+    /// Batches run at the chosen size before exploring again.
+    const EXPLOIT: u32 = 4096;
+
+    /// The size to run the next batch with.
+    pub fn current(&self) -> usize {
+        Self::SIZES[self.at]
+    }
+
+    /// Notes that a batch of `packets` took `ns` at the current size.
+    pub fn record(&mut self, packets: usize, ns: u64) {
+        if packets == 0 {
+            return;
+        }
+        if self.exploring && self.left <= Self::TRIES {
+            let ps = ns.saturating_mul(1000) / packets as u64;
+            self.best_ps[self.at] = self.best_ps[self.at].min(ps);
+        }
+        self.left = self.left.saturating_sub(1);
+        if self.left > 0 {
+            return;
+        }
+        if !self.exploring {
+            *self = SubBatchTuner { left: Self::TRIES, ..SubBatchTuner::default() };
+        } else if self.at + 1 < Self::SIZES.len() {
+            self.at += 1;
+            self.left = Self::TRIES;
+        } else {
+            self.at = (0..Self::SIZES.len()).min_by_key(|&i| self.best_ps[i]).unwrap_or(0);
+            self.exploring = false;
+            self.left = Self::EXPLOIT;
         }
     }
 }

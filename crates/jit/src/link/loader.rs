@@ -5,12 +5,14 @@
 
 use std::sync::Arc;
 
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::default_libcall_names;
+use cranelift_module::{default_libcall_names, Linkage, Module};
 use netvm_verify::Verified;
 use netvm_vm::graph::AppGraph;
 use netvm_vm::Limits;
 
+use super::ahead::{self, Site};
 use super::{define_app, netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_pop, netvm_rt_fanout_save};
 use super::{AppCtx, AppLayout, LinkMode, LinkedApp, LinkedText, XbDesc};
 use crate::{context, host_isas, CodeMemory, JitError, JitOptions};
@@ -19,6 +21,8 @@ use crate::{context, host_isas, CodeMemory, JitError, JitOptions};
 type RunFn = unsafe extern "C" fn(*mut AppCtx, *mut XbDesc, u32, *mut u32) -> u32;
 /// `netvm_init` as a Rust function pointer.
 type InitFn = unsafe extern "C" fn(*mut AppCtx) -> u32;
+/// `netvm_ahead` (see [`ahead`](super::ahead)) as a Rust function pointer.
+pub(super) type AheadFn = unsafe extern "C" fn(*const XbDesc, u32, *mut u32, u64);
 
 /// The fan-out hooks' symbols and their addresses in this process.
 fn hook_symbols() -> Vec<(&'static str, *const u8)> {
@@ -38,6 +42,9 @@ pub(super) struct LinkedProgram {
     pub(super) fanout: bool,
     /// `netvm_init`, if some NetPE has `.init`.
     pub(super) init: Option<InitFn>,
+    /// `netvm_ahead` and its lookup sites, if the data path has lookups
+    /// whose keys it can compute ahead.
+    pub(super) ahead: Option<(AheadFn, Vec<Site>)>,
     /// The application.
     pub(super) graph: AppGraph,
     /// Its counter and memory layout.
@@ -77,7 +84,28 @@ impl LinkedApp {
         let mut module = JITModule::new(builder);
         let mut text = LinkedText::default();
         let syms = define_app(&mut module, &isas, graph, modules, limits.budget, false, mode, opts, &mut text)?;
+        let sites = ahead::find_sites(modules);
+        let ahead_id = if sites.is_empty() {
+            None
+        } else {
+            let cg = |e: cranelift_module::ModuleError| JitError::Codegen(e.to_string());
+            let ptr = module.target_config().pointer_type();
+            let sig = ahead::ahead_signature(ptr, module.isa().default_call_conv());
+            let id = module.declare_function("netvm_ahead", Linkage::Local, &sig).map_err(cg)?;
+            let mut ctx = module.make_context();
+            ctx.func.signature = sig;
+            let mut fctx = FunctionBuilderContext::new();
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            ahead::define_ahead(&mut b, ptr, &sites);
+            b.finalize(module.isa().frontend_config());
+            module.define_function(id, &mut ctx).map_err(cg)?;
+            Some(id)
+        };
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
+        // SAFETY: `netvm_ahead` was just compiled with `ahead_signature`,
+        // `(ptr, i32, ptr, i64)` with no result in the host's default
+        // calling convention: `AheadFn`.
+        let ahead = ahead_id.map(|id| (unsafe { std::mem::transmute::<*const u8, AheadFn>(module.get_finalized_function(id)) }, sites));
         // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
         // signatures `(ptr, ptr, i32, ptr) -> i32` and `(ptr) -> i32` in the
         // host's default calling convention: `RunFn` and `InitFn`.
@@ -91,6 +119,7 @@ impl LinkedApp {
             run,
             fanout: graph.has_fanout(),
             init,
+            ahead,
             graph: graph.clone(),
             budget: limits.budget,
             layout: syms.layout,

@@ -33,6 +33,7 @@
 //! memory ([`LinkedApp::compile`]); code.rs runs it ([`LinkedApp`], the
 //! runtime's `LinkedCode`).
 
+pub mod ahead;
 mod build;
 mod code;
 mod layout;
@@ -42,7 +43,7 @@ pub use netvm_rt::fanout::{netvm_rt_emit, netvm_rt_fanout_copy, netvm_rt_fanout_
 pub use netvm_rt::{AppCtx, Emitted, FanoutState, NodeMem, XbDesc};
 
 pub use build::{define_app, AppSymbols, LinkedText};
-pub use code::LinkedApp;
+pub use code::{LinkedApp, SubBatchTuner};
 pub use layout::AppLayout;
 
 /// How the NetPEs of an application are bound together in native code.
@@ -67,4 +68,46 @@ impl LinkMode {
     pub fn from_name(s: &str) -> Option<LinkMode> {
         [LinkMode::Direct, LinkMode::Table].into_iter().find(|m| m.name() == s)
     }
+}
+
+/// How a linked application runs a batch: computation batching (see [`ahead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BatchMode {
+    /// One loop over the batch, packet after packet, as the data path is written.
+    Off,
+    /// Stages over sub-batches: the compiled pre-lookup stage computes the
+    /// keys of every lookup of a sub-batch, the lookups' instances take
+    /// them (`Coprocessor::ahead`, without prefetching), then the data path
+    /// runs the sub-batch.
+    On,
+    /// As `On`, and the packets' headers, then the entries the lookups will
+    /// read, are prefetched between the stages (the default).
+    #[default]
+    Prefetch,
+}
+
+impl BatchMode {
+    /// `off`, `on` or `prefetch`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            BatchMode::Off => "off",
+            BatchMode::On => "on",
+            BatchMode::Prefetch => "prefetch",
+        }
+    }
+
+    /// Parses [`BatchMode::name`].
+    pub fn from_name(s: &str) -> Option<BatchMode> {
+        [BatchMode::Off, BatchMode::On, BatchMode::Prefetch].into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// Computation batching: the mode and the sub-batch size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Batching {
+    /// What happens between the stages.
+    pub mode: BatchMode,
+    /// Packets per sub-batch (1 to [`ahead::MAX_PACKETS`]); `None`: chosen
+    /// at run time by measurement ([`SubBatchTuner`]).
+    pub sub_batch: Option<usize>,
 }

@@ -74,7 +74,7 @@ fn variants(a: &Args) -> Result<Vec<Variant>, String> {
     let load = |name: &str| Manifest::load(&a.dir.join(name)).map_err(|e| e.to_string());
     let (chain, one) = (load("chain6.toml")?, load("one6.toml")?);
     let f4 = single(F4, &a.filters);
-    let linked = |m: &Manifest, mode| Linked::build(m, mode).map(Runner::Linked);
+    let linked = |m: &Manifest, mode| Linked::build(m, mode).map(|l| Runner::Linked(Box::new(l)));
     let app = |m: &Manifest, link| Runner::app(m, &JitEngine::with_link(link));
     let (d, t) = (LinkMode::Direct, LinkMode::Table);
     let list: Vec<(&'static str, &'static str, Runner)> = vec![

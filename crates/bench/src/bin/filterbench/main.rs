@@ -277,7 +277,7 @@ pub(crate) enum Runner {
     /// `Application::process_batch`, batches of [`BATCH`].
     App(Box<Application>, Vec<Verdict>),
     /// The linked batch function on the workload's descriptors, batches of [`BATCH`].
-    Linked(Linked),
+    Linked(Box<Linked>),
 }
 
 impl Runner {
@@ -427,7 +427,7 @@ fn run(a: &RunArgs) -> Result<(), String> {
     // The compiled per-batch function alone.
     if want(LINKED) {
         for f in &filters {
-            let mut r = Runner::Linked(Linked::build(&single(f, &a.filters), LinkMode::Direct)?);
+            let mut r = Runner::Linked(Box::new(Linked::build(&single(f, &a.filters), LinkMode::Direct)?));
             emit(measure_runner(LINKED, f, &mut r, &mut workloads, a), &mut records);
         }
     }

@@ -28,7 +28,7 @@ use crate::translate::{self, ctx_flags, ExitMode, FuncCx, MemView, MetaView, Seg
 use netvm_abi::VERDICT_DROP;
 
 /// Offsets of the C ABI's structures (include/netvm.h) that compiled code reads and writes.
-mod off {
+pub(super) mod off {
     use std::mem::offset_of;
 
     use netvm_rt::{AppCtx, NodeMem, XbDesc};

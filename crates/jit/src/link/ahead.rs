@@ -1,0 +1,385 @@
+//! Computation batching (the paper "Compiler Based Optimization For
+//! Software Packet Processing", §2.4-2.6 and its Algorithm 1): the
+//! pre-lookup stage of an application.
+//!
+//! The compiler finds the coprocessor operations of the data path whose
+//! input registers are set, in the same basic block, from constants and
+//! packet bytes ([`find_sites`]: the lookups of a router or a bridge), and
+//! compiles `netvm_ahead(descs, n, out, enabled)`, which computes those
+//! registers for every packet of a batch before any NetPE runs
+//! ([`define_ahead`]). The runtime ([`LinkedApp`](super::LinkedApp)) then
+//! hands each lookup's keys to its instance ([`Coprocessor::ahead`]), which
+//! prefetches the buckets or first-level entries they will touch, and only
+//! then runs the batch through `netvm_run`: key extraction and hashing,
+//! prefetch, then lookup and the rest, stage by stage over the batch.
+//!
+//! The stage is advisory, which keeps the semantics: it runs on the packets
+//! as they arrive, stores nothing any NetPE can see, and a key it gets
+//! wrong (a packet the data path changes first, a branch that never
+//! reaches the lookup) only costs a useless prefetch.
+//!
+//! [`Coprocessor::ahead`]: netvm_vm::Coprocessor::ahead
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_frontend::FunctionBuilder;
+use netil::{Opcode, Operands};
+use netvm_verify::Verified;
+
+use super::build::off;
+use crate::translate::{ctx_flags, I32, I64};
+
+/// Lookup sites the pre-lookup stage computes keys for, at most.
+pub const MAX_SITES: usize = 16;
+/// Packets one call of `netvm_ahead` takes, at most (the room of its output).
+pub const MAX_PACKETS: usize = 256;
+
+/// A value the pre-lookup stage can compute from the packet alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyExpr {
+    /// A constant.
+    Const(u32),
+    /// A big-endian packet load of 1, 2 or 4 bytes at an offset.
+    Load(u8, Box<KeyExpr>),
+    /// A binary ALU operation (`add`, `sub`, `mul`, `and`, `or`, `xor`, `shl`, `shr`).
+    Alu(Opcode, Box<KeyExpr>, Box<KeyExpr>),
+}
+
+/// One coprocessor operation of the data path whose input registers the
+/// pre-lookup stage computes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The NetPE.
+    pub node: usize,
+    /// Its coprocessor instance.
+    pub copro: u8,
+    /// The operation.
+    pub op: u8,
+    /// The input registers computed, one bit each.
+    pub regs: u32,
+    /// Their values, in ascending register order.
+    pub exprs: Vec<KeyExpr>,
+    /// Where the site's words start in `netvm_ahead`'s output: per packet
+    /// `1 + regs.count_ones()` words (valid flag, registers), for
+    /// [`MAX_PACKETS`] packets.
+    pub words_at: usize,
+}
+
+impl Site {
+    /// Words per packet: the valid flag and the registers.
+    pub fn stride(&self) -> usize {
+        1 + self.regs.count_ones() as usize
+    }
+}
+
+/// What a basic block has computed so far, symbolically.
+#[derive(Default)]
+struct Sym {
+    stack: Vec<Option<KeyExpr>>,
+    locals: Vec<Option<KeyExpr>>,
+    /// Per coprocessor: its input registers 0..32 set in this block.
+    regs: Vec<[Option<KeyExpr>; 32]>,
+}
+
+impl Sym {
+    fn pop(&mut self) -> Option<KeyExpr> {
+        self.stack.pop().flatten()
+    }
+}
+
+/// The operations of every NetPE's `.push` whose input registers are set
+/// in the same basic block from constants and packet loads (at most
+/// [`MAX_SITES`], in NetPE order).
+pub fn find_sites(modules: &[Verified]) -> Vec<Site> {
+    let mut sites: Vec<Site> = Vec::new();
+    for (node, v) in modules.iter().enumerate() {
+        let seg = &v.push;
+        let ncopros = v.module.copros.len();
+        let mut starts = std::collections::BTreeSet::from([0usize]);
+        for (i, insn) in seg.insns.iter().enumerate() {
+            if !seg.is_reachable(i) {
+                continue;
+            }
+            for t in insn.targets() {
+                if let Some(&to) = u32::try_from(t).ok().and_then(|t| seg.index_of.get(&t)) {
+                    starts.insert(to);
+                }
+            }
+            if insn.op.ends_block() || insn.op.is_jump() {
+                starts.insert(i + 1);
+            }
+        }
+        let fresh = || Sym { stack: Vec::new(), locals: vec![None; usize::from(v.module.locals)], regs: vec![Default::default(); ncopros] };
+        let mut sym = fresh();
+        for (i, insn) in seg.insns.iter().enumerate() {
+            if starts.contains(&i) {
+                sym = fresh();
+            }
+            if !seg.is_reachable(i) {
+                continue;
+            }
+            step(&mut sym, insn, |copro, op, regs| {
+                let known: Vec<(u8, KeyExpr)> = regs.iter().enumerate().filter_map(|(r, e)| e.clone().map(|e| (r as u8, e))).collect();
+                if known.is_empty() || sites.len() >= MAX_SITES {
+                    return;
+                }
+                let words_at = sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS);
+                let regs = known.iter().fold(0u32, |m, (r, _)| m | 1 << r);
+                let exprs = known.into_iter().map(|(_, e)| e).collect();
+                sites.push(Site { node, copro, op, regs, exprs, words_at });
+            });
+        }
+    }
+    sites
+}
+
+/// Executes one instruction symbolically; calls `site` at a `copro.invoke`.
+fn step(sym: &mut Sym, insn: &netil::Insn, mut site: impl FnMut(u8, u8, &[Option<KeyExpr>; 32])) {
+    use Opcode::*;
+    let op = insn.op;
+    match (&insn.operands, op) {
+        (Operands::Imm(k), Push) => sym.stack.push(Some(KeyExpr::Const(*k))),
+        (_, Dup) => {
+            let v = sym.pop();
+            sym.stack.push(v.clone());
+            sym.stack.push(v);
+        }
+        (_, Swap) => {
+            let (b, a) = (sym.pop(), sym.pop());
+            sym.stack.push(b);
+            sym.stack.push(a);
+        }
+        (_, Over) => {
+            let (b, a) = (sym.pop(), sym.pop());
+            sym.stack.push(a.clone());
+            sym.stack.push(b);
+            sym.stack.push(a);
+        }
+        (_, Upload8 | Upload16 | Upload32) => {
+            let w = match op {
+                Upload8 => 1,
+                Upload16 => 2,
+                _ => 4,
+            };
+            let off = sym.pop();
+            sym.stack.push(off.map(|o| KeyExpr::Load(w, Box::new(o))));
+        }
+        (_, Add | Sub | Mul | And | Or | Xor | Shl | Shr) => {
+            let (b, a) = (sym.pop(), sym.pop());
+            sym.stack.push(a.zip(b).map(|(a, b)| KeyExpr::Alu(op, Box::new(a), Box::new(b))));
+        }
+        (Operands::Local(l), Locstore) => {
+            let v = sym.pop();
+            if let Some(slot) = sym.locals.get_mut(usize::from(*l)) {
+                *slot = v;
+            }
+        }
+        (Operands::Local(l), Locload) => {
+            let v = sym.locals.get(usize::from(*l)).cloned().flatten();
+            sym.stack.push(v);
+        }
+        (Operands::CoproReg { copro, reg }, CoproIn) => {
+            let v = sym.pop();
+            if let Some(r) = sym.regs.get_mut(usize::from(*copro)).and_then(|r| r.get_mut(usize::from(*reg))) {
+                *r = v;
+            }
+        }
+        (Operands::CoproOp { copro, op }, CoproInvoke) => {
+            if let Some(regs) = sym.regs.get(usize::from(*copro)) {
+                site(*copro, *op, regs);
+            }
+        }
+        _ => {
+            for _ in 0..op.pops() {
+                sym.pop();
+            }
+            for _ in 0..op.pushes() {
+                sym.stack.push(None);
+            }
+        }
+    }
+}
+
+/// The signature of `netvm_ahead(descs, n, out, enabled)`.
+pub fn ahead_signature(ptr: types::Type, call_conv: cranelift_codegen::isa::CallConv) -> Signature {
+    let mut s = Signature::new(call_conv);
+    s.params.push(AbiParam::new(ptr));
+    s.params.push(AbiParam::new(I32));
+    s.params.push(AbiParam::new(ptr));
+    s.params.push(AbiParam::new(I64));
+    s
+}
+
+/// Fills `netvm_ahead`'s body: for packets `0..n` of `descs` and every
+/// site whose bit is set in `enabled`, the site's words at
+/// `out + words_at + packet * stride` (32-bit words): 1 and the registers,
+/// or 0 where a packet load would read past the captured bytes.
+pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let p = b.block_params(entry).to_vec();
+    let (descs, n, out, enabled) = (p[0], p[1], p[2], p[3]);
+    let n = b.ins().uextend(I64, n);
+    let (head, body, exit) = (b.create_block(), b.create_block(), b.create_block());
+    b.append_block_param(head, I64);
+    let zero = b.ins().iconst(I64, 0);
+    b.ins().jump(head, &[zero.into()]);
+
+    b.switch_to_block(head);
+    let i = b.block_params(head)[0];
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+    b.ins().brif(more, body, &[], exit, &[]);
+
+    b.switch_to_block(body);
+    let d = b.ins().imul_imm_s(i, off::XB_SIZE);
+    let d = b.ins().iadd(descs, d);
+    let data = b.ins().load(ptr, ctx_flags(), d, off::XB_DATA);
+    let caplen = b.ins().load(I32, ctx_flags(), d, off::XB_CAPLEN);
+    let caplen = b.ins().uextend(I64, caplen);
+    for (k, s) in sites.iter().enumerate() {
+        let (compute, invalid, next) = (b.create_block(), b.create_block(), b.create_block());
+        let on = b.ins().band_imm_u(enabled, 1i64 << k);
+        b.ins().brif(on, compute, &[], next, &[]);
+
+        b.switch_to_block(compute);
+        let rec = rec_of(b, i, out, s);
+        let pkt = Pkt { data, caplen, invalid };
+        let vals: Vec<Value> = s.exprs.iter().map(|e| eval(b, &pkt, e)).collect();
+        let one = b.ins().iconst(I32, 1);
+        b.ins().store(MemFlagsData::trusted(), one, rec, 0);
+        for (j, v) in vals.into_iter().enumerate() {
+            b.ins().store(MemFlagsData::trusted(), v, rec, 4 * (1 + j as i32));
+        }
+        b.ins().jump(next, &[]);
+
+        b.switch_to_block(invalid);
+        let z = b.ins().iconst(I32, 0);
+        let at = rec_of(b, i, out, s);
+        b.ins().store(MemFlagsData::trusted(), z, at, 0);
+        b.ins().jump(next, &[]);
+
+        b.switch_to_block(next);
+    }
+    let i1 = b.ins().iadd_imm_s(i, 1);
+    b.ins().jump(head, &[i1.into()]);
+
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+}
+
+/// The address of packet `i`'s record of site `s` in `out`.
+fn rec_of(b: &mut FunctionBuilder, i: Value, out: Value, s: &Site) -> Value {
+    let rec = b.ins().imul_imm_s(i, 4 * s.stride() as i64);
+    let rec = b.ins().iadd_imm_s(rec, 4 * s.words_at as i64);
+    b.ins().iadd(out, rec)
+}
+
+/// The current packet, for [`eval`].
+struct Pkt {
+    data: Value,
+    caplen: Value,
+    /// Where a load past the captured bytes goes.
+    invalid: Block,
+}
+
+/// Code computing `e` (an `i32`) in the current block; a packet load out
+/// of bounds branches to `pkt.invalid`.
+fn eval(b: &mut FunctionBuilder, pkt: &Pkt, e: &KeyExpr) -> Value {
+    match e {
+        KeyExpr::Const(k) => b.ins().iconst(I32, i64::from(*k)),
+        KeyExpr::Load(w, o) => {
+            let o = eval(b, pkt, o);
+            let o = b.ins().uextend(I64, o);
+            let end = b.ins().iadd_imm_s(o, i64::from(*w));
+            let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, pkt.caplen);
+            let ok = b.create_block();
+            b.ins().brif(fits, ok, &[], pkt.invalid, &[]);
+            b.switch_to_block(ok);
+            let addr = b.ins().iadd(pkt.data, o);
+            let flags = MemFlagsData::new().with_notrap();
+            match w {
+                1 => b.ins().uload8(I32, flags, addr, 0),
+                2 => {
+                    let v = b.ins().load(types::I16, flags, addr, 0);
+                    let v = b.ins().bswap(v);
+                    b.ins().uextend(I32, v)
+                }
+                _ => {
+                    let v = b.ins().load(I32, flags, addr, 0);
+                    b.ins().bswap(v)
+                }
+            }
+        }
+        KeyExpr::Alu(op, x, y) => {
+            let x = eval(b, pkt, x);
+            let y = eval(b, pkt, y);
+            match op {
+                Opcode::Add => b.ins().iadd(x, y),
+                Opcode::Sub => b.ins().isub(x, y),
+                Opcode::Mul => b.ins().imul(x, y),
+                Opcode::And => b.ins().band(x, y),
+                Opcode::Or => b.ins().bor(x, y),
+                Opcode::Xor => b.ins().bxor(x, y),
+                Opcode::Shl => b.ins().ishl(x, y),
+                _ => b.ins().ushr(x, y),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verified(src: &str) -> Verified {
+        netvm_verify::verify(&netil::assemble(src).expect("assembles").module).expect("verifies")
+    }
+
+    fn load(w: u8, off: u32) -> KeyExpr {
+        KeyExpr::Load(w, Box::new(KeyExpr::Const(off)))
+    }
+
+    #[test]
+    fn the_routers_and_the_bridges_lookups_are_found() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+        let read = |p: &str| verified(&std::fs::read_to_string(format!("{root}/{p}")).expect("example"));
+        let sites = find_sites(&[read("ipv4-router/ttl.nil"), read("ipv4-router/lookup.nil")]);
+        // lpm lookup_pkt at offset 30 (instance 0, op 3); the drop counters' invokes are sites too.
+        assert_eq!(sites[0], Site { node: 1, copro: 0, op: 3, regs: 1 << 8, exprs: vec![KeyExpr::Const(30)], words_at: 0 });
+        assert!(sites.iter().all(|s| s.node == 1));
+        let sites = find_sites(&[read("l2-bridge/bridge.nil")]);
+        let fib: Vec<_> = sites.iter().filter(|s| s.copro == 0).map(|s| (s.op, s.regs, s.exprs.clone())).collect();
+        // insert_pkt (key at 6, value in4 = the input port: not known) and lookup_pkt (key at 0).
+        assert_eq!(fib, vec![(4, 1 << 8, vec![KeyExpr::Const(6)]), (3, 1 << 8, vec![KeyExpr::Const(0)])]);
+        // Each site's words follow the previous one's.
+        for w in sites.windows(2) {
+            assert_eq!(w[1].words_at, w[0].words_at + w[0].stride() * MAX_PACKETS);
+        }
+    }
+
+    #[test]
+    fn keys_from_packet_loads_and_arithmetic_are_followed_through_the_stack_and_locals() {
+        let v = verified(
+            ".copro t table\n.locals 1\n.ports 1\nsegment .push\n    pop\n    push 14\n    upload.8\n    push 15\n    and\n    push 2\n    shl\n    locstore 0\n    push 26\n    upload.32\n    copro.in t, 0\n    locload 0\n    dup\n    copro.in t, 1\n    pop\n    copro.invoke t, 0\n    ret 0\nends\n",
+        );
+        let sites = find_sites(&[v]);
+        assert_eq!(sites.len(), 1);
+        let ihl4 = KeyExpr::Alu(
+            Opcode::Shl,
+            Box::new(KeyExpr::Alu(Opcode::And, Box::new(load(1, 14)), Box::new(KeyExpr::Const(15)))),
+            Box::new(KeyExpr::Const(2)),
+        );
+        assert_eq!((sites[0].regs, sites[0].exprs.clone()), (0b11, vec![load(4, 26), ihl4]));
+    }
+
+    #[test]
+    fn registers_set_in_another_block_or_from_other_memories_are_not_keys() {
+        // in0 comes from data memory; in1 was set before a branch: neither is known at the invoke.
+        let v = verified(
+            ".copro t table\n.datasize 4\n.ports 1\nsegment .push\n    pop\n    push 0\n    copro.in t, 1\n    push 0\n    upload.8\n    jz next\nnext:\n    push 0\n    dload.32\n    copro.in t, 0\n    copro.invoke t, 0\n    ret 0\nends\n",
+        );
+        assert!(find_sites(&[v]).is_empty());
+    }
+}
