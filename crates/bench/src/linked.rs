@@ -3,7 +3,7 @@
 //! to the compiled per-batch function `netvm_run` with
 //! [`LinkedApp::run_descs`], no runtime in between.
 
-use netvm_jit::link::{LinkMode, LinkedApp, XbDesc};
+use netvm_jit::link::{Batching, LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
 use netvm_runtime::{Application, Manifest};
 use netvm_vm::graph::LinkedCode;
@@ -24,12 +24,42 @@ impl Linked {
     /// of `netvm_copro::registry`), compiles it with `mode` and runs its
     /// `.init` handlers.
     pub fn build(manifest: &Manifest, mode: LinkMode) -> Result<Linked, String> {
+        Linked::build_with(manifest, mode, Batching::default(), &[])
+    }
+
+    /// As [`Linked::build`], with computation batching `batching`, and the
+    /// table files `loads` (`(instance name, text)`) loaded before `.init`.
+    pub fn build_with(manifest: &Manifest, mode: LinkMode, batching: Batching, loads: &[(&str, &str)]) -> Result<Linked, String> {
         let plan = Application::plan(manifest, &netvm_copro::registry(), None).map_err(|e| e.to_string())?;
         let mut app = LinkedApp::compile(&plan.graph, &plan.verified, &plan.limits, mode, JitOptions::default())
             .map_err(|e| format!("linking ({}): {e}", mode.name()))?;
+        app.set_batching(batching);
         let mut states = plan.states;
+        for (name, text) in loads {
+            let (pe, i) = plan
+                .copro_names
+                .iter()
+                .enumerate()
+                .find_map(|(pe, names)| names.iter().position(|n| n == name).map(|i| (pe, i)))
+                .ok_or_else(|| format!("no coprocessor `{name}`"))?;
+            states[pe].copros[i].load(text).map_err(|e| format!("loading {name}: {e}"))?;
+        }
         app.init(&mut states).map_err(|(n, o)| format!(".init of NetPE {n}: {o:?}"))?;
         Ok(Linked { app, states, verdicts: vec![0; BATCH] })
+    }
+
+    /// Runs `descs` in batches of [`BATCH`]; returns the sum over the
+    /// packets of (output port + 1), counting a packet that fanned out as
+    /// 10 (the C peers' check).
+    pub fn pass_ports(&mut self, descs: &mut Descs) -> u64 {
+        let mut check = 0u64;
+        for chunk in descs.descs.chunks_mut(BATCH) {
+            let v = &mut self.verdicts[..chunk.len()];
+            // SAFETY: as in `pass`.
+            unsafe { self.app.run_descs(&mut self.states, chunk, v) };
+            check += v.iter().map(|&r| if r <= 0xffff { u64::from(r) + 1 } else if r & 0x8000_0000 != 0 { 10 } else { 0 }).sum::<u64>();
+        }
+        check
     }
 
     /// Runs `descs` in batches of [`BATCH`]; returns (packets that left on
@@ -84,6 +114,13 @@ impl Descs {
             })
             .collect();
         Descs { _bytes: bytes, descs }
+    }
+
+    /// Copies `packets` (those `Descs::new` was made from) over the slots again.
+    pub fn restore(&mut self, packets: &[Packet]) {
+        for (p, slot) in packets.iter().zip(self._bytes.chunks_mut(SLOT)) {
+            slot[..p.data.len()].copy_from_slice(&p.data);
+        }
     }
 
     /// Number of packets.

@@ -9,7 +9,8 @@
 //! coprobench strmatch DIR [--reps R]      PatternSet (Hyperscan, aho-corasick), and the
 //!                                         `strmatch` coprocessor called from a NetIL program on the JIT
 //! coprobench gen-ids DIR                  write only the IDS inputs (also part of `gen`)
-//! coprobench app DIR APP [--reps R]       examples/ipv4-router (`router`) or examples/l2-bridge
+//! coprobench app DIR APP [--reps R] [--only SETTING,...]
+//!                                         examples/ipv4-router (`router`) or examples/l2-bridge
 //!                                         (`bridge`) on the 64-byte frames, through the runtime's
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
@@ -466,7 +467,7 @@ fn frames(dir: &Path, name: &str, with_port: bool) -> Vec<Packet> {
 /// 256, no I/O), one line per batching setting: ns per frame, and the
 /// check the C peers compute (the sum of port + 1 over forwarded frames;
 /// flooded bridge frames count port 9 + 1 once).
-fn app(dir: &Path, which: &str, reps: usize) {
+fn app(dir: &Path, which: &str, reps: usize, only: &str) {
     use netvm_jit::link::{BatchMode, Batching, SubBatchTuner};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let (bench, manifest, frames, load) = match which {
@@ -487,7 +488,31 @@ fn app(dir: &Path, which: &str, reps: usize) {
         }
     }
     let n = frames.len() as u64;
-    for (name, batching) in settings {
+    // The compiled batch function alone, on descriptors prepared once (as
+    // the C loops run): no runtime between the packets and the code.
+    let loads: Vec<(&str, &str)> = load.zip(routes.as_deref()).into_iter().collect();
+    for (name, batching) in settings.iter().filter(|(name, _)| matches!(name.as_str(), "off" | "on-auto" | "prefetch-auto")) {
+        let name = format!("linked-{name}");
+        if !only.is_empty() && !only.split(',').any(|o| o == name) {
+            continue;
+        }
+        let mut l = netvm_bench::linked::Linked::build_with(&manifest, netvm_jit::link::LinkMode::Direct, *batching, &loads)
+            .unwrap_or_else(|e| die(e));
+        let mut descs = netvm_bench::linked::Descs::new(&frames);
+        let check = l.pass_ports(&mut descs);
+        let mut ns = Vec::with_capacity(reps);
+        for _ in 0..reps {
+            descs.restore(&frames);
+            let t = Instant::now();
+            let c = std::hint::black_box(l.pass_ports(&mut descs));
+            ns.push(t.elapsed().as_nanos() as f64 / n as f64);
+            if bench == "router64" {
+                assert_eq!(c, check, "two passes gave different answers");
+            }
+        }
+        emit("netvm-jit", bench, &format!("app-{name}"), &ns, n, check);
+    }
+    for (name, batching) in settings.into_iter().filter(|(name, _)| only.is_empty() || only.split(',').any(|o| o == name)) {
         let engine = netvm_runtime::JitEngine { batching, ..netvm_runtime::JitEngine::default() };
         let mut a =
             netvm_runtime::Application::build(&manifest, &engine, &netvm_copro::registry(), None).unwrap_or_else(|e| die(e.to_string()));
@@ -547,7 +572,7 @@ fn main() {
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
         "strmatch" => strmatch(&dir, reps),
-        "app" => app(&dir, args.get(2).map_or("", String::as_str), reps),
+        "app" => app(&dir, args.get(2).map_or("", String::as_str), reps, &arg(&args, "--only", String::new())),
         other => die(format!("unknown subcommand `{other}`")),
     }
 }
