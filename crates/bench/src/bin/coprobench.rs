@@ -483,7 +483,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
         ("prefetch-auto".into(), Batching { mode: BatchMode::Prefetch, sub_batch: None }),
     ];
     for mode in [BatchMode::Prefetch, BatchMode::On] {
-        for size in SubBatchTuner::SIZES {
+        for size in SubBatchTuner::SIZES.into_iter().filter(|&s| s > 0) {
             settings.push((format!("{}-{size}", mode.name()), Batching { mode, sub_batch: Some(size) }));
         }
     }

@@ -94,7 +94,8 @@ impl LinkedApp {
         self.prog.ahead.as_ref().map_or(&[], |(_, s)| s.as_slice())
     }
 
-    /// The sub-batch size in use: the fixed one, or the tuner's current choice.
+    /// The sub-batch size in use: the fixed one, or the tuner's current
+    /// choice (0: the batch in one loop, without stages).
     pub fn sub_batch(&self) -> usize {
         self.batching.sub_batch.unwrap_or(self.tuner.current())
     }
@@ -164,8 +165,16 @@ impl LinkedApp {
             unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
             return;
         }
-        let size = self.sub_batch().clamp(1, MAX_PACKETS);
         let t = Instant::now();
+        let size = self.sub_batch();
+        if size == 0 {
+            // The tuner's candidate without stages.
+            // SAFETY: as above.
+            unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
+            self.tuner.record(descs.len(), t.elapsed().as_nanos() as u64);
+            return;
+        }
+        let size = size.min(MAX_PACKETS);
         for (i, chunk) in descs.chunks_mut(size).enumerate() {
             let base = i * size;
             // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
@@ -349,6 +358,9 @@ fn prefetch_read(p: *const u8) {
 /// every [`SubBatchTuner::EXPLOIT`] batches, since the best size follows
 /// what the tables and the traffic do to the caches (the paper's §3: the
 /// best batch fills the cache without evicting what the next stage needs).
+/// One candidate, 0, is no stages at all: where the tables fit the cache,
+/// the pre-lookup stage costs more than the misses it hides, and the
+/// batch then runs in one loop.
 #[derive(Clone, Debug)]
 pub struct SubBatchTuner {
     /// The candidate being tried (exploring), or the chosen one.
@@ -368,8 +380,8 @@ impl Default for SubBatchTuner {
 }
 
 impl SubBatchTuner {
-    /// The candidate sizes.
-    pub const SIZES: [usize; 6] = [8, 16, 32, 64, 128, 256];
+    /// The candidate sizes (0: no stages).
+    pub const SIZES: [usize; 7] = [0, 8, 16, 32, 64, 128, 256];
     /// Batches measured per candidate.
     const TRIES: u32 = 6;
     /// Batches run, unmeasured, before the first candidate (caches, page faults).
