@@ -480,6 +480,76 @@ fn cond_cc(op: Opcode) -> Option<IntCC> {
     })
 }
 
+/// `csum` inline (RFC 1071, as `netvm_vm::region::internet_checksum`): the
+/// `n` bytes at `addr` (checked) summed as big-endian 32-bit words into 64
+/// bits (2^16 = 1 modulo 0xffff, so this is the one's complement sum of the
+/// 16-bit words), then a last 16-bit word and an odd byte padded with zero,
+/// folded to 16 bits and complemented. Returns the `i32` result.
+fn inline_csum(b: &mut FunctionBuilder, addr: Value, n: Value) -> Value {
+    let flags = MemFlagsData::new().with_notrap();
+    let words = b.ins().band_imm_u(n, !3i64);
+    let (head, body, tail) = (b.create_block(), b.create_block(), b.create_block());
+    b.append_block_param(head, I64); // offset
+    b.append_block_param(head, I64); // sum
+    b.append_block_param(tail, I64);
+    let zero = b.ins().iconst(I64, 0);
+    b.ins().jump(head, &[zero.into(), zero.into()]);
+
+    b.switch_to_block(head);
+    let (i, sum) = (b.block_params(head)[0], b.block_params(head)[1]);
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i, words);
+    b.ins().brif(more, body, &[], tail, &[sum.into()]);
+
+    b.switch_to_block(body);
+    let p = b.ins().iadd(addr, i);
+    let w = b.ins().load(I32, flags, p, 0);
+    let w = b.ins().bswap(w);
+    let w = b.ins().uextend(I64, w);
+    let sum2 = b.ins().iadd(sum, w);
+    let i2 = b.ins().iadd_imm_s(i, 4);
+    b.ins().jump(head, &[i2.into(), sum2.into()]);
+
+    // The last 0 to 3 bytes: a 16-bit word if two are left, then a byte.
+    b.switch_to_block(tail);
+    let sum = b.block_params(tail)[0];
+    let (half, after_half, byte, done) = (b.create_block(), b.create_block(), b.create_block(), b.create_block());
+    b.append_block_param(after_half, I64);
+    b.append_block_param(after_half, I64);
+    b.append_block_param(done, I64);
+    let has_half = b.ins().band_imm_u(n, 2);
+    b.ins().brif(has_half, half, &[], after_half, &[words.into(), sum.into()]);
+    b.switch_to_block(half);
+    let p = b.ins().iadd(addr, words);
+    let h = b.ins().load(types::I16, flags, p, 0);
+    let h = b.ins().bswap(h);
+    let h = b.ins().uextend(I64, h);
+    let s2 = b.ins().iadd(sum, h);
+    let at = b.ins().iadd_imm_s(words, 2);
+    b.ins().jump(after_half, &[at.into(), s2.into()]);
+    b.switch_to_block(after_half);
+    let (at, sum) = (b.block_params(after_half)[0], b.block_params(after_half)[1]);
+    let has_byte = b.ins().band_imm_u(n, 1);
+    b.ins().brif(has_byte, byte, &[], done, &[sum.into()]);
+    b.switch_to_block(byte);
+    let p = b.ins().iadd(addr, at);
+    let x = b.ins().uload8(I64, flags, p, 0);
+    let x = b.ins().ishl_imm_u(x, 8);
+    let s2 = b.ins().iadd(sum, x);
+    b.ins().jump(done, &[s2.into()]);
+
+    // Fold 64 -> 32 -> 16 bits with end-around carries, then complement.
+    b.switch_to_block(done);
+    let mut sum = b.block_params(done)[0];
+    for (shift, mask) in [(32, 0xffff_ffffi64), (32, 0xffff_ffff), (16, 0xffff), (16, 0xffff), (16, 0xffff)] {
+        let lo = b.ins().band_imm_u(sum, mask);
+        let hi = b.ins().ushr_imm_u(sum, shift);
+        sum = b.ins().iadd(lo, hi);
+    }
+    let r = b.ins().ireduce(I32, sum);
+    let r = b.ins().bnot(r);
+    b.ins().band_imm_u(r, 0xffff)
+}
+
 /// Translates one verified segment; its code starts in the builder's current
 /// block (which may already hold instructions). `facts` comes from [`crate::analysis::analyse`]; `dead`
 /// marks info stores to omit (empty: none). With [`ExitMode::Jump`], the
@@ -832,16 +902,20 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let fe = tx.cx.frontend;
             tx.b.call_memmove(fe, to, from, n);
         }
-        (Operands::Mem(mm), Crc32 | Hash | Csum) => {
+        (Operands::Mem(mm), Csum) => {
             let off = tx.get(d - 2);
             let len = tx.get(d - 1);
             let addr = tx.region(*mm, off, len);
             let n = tx.b.ins().uextend(I64, len);
-            let f = match op {
-                Crc32 => h.crc32,
-                Hash => h.murmur3,
-                _ => h.csum,
-            };
+            let v = inline_csum(tx.b, addr, n);
+            tx.set(d - 2, v);
+        }
+        (Operands::Mem(mm), Crc32 | Hash) => {
+            let off = tx.get(d - 2);
+            let len = tx.get(d - 1);
+            let addr = tx.region(*mm, off, len);
+            let n = tx.b.ins().uextend(I64, len);
+            let f = if op == Crc32 { h.crc32 } else { h.murmur3 };
             let v = tx.cx.call(tx.b, f, &[addr, n]);
             tx.set(d - 2, v);
         }

@@ -147,3 +147,23 @@ fn examples_and_test_programs_on_real_captures() {
     println!("{} programs × {} packets = {cases} cases", programs.len(), packets.len());
     assert!(cases > 10_000);
 }
+
+/// `csum` is compiled inline (32-bit words, then the odd half-word and
+/// byte): every length from 0 to 70 at every start offset from 0 to 3, on
+/// random bytes and on bytes that make the sum carry the most (all 0xff).
+#[test]
+fn inline_checksum_of_every_length_and_alignment() {
+    let mut r = SplitMix64::new(0xc5);
+    for fill in [None, Some(0xffu8), Some(0u8)] {
+        let bytes: Vec<u8> = (0..80).map(|_| fill.unwrap_or(r.below(256) as u8)).collect();
+        for off in 0..4u32 {
+            for len in 0..=70u32 {
+                let src = format!(".infosize 4\nsegment .push\n    pop\n    push 0\n    push {off}\n    push {len}\n    csum pkt\n    istore.32\n    ret 0\nends\n");
+                let module = netil::assemble(&src).expect("assembles").module;
+                let packets = [Packet::from_bytes(bytes.clone())];
+                compare(&module, &packets, &Limits::default(), JitOptions::default())
+                    .unwrap_or_else(|e| panic!("csum of {len} bytes at {off} ({fill:?}): {e}"));
+            }
+        }
+    }
+}
