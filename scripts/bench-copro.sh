@@ -13,6 +13,14 @@
 #             --repeat`), vs the same work written in C over rte_lpm
 #   bridge    examples/l2-bridge on 64-byte frames from memory, vs a C learning
 #             bridge over rte_hash
+#   apps      computation batching (issue 16): examples/ipv4-router and
+#             examples/l2-bridge through `coprobench app` (the compiled batch
+#             function alone, and through the runtime's batch function) with
+#             --batching off, on and prefetch, and the sub-batch sweep (8 to
+#             256, the paper's Fig. 4); the C loops of router and bridge
+#   l2fwdN    examples/l2-fwd with an N-entry table (N = 2000, 16000,
+#             1000000, 16000000), batching off, on, prefetch (and the sweep
+#             for 1M), vs a C loop over rte_hash_lookup_bulk_data
 #   crossing  the coprocessor interface's per-call cost from the JIT: the
 #             apps of benches/apps/copro (ten copro.in, ten copro.out, five
 #             invokes of a counters instance per packet, and none) on the
@@ -38,7 +46,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -57,7 +65,7 @@ PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
-if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
@@ -67,6 +75,9 @@ say "building (release) in $CARGO_TARGET_DIR"
 make -s -C "$ROOT/benches/peers" OUT="$WORK/peers" "$WORK/peers/copropeers" >&2
 [ -f "$WORK/router64.bin" ] || "$REL/coprobench" gen "$WORK" >&2
 [ -f "$WORK/ids.pcap" ] || "$REL/coprobench" gen-ids "$WORK" >&2
+for n in 2000 16000 1000000 16000000; do
+    if wants "l2fwd$n" && [ ! -f "$WORK/l2fwd64-$n.bin" ]; then "$REL/coprobench" gen-l2fwd "$WORK" "$n" >&2; fi
+done
 bench_pin "$PIN_CPU"
 
 # Hugepages for DPDK (restored on exit).
@@ -139,6 +150,23 @@ for round in $(seq "$ROUNDS"); do
         netvm_app bridge64 "$ROOT/examples/l2-bridge/app.toml" "${BR[@]}" --repeat 50 | record "$round"
         "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
     fi
+    if wants apps; then
+        for app in router bridge; do
+            "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" | record "$round"
+        done
+        wants router || "${PIN[@]}" "$WORK/peers/copropeers" router "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+        wants bridge || "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+    fi
+    for n in 2000 16000 1000000 16000000; do
+        if wants "l2fwd$n"; then
+            # The sweep for 1M entries; the modes alone for the others (16M
+            # entries take seconds to load per setting).
+            only=linked-off,linked-on-auto,linked-prefetch-auto,off,on-auto,prefetch-auto
+            [ "$n" = 1000000 ] && only=""
+            "${PIN[@]}" "$REL/coprobench" app "$WORK" "l2fwd-$n" --reps "$REPS" ${only:+--only "$only"} | record "$round"
+            "${PIN[@]}" "$WORK/peers/copropeers" l2fwd "$WORK" "$n" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+        fi
+    done
     if wants crossing; then
         for app in base in10 out10 invoke5; do
             netvm_app "copro-$app" "$ROOT/benches/apps/copro/$app.toml" -r "$WORK/router64.pcap" --repeat 50 | record "$round"

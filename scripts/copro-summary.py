@@ -6,7 +6,8 @@ ns/op; then, for every netvm engine against every peer (engines not named
 netvm-*) of the same bench, the median over rounds of the per-round time
 ratio netvm/peer (below 1: netvm is faster). Modes pair up as measured:
 single with single, bulk with bulk, all with all, first with first; an
-application run (`app`, `netvm run`) is paired with every mode of its peer.
+application run (`app`, `netvm run`; `app-*`, `coprobench app`) is paired
+with every mode of its peer.
 
 usage: copro-summary.py RECORDS.jsonl
 """
@@ -43,7 +44,7 @@ def main(path):
         if not e.startswith("netvm"):
             continue
         for (b2, m2, e2) in sorted(keys):
-            if b2 != b or e2.startswith("netvm") or not (m2 == m or m == "app"):
+            if b2 != b or e2.startswith("netvm") or not (m2 == m or m.startswith("app")):
                 continue
             mine, theirs = ns[(b, m, e)], ns[(b2, m2, e2)]
             rounds = sorted(set(mine) & set(theirs))

@@ -8,6 +8,7 @@
  *   copropeers hs DIR     [--reps R] [--cpu N]               Hyperscan block mode, literals
  *   copropeers router DIR [--reps R] [--cpu N] [--tbl8s N]   IPv4 router loop + rte_lpm
  *   copropeers bridge DIR [--reps R] [--cpu N] [--entries N] learning bridge + rte_hash
+ *   copropeers l2fwd DIR N [--reps R] [--cpu N]          L2 forwarding over an N-entry rte_hash
  *   common: [--mem MB] (EAL memory without hugepages, default 4096)
  *
  * Each measurement prints one JSON line on stdout:
@@ -1011,9 +1012,112 @@ static int bench_hs(const char *dir)
 
 /* ---- main ------------------------------------------------------------------- */
 
+/* ---- bench: l2fwd ---- */
+
+/* L2 forwarding by destination MAC over a static table (examples/l2-fwd,
+ * the paper's L2Fwd): `coprobench gen-l2fwd DIR N` writes the table
+ * (l2fwd-N.keys: 6 key bytes and a u16 port per entry) and the frames
+ * (l2fwd64-N.bin). The check is the sum of port + 1 over forwarded frames. */
+struct l2fwd_ctx {
+    struct rte_hash *h;
+    struct frames *fr;
+    uint64_t fwd, drop;
+};
+
+static __attribute__((noinline)) uint64_t l2fwd_single(void *v)
+{
+    struct l2fwd_ctx *c = v;
+    const struct frames *fr = c->fr;
+    uint64_t s = 0, fwd = 0, drop = 0;
+    for (size_t i = 0; i < fr->n; i++) {
+        const uint8_t *f = fr->work + i * fr->slot;
+        void *d;
+        if (fr->len[i] < 14 || rte_hash_lookup_data(c->h, f, &d) < 0 || (uintptr_t)d >= NPORTS) {
+            drop++;
+            continue;
+        }
+        fwd++;
+        s += (uintptr_t)d + 1;
+    }
+    c->fwd += fwd, c->drop += drop;
+    return s;
+}
+
+static __attribute__((noinline)) uint64_t l2fwd_bulk(void *v)
+{
+    struct l2fwd_ctx *c = v;
+    const struct frames *fr = c->fr;
+    uint64_t s = 0, fwd = 0, drop = 0;
+    const void *keys[BATCH];
+    void *data[BATCH];
+    for (size_t i = 0; i < fr->n; i += BATCH) {
+        unsigned b = fr->n - i < BATCH ? (unsigned)(fr->n - i) : BATCH, k = 0;
+        for (unsigned j = 0; j < b; j++) {
+            if (fr->len[i + j] < 14)
+                drop++;
+            else
+                keys[k++] = fr->work + (i + j) * fr->slot;
+        }
+        uint64_t hit = 0;
+        if (k)
+            rte_hash_lookup_bulk_data(c->h, keys, k, &hit, data);
+        for (unsigned j = 0; j < k; j++) {
+            if (!(hit >> j & 1) || (uintptr_t)data[j] >= NPORTS) {
+                drop++;
+                continue;
+            }
+            fwd++;
+            s += (uintptr_t)data[j] + 1;
+        }
+    }
+    c->fwd += fwd, c->drop += drop;
+    return s;
+}
+
+static int bench_l2fwd(const char *dir, size_t n)
+{
+    char name[64], bench[48];
+    snprintf(bench, sizeof bench, "l2fwd64-%zu", n);
+    snprintf(name, sizeof name, "l2fwd-%zu.keys", n);
+    struct blob keys = slurp(dir, name);
+    if (keys.n != 8 * n)
+        die("%s: %zu bytes, expected %zu entries of 8 bytes", name, keys.n, n);
+    snprintf(name, sizeof name, "l2fwd64-%zu.bin", n);
+    struct frames fr = load_frames(dir, name, 0);
+    struct rte_hash_parameters p = {
+        .name = "copro_l2fwd", .entries = (uint32_t)(n < 1024 ? 1024 : n), .key_len = 6, .hash_func = NULL,
+        .hash_func_init_val = 0, .socket_id = SOCKET_ID_ANY, .extra_flag = 0,
+    };
+    double t = now_ns();
+    struct rte_hash *h = rte_hash_create(&p);
+    if (h == NULL)
+        die("rte_hash_create (%zu entries, 6-byte keys): %s", n, rte_strerror(rte_errno));
+    for (size_t i = 0; i < n; i++) {
+        uint16_t port;
+        memcpy(&port, keys.p + 8 * i + 6, 2);
+        if (rte_hash_add_key_data(h, keys.p + 8 * i, (void *)(uintptr_t)port) < 0)
+            die("rte_hash_add_key_data: entry %zu of %zu does not fit", i, n);
+    }
+    char extra[256];
+    snprintf(extra, sizeof extra, ",\"entries\":%zu,\"capacity\":%" PRId32 ",\"hash_func\":\"%s\",\"eal\":\"%s\"", n,
+             rte_hash_max_key_id(h), hash_func_name(h, keys.p, 6), eal_mode);
+    emit_build("c-l2fwd/dpdk-rte_hash", bench, (now_ns() - t) / 1e9, extra);
+    free(keys.p);
+    struct l2fwd_ctx c = {.h = h, .fr = &fr};
+    double *ns = calloc(reps, sizeof *ns);
+    uint64_t check = timed("l2fwd single", l2fwd_single, NULL, &c, fr.n, ns);
+    snprintf(extra, sizeof extra, ",\"mpps\":%.3f", 1e3 / median(ns, reps));
+    emit("c-l2fwd/dpdk-rte_hash", bench, "single", ns, fr.n, check, extra);
+    check = timed("l2fwd bulk", l2fwd_bulk, NULL, &c, fr.n, ns);
+    snprintf(extra, sizeof extra, ",\"mpps\":%.3f", 1e3 / median(ns, reps));
+    emit("c-l2fwd/dpdk-rte_hash", bench, "bulk", ns, fr.n, check, extra);
+    rte_hash_free(h);
+    return 0;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: copropeers lpm|hash|hs|router|bridge DIR [N] [--reps R] [--cpu N] [--entries N] "
+    fprintf(stderr, "usage: copropeers lpm|hash|hs|router|bridge|l2fwd DIR [N] [--reps R] [--cpu N] [--entries N] "
                     "[--tbl8s N] [--mem MB]\n");
     exit(2);
 }
@@ -1081,13 +1185,19 @@ int main(int argc, char **argv)
         n = parse_num("N", pos[2], 1, 1u << 30);
         snprintf(hb, sizeof hb, "hash%zu", n);
         engine = "dpdk-rte_hash", bench = hb;
+    } else if (!strcmp(cmd, "l2fwd")) {
+        if (npos != 3)
+            die("usage: copropeers l2fwd DIR N");
+        n = parse_num("N", pos[2], 1, 1u << 25);
+        snprintf(hb, sizeof hb, "l2fwd64-%zu", n);
+        engine = "c-l2fwd/dpdk-rte_hash", bench = hb;
     } else if (!strcmp(cmd, "router"))
         engine = "c-router/dpdk-rte_lpm", bench = "router64";
     else if (!strcmp(cmd, "bridge"))
         engine = "c-bridge/dpdk-rte_hash", bench = "bridge64";
     else
         usage();
-    if (strcmp(cmd, "hash") != 0 && npos != 2)
+    if (strcmp(cmd, "hash") != 0 && strcmp(cmd, "l2fwd") != 0 && npos != 2)
         usage();
 
 #ifdef HAVE_DPDK
@@ -1101,6 +1211,8 @@ int main(int argc, char **argv)
         rc = bench_lpm(dir);
     else if (!strcmp(cmd, "hash"))
         rc = bench_hash(dir, n);
+    else if (!strcmp(cmd, "l2fwd"))
+        rc = bench_l2fwd(dir, n);
     else if (!strcmp(cmd, "router"))
         rc = bench_router(dir);
     else

@@ -57,7 +57,18 @@ impl Linked {
             let v = &mut self.verdicts[..chunk.len()];
             // SAFETY: as in `pass`.
             unsafe { self.app.run_descs(&mut self.states, chunk, v) };
-            check += v.iter().map(|&r| if r <= 0xffff { u64::from(r) + 1 } else if r & 0x8000_0000 != 0 { 10 } else { 0 }).sum::<u64>();
+            check += v
+                .iter()
+                .map(|&r| {
+                    if r <= 0xffff {
+                        u64::from(r) + 1
+                    } else if r & 0x8000_0000 != 0 {
+                        10
+                    } else {
+                        0
+                    }
+                })
+                .sum::<u64>();
         }
         check
     }

@@ -9,9 +9,11 @@
 //! coprobench strmatch DIR [--reps R]      PatternSet (Hyperscan, aho-corasick), and the
 //!                                         `strmatch` coprocessor called from a NetIL program on the JIT
 //! coprobench gen-ids DIR                  write only the IDS inputs (also part of `gen`)
+//! coprobench gen-l2fwd DIR N             the L2 forwarding inputs for an N-entry table
 //! coprobench app DIR APP [--reps R] [--only SETTING,...]
 //!                                         examples/ipv4-router (`router`) or examples/l2-bridge
-//!                                         (`bridge`) on the 64-byte frames, through the runtime's
+//!                                         (`bridge`) or examples/l2-fwd (`l2fwd-N`, after
+//!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
 //!                                         and on at each fixed sub-batch size (the sweep)
@@ -233,6 +235,53 @@ fn gen_ids(dir: &Path) {
         w.write(&pkt).unwrap();
     }
     w.finish().unwrap();
+}
+
+/// The inputs of examples/l2-fwd with an `n`-entry table: `l2fwd-N.txt`
+/// (the table file: distinct unicast MACs, ports 0..16), `l2fwd-N.keys`
+/// (the same for the C peer: 6 key bytes and a `u16` port per entry),
+/// `l2fwd64-N.bin` (100,000 64-byte frames to destinations drawn uniformly
+/// from the table) and `l2fwd-N.toml` (the example's manifest with a
+/// table of that capacity).
+fn gen_l2fwd(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(0x12f0 ^ n as u64);
+    // Distinct: multiplying by an odd constant is a bijection on u32.
+    let mac = |h: u64| -> [u8; 6] {
+        let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
+        [0x02, (h >> 32) as u8, b[0], b[1], b[2], b[3]]
+    };
+    let mut text = String::with_capacity(n * 16);
+    let mut keys = Vec::with_capacity(n * 8);
+    for h in 0..n as u64 {
+        let (m, port) = (mac(h), r.below(16) as u16);
+        for b in m {
+            text += &format!("{b:02x}");
+        }
+        text += &format!(" {port}\n");
+        keys.extend_from_slice(&m);
+        keys.extend_from_slice(&port.to_le_bytes());
+    }
+    std::fs::write(dir.join(format!("l2fwd-{n}.txt")), text).unwrap();
+    std::fs::write(dir.join(format!("l2fwd-{n}.keys")), keys).unwrap();
+    let mut bin = Vec::new();
+    for _ in 0..100_000 {
+        let mut f = vec![0u8; 64];
+        f[0..6].copy_from_slice(&mac(r.below(n as u64)));
+        f[6..12].copy_from_slice(&mac(r.below(n as u64)));
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        bin.extend_from_slice(&64u16.to_le_bytes());
+        bin.extend_from_slice(&f);
+    }
+    std::fs::write(dir.join(format!("l2fwd64-{n}.bin")), bin).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2-fwd/app.toml");
+    let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
+    let fwd = example.with_file_name("fwd.nil").canonicalize().unwrap_or_else(|e| die(format!("fwd.nil: {e}")));
+    let manifest = manifest
+        .replace("program = \"fwd.nil\"", &format!("program = {:?}", fwd.display().to_string()))
+        .replace("capacity = 1048576", &format!("capacity = {}", n.max(1024)));
+    std::fs::write(dir.join(format!("l2fwd-{n}.toml")), manifest).unwrap();
+    eprintln!("coprobench: l2fwd inputs for {n} entries written to {}", dir.display());
 }
 
 /// `NAME.bin` (records `u16 port` (bridge only), `u16 len`, bytes) and pcaps (one per port for the bridge).
@@ -470,13 +519,30 @@ fn frames(dir: &Path, name: &str, with_port: bool) -> Vec<Packet> {
 fn app(dir: &Path, which: &str, reps: usize, only: &str) {
     use netvm_jit::link::{BatchMode, Batching, SubBatchTuner};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let l2fwd = which.strip_prefix("l2fwd-");
     let (bench, manifest, frames, load) = match which {
-        "router" => ("router64", root.join("examples/ipv4-router/app.toml"), frames(dir, "router64", false), Some("routes")),
-        "bridge" => ("bridge64", root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
-        _ => die(format!("app: `{which}` is not `router` or `bridge`")),
+        "router" => (
+            "router64".to_string(),
+            root.join("examples/ipv4-router/app.toml"),
+            frames(dir, "router64", false),
+            Some(("routes", "routes.txt".to_string())),
+        ),
+        "bridge" => ("bridge64".to_string(), root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
+        _ if l2fwd.is_some_and(|n| n.parse::<usize>().is_ok()) => {
+            let n = l2fwd.unwrap_or_default();
+            (
+                format!("l2fwd64-{n}"),
+                dir.join(format!("l2fwd-{n}.toml")),
+                frames(dir, &format!("l2fwd64-{n}"), false),
+                Some(("fib", format!("l2fwd-{n}.txt"))),
+            )
+        }
+        _ => die(format!("app: `{which}` is not `router`, `bridge` or `l2fwd-N`")),
     };
+    let bench = bench.as_str();
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
-    let routes = load.map(|_| String::from_utf8(read(dir, "routes.txt")).unwrap_or_else(|_| die("routes.txt is not UTF-8".into())));
+    let routes = load.as_ref().map(|(_, file)| String::from_utf8(read(dir, file)).unwrap_or_else(|_| die(format!("{file} is not UTF-8"))));
+    let load = load.map(|(inst, _)| inst);
     let mut settings: Vec<(String, Batching)> = vec![
         ("off".into(), Batching { mode: BatchMode::Off, sub_batch: None }),
         ("on-auto".into(), Batching { mode: BatchMode::On, sub_batch: None }),
@@ -506,7 +572,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             let t = Instant::now();
             let c = std::hint::black_box(l.pass_ports(&mut descs));
             ns.push(t.elapsed().as_nanos() as f64 / n as f64);
-            if bench == "router64" {
+            if bench != "bridge64" {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
@@ -546,7 +612,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             let t = Instant::now();
             let c = std::hint::black_box(pass(&mut packets));
             ns.push(t.elapsed().as_nanos() as f64 / n as f64);
-            if bench == "router64" {
+            if bench != "bridge64" {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
@@ -569,6 +635,7 @@ fn main() {
     match args[0].as_str() {
         "gen" => gen(&dir, &args),
         "gen-ids" => gen_ids(&dir),
+        "gen-l2fwd" => gen_l2fwd(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-l2fwd DIR N".into()))),
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
         "strmatch" => strmatch(&dir, reps),

@@ -414,7 +414,9 @@ impl ExactTable {
 
     #[inline(always)]
     fn idle(&self, slot: usize, now_ns: u64) -> bool {
-        now_ns.saturating_sub(self.ts_at(slot)) > self.idle_ns
+        // Without aging nothing is idle: the timestamp (often on the entry's
+        // second cache line) is not read.
+        self.idle_ns != u64::MAX && now_ns.saturating_sub(self.ts_at(slot)) > self.idle_ns
     }
 
     fn entry(&self, slot: usize) -> Entry<'_> {
