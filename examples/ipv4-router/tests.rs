@@ -12,10 +12,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use netvm_io::{read_capture, PcapWriter};
+#[path = "../support.rs"]
+mod support;
+
 use netvm_traffic::apps::{route_file, router_trace, routes4};
 use netvm_traffic::{internet_checksum, SplitMix64};
 use netvm_vm::Packet;
+use support::{run_app, write_pcap, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ipv4-router")).join(rel).display().to_string()
@@ -93,56 +96,14 @@ fn reference(routes: &[(u32, u32, u32)], f: &[u8]) -> Fate {
     }
 }
 
-/// The engines every check runs: the interpreter, and the JIT with each
-/// computation batching mode (odd sub-batch sizes, so that sub-batches
-/// end inside the runtime's batches).
-const ENGINES: [(&str, &[&str]); 5] = [
-    ("interp", &["--engine", "interp"]),
-    ("jit-off", &["--batching", "off"]),
-    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
-    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
-    ("jit-auto", &[]),
-];
-
 /// Runs the router; returns each port's output and the stats.
-fn run_router(
-    dir: &Path,
-    routes: &str,
-    pkts: &[Packet],
-    (engine, flags): (&str, &[&str]),
-) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
     let input = dir.join("in.pcap");
-    let mut w = PcapWriter::create(&input).unwrap();
-    for p in pkts {
-        w.write(p).unwrap();
-    }
-    w.finish().unwrap();
+    write_pcap(&input, pkts);
     let route_path = dir.join("routes.txt");
     std::fs::write(&route_path, routes).unwrap();
-    let pattern = dir.join(format!("{engine}-out-{{port}}.pcap"));
-    let mut args = vec![
-        "run".to_string(),
-        example("app.toml"),
-        "--load".into(),
-        format!("routes={}", route_path.display()),
-        "-r".into(),
-        input.display().to_string(),
-        "-w".into(),
-        pattern.display().to_string(),
-        "--stats".into(),
-        "json".into(),
-    ];
-    args.extend(flags.iter().map(|f| f.to_string()));
-    let o = Command::new(env!("CARGO_BIN_EXE_netvm")).args(&args).output().unwrap();
-    assert!(o.status.success(), "netvm {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let mut out = BTreeMap::new();
-    for p in 0..16u32 {
-        let (got, err) = read_capture(&dir.join(format!("{engine}-out-{p}.pcap")), 0);
-        assert!(err.is_none(), "{err:?}");
-        out.insert(p, got.into_iter().map(|x| x.data).collect());
-    }
-    (out, stats)
+    let args = [example("app.toml"), "--load".into(), format!("routes={}", route_path.display()), "-r".into(), input.display().to_string()];
+    run_app(dir, &args, engine, 0..16)
 }
 
 fn check(seed: u64, nroutes: usize, npkts: usize) {
@@ -217,7 +178,7 @@ fn router_with_a_large_table() {
 fn bad_route_files_are_refused_with_their_line() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.pcap");
-    PcapWriter::create(&input).unwrap().finish().unwrap();
+    write_pcap(&input, []);
     for (text, line) in [("10.0.0.0/8 1\n10.0.0.1/8 2\n", "line 2"), ("10.0.0.0/33 1\n", "line 1"), ("\n\nbogus 1\n", "line 3")] {
         let routes = dir.path().join("bad.txt");
         std::fs::write(&routes, text).unwrap();

@@ -10,12 +10,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use netvm_io::{read_capture, PcapWriter};
+#[path = "../support.rs"]
+mod support;
+
 use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
 use netvm_traffic::SplitMix64;
 use netvm_vm::Packet;
+use support::{run_app, write_pcap, ENGINES};
 
 const AGING_NS: u64 = 300 * 1_000_000_000;
 
@@ -64,58 +66,27 @@ fn model(frames: &[Packet], ports: &[u16]) -> Expected {
     e
 }
 
-fn write_pcap(path: &Path, pkts: &[&Packet]) {
-    let mut w = PcapWriter::create(path).unwrap();
-    for p in pkts {
-        w.write(p).unwrap();
-    }
-    w.finish().unwrap();
-}
-
-/// The engines every check runs: the interpreter, and the JIT with each
-/// computation batching mode (odd sub-batch sizes, so that sub-batches
-/// end inside the runtime's batches).
-const ENGINES: [(&str, &[&str]); 5] = [
-    ("interp", &["--engine", "interp"]),
-    ("jit-off", &["--batching", "off"]),
-    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
-    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
-    ("jit-auto", &[]),
-];
-
 /// Runs the bridge on `frames` (their `in_port`s are the ports) with `engine`;
 /// returns the output of each port and the `--stats json` object.
-fn run_bridge(
-    dir: &Path,
-    frames: &[Packet],
-    ports: &[u16],
-    (engine, flags): (&str, &[&str]),
-) -> (HashMap<u16, Vec<Vec<u8>>>, serde_json::Value) {
-    let mut args: Vec<String> = vec!["run".into(), example("app.toml")];
-    args.extend(flags.iter().map(|f| f.to_string()));
+fn run_bridge(dir: &Path, frames: &[Packet], ports: &[u16], engine: (&str, &[&str])) -> (HashMap<u16, Vec<Vec<u8>>>, serde_json::Value) {
+    let mut args: Vec<String> = vec![example("app.toml")];
     for p in ports {
         let file = dir.join(format!("in-{p}.pcap"));
-        let mine: Vec<&Packet> = frames.iter().filter(|f| f.in_port == *p).collect();
-        write_pcap(&file, &mine);
+        write_pcap(&file, frames.iter().filter(|f| f.in_port == *p));
         args.push("-r".into());
         args.push(format!("{p}={}", file.display()));
     }
-    let pattern = dir.join(format!("{engine}-out-{{port}}.pcap"));
-    args.extend(["-w".into(), pattern.display().to_string(), "--stats".into(), "json".into()]);
-    let o = Command::new(env!("CARGO_BIN_EXE_netvm")).args(&args).output().unwrap();
-    assert!(o.status.success(), "netvm {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let mut out = HashMap::new();
-    for p in 1..=8u16 {
-        let (pkts, err) = read_capture(&dir.join(format!("{engine}-out-{p}.pcap")), 0);
-        assert!(err.is_none(), "{err:?}");
+    let (out, stats) = run_app(dir, &args, engine, 1..=8);
+    let mut up = HashMap::new();
+    for (p, pkts) in out {
+        let p = p as u16;
         if ports.contains(&p) {
-            out.insert(p, pkts.into_iter().map(|x| x.data).collect());
+            up.insert(p, pkts);
         } else {
             assert!(pkts.is_empty(), "port {p} is down but got {} frames", pkts.len());
         }
     }
-    (out, stats)
+    (up, stats)
 }
 
 fn check(seed: u64, traffic: &BridgeTraffic) {

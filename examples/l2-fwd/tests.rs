@@ -11,24 +11,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use netvm_io::{read_capture, PcapWriter};
+#[path = "../support.rs"]
+mod support;
+
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
+use support::{run_app, write_pcap, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/l2-fwd")).join(rel).display().to_string()
 }
-
-/// The engines every check runs: the interpreter, and the JIT with each
-/// computation batching mode (odd sub-batch sizes, so that sub-batches
-/// end inside the runtime's batches).
-const ENGINES: [(&str, &[&str]); 5] = [
-    ("interp", &["--engine", "interp"]),
-    ("jit-off", &["--batching", "off"]),
-    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
-    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
-    ("jit-auto", &[]),
-];
 
 /// `KEY PORT` lines, parsed plainly.
 fn parse_fib(text: &str) -> HashMap<[u8; 6], u32> {
@@ -80,39 +72,13 @@ fn traffic(r: &mut SplitMix64, n: usize, frames: usize) -> (String, Vec<Packet>)
 }
 
 /// Runs the forwarder; returns each port's output and the stats.
-fn run_fwd(dir: &Path, fib: &str, pkts: &[Packet], (engine, flags): (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+fn run_fwd(dir: &Path, fib: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
     let input = dir.join("in.pcap");
-    let mut w = PcapWriter::create(&input).unwrap();
-    for p in pkts {
-        w.write(p).unwrap();
-    }
-    w.finish().unwrap();
+    write_pcap(&input, pkts);
     let fib_path = dir.join("fib.txt");
     std::fs::write(&fib_path, fib).unwrap();
-    let pattern = dir.join(format!("{engine}-out-{{port}}.pcap"));
-    let mut args = vec![
-        "run".to_string(),
-        example("app.toml"),
-        "--load".into(),
-        format!("fib={}", fib_path.display()),
-        "-r".into(),
-        input.display().to_string(),
-        "-w".into(),
-        pattern.display().to_string(),
-        "--stats".into(),
-        "json".into(),
-    ];
-    args.extend(flags.iter().map(|f| f.to_string()));
-    let o = Command::new(env!("CARGO_BIN_EXE_netvm")).args(&args).output().unwrap();
-    assert!(o.status.success(), "netvm {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let mut out = BTreeMap::new();
-    for p in 0..16u32 {
-        let (got, err) = read_capture(&dir.join(format!("{engine}-out-{p}.pcap")), 0);
-        assert!(err.is_none(), "{err:?}");
-        out.insert(p, got.into_iter().map(|x| x.data).collect());
-    }
-    (out, stats)
+    let args = [example("app.toml"), "--load".into(), format!("fib={}", fib_path.display()), "-r".into(), input.display().to_string()];
+    run_app(dir, &args, engine, 0..16)
 }
 
 fn check(seed: u64, entries: usize, frames: usize) {

@@ -304,6 +304,20 @@ fn unpack(words: &[u32]) -> [u8; 16] {
     b
 }
 
+/// A value as output words: byte `i` in word `i / 4`, big-endian, the
+/// last word zero-padded (built from the bytes in place, without a copy).
+#[inline(always)]
+fn value_words(v: &[u8]) -> [u32; 4] {
+    let mut w = [0u32; 4];
+    for (o, c) in w.iter_mut().zip(v.chunks(4)) {
+        *o = match <[u8; 4]>::try_from(c) {
+            Ok(a) => u32::from_be_bytes(a),
+            Err(_) => c.iter().enumerate().fold(0, |acc, (j, b)| acc | u32::from(*b) << (24 - 8 * j)),
+        };
+    }
+    w
+}
+
 /// How recent an entry is, for the merge: a static entry is older than any learned one.
 fn recency(ts: u64) -> u64 {
     if ts == STATIC {
@@ -399,20 +413,19 @@ impl Table {
         }
     }
 
-    /// The key: from in0..3, or `key_size` bytes of packet memory at in8.
+    /// The key: `key_size` bytes of `regs` (in0..3 unpacked), or of packet
+    /// memory at in8 (read in place: a copy followed by wider loads would
+    /// stall on store forwarding).
     #[inline(always)]
-    fn key(&self, from_packet: bool, packet: &[u8]) -> Result<[u8; 16], CoproError> {
+    fn key<'a>(&self, from_packet: bool, packet: &'a [u8], regs: &'a [u8; 16]) -> Result<&'a [u8], CoproError> {
         let ks = self.key_size;
         if !from_packet {
-            return Ok(unpack(&self.input[..4]));
+            return Ok(&regs[..ks]);
         }
         let off = self.input[8] as usize;
-        let bytes = off.checked_add(ks).and_then(|end| packet.get(off..end)).ok_or_else(|| {
+        off.checked_add(ks).and_then(|end| packet.get(off..end)).ok_or_else(|| {
             CoproError::BadArgument(format!("key of {ks} bytes at packet offset {off} past the end ({} bytes)", packet.len()))
-        })?;
-        let mut k = [0u8; 16];
-        k[..ks].copy_from_slice(bytes);
-        Ok(k)
+        })
     }
 
     /// Processes `op` at the packet's time.
@@ -423,26 +436,17 @@ impl Table {
         }
         let now = ctx.now.as_nanos();
         self.now = self.now.max(now);
-        let key = self.key(op >= 3, ctx.packet)?;
-        let key = &key[..self.key_size];
+        let regs = unpack(&self.input[..4]);
+        let key = self.key(op >= 3, ctx.packet, &regs)?;
         self.output = [0; 5];
         match op % 3 {
             0 => {
                 self.tally.add(LOOKUPS, 1);
-                let mut b = [0u8; 16];
-                let hit = match self.store().table.lookup_live(key, now) {
-                    Some(v) => {
-                        b[..v.len()].copy_from_slice(v);
-                        true
-                    }
-                    None => false,
-                };
-                if hit {
+                let found = self.store().table.lookup_live(key, now).map(value_words);
+                if let Some(words) = found {
                     self.tally.add(HITS, 1);
                     self.output[0] = 1;
-                    for (o, c) in self.output[1..].iter_mut().zip(b.chunks_exact(4)) {
-                        *o = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-                    }
+                    self.output[1..].copy_from_slice(&words);
                 }
             }
             1 => {

@@ -1,0 +1,58 @@
+//! What the example applications' tests share (included by each with
+//! `#[path = "../support.rs"] mod support;`): the engines every check runs,
+//! and running `netvm run` on captures with an output file per port.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use netvm_io::{read_capture, PcapWriter};
+use netvm_vm::Packet;
+
+/// The engines every check runs: the interpreter, and the JIT with each
+/// computation batching mode (odd sub-batch sizes, so that sub-batches
+/// end inside the runtime's batches), as (label, `netvm run` flags).
+pub const ENGINES: [(&str, &[&str]); 5] = [
+    ("interp", &["--engine", "interp"]),
+    ("jit-off", &["--batching", "off"]),
+    ("jit-on", &["--batching", "on", "--sub-batch", "3"]),
+    ("jit-prefetch", &["--batching", "prefetch", "--sub-batch", "7"]),
+    ("jit-auto", &[]),
+];
+
+/// Writes `pkts` as a pcap at `path`.
+pub fn write_pcap<'a>(path: &Path, pkts: impl IntoIterator<Item = &'a Packet>) {
+    let mut w = PcapWriter::create(path).unwrap();
+    for p in pkts {
+        w.write(p).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Runs `netvm run ARGS FLAGS -w DIR/LABEL-out-{port}.pcap --stats json`
+/// with engine `(label, flags)`; returns the frames out of each port of
+/// `ports`, and the statistics.
+pub fn run_app(
+    dir: &Path,
+    args: &[String],
+    (label, flags): (&str, &[&str]),
+    ports: impl IntoIterator<Item = u32>,
+) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+    let pattern = dir.join(format!("{label}-out-{{port}}.pcap"));
+    let mut all: Vec<String> = vec!["run".into()];
+    all.extend(args.iter().cloned());
+    all.extend(flags.iter().map(|f| f.to_string()));
+    all.extend(["-w".into(), pattern.display().to_string(), "--stats".into(), "json".into()]);
+    let o = Command::new(env!("CARGO_BIN_EXE_netvm")).args(&all).output().unwrap();
+    assert!(o.status.success(), "netvm {all:?}: {}", String::from_utf8_lossy(&o.stderr));
+    let stats: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut out = BTreeMap::new();
+    for p in ports {
+        let (got, err) = read_capture(&dir.join(format!("{label}-out-{p}.pcap")), 0);
+        assert!(err.is_none(), "{err:?}");
+        out.insert(p, got.into_iter().map(|x| x.data).collect());
+    }
+    (out, stats)
+}
