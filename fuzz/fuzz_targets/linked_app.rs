@@ -12,8 +12,8 @@ use netvm_filetests::differential::{check_generated, describe};
 use netvm_fuzzgen::app::generate_app;
 use netvm_fuzzgen::arbitrary::Unstructured;
 use netvm_fuzzgen::{generate_packets, GenConfig};
-use netvm_jit::link::LinkMode;
-use netvm_jit::{JitEngine, JitOptions};
+use netvm_jit::link::{BatchMode, Batching, LinkMode};
+use netvm_jit::JitEngine;
 use netvm_traffic::SplitMix64;
 use netvm_vm::Engine;
 
@@ -25,10 +25,12 @@ fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(rest);
     let Ok(packets) = generate_packets(&mut u, 16) else { return };
     let batch = 1 + usize::from(rest.first().copied().unwrap_or(0) % 16);
-    let engines: [(&str, Box<dyn Engine>); 3] = [
-        ("jit/direct", Box::new(JitEngine { link: Some(LinkMode::Direct), opts: JitOptions::default() })),
-        ("jit/table", Box::new(JitEngine { link: Some(LinkMode::Table), opts: JitOptions::default() })),
-        ("jit/dispatch", Box::new(JitEngine { link: None, opts: JitOptions::default() })),
+    let staged = Batching { mode: BatchMode::On, sub_batch: Some(3) };
+    let engines: [(&str, Box<dyn Engine>); 4] = [
+        ("jit/direct", Box::new(JitEngine { link: Some(LinkMode::Direct), ..JitEngine::default() })),
+        ("jit/direct, sub-batches of 3", Box::new(JitEngine { link: Some(LinkMode::Direct), batching: staged, ..JitEngine::default() })),
+        ("jit/table", Box::new(JitEngine { link: Some(LinkMode::Table), ..JitEngine::default() })),
+        ("jit/dispatch", Box::new(JitEngine { link: None, ..JitEngine::default() })),
     ];
     if let Err(e) = check_generated(&g, &packets, batch, &engines) {
         panic!("{e}\n{}", describe(&g));

@@ -23,9 +23,9 @@
 //! handle on every instance: the first worker's is the one the application
 //! created, ran `.init` on and loaded tables into; the others are made from
 //! it by [`Coprocessor::fork`] before any packet runs. Every handle is
-//! `Send` (each worker thread owns its own); input and output registers,
-//! search scratch space (Hyperscan scratch, regex caches) and the packet
-//! offset the batch prefetch uses always belong to a handle. What
+//! `Send` (each worker thread owns its own); input and output registers
+//! and search scratch space (Hyperscan scratch, regex caches) always belong
+//! to a handle. What
 //! [`Coprocessor::share`] says about the rest:
 //!
 //! | kind       | `WorkerShare` | what a fork gets |

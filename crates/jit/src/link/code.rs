@@ -353,14 +353,18 @@ fn prefetch_read(p: *const u8) {
 }
 
 /// Chooses the sub-batch size of computation batching by measurement, per
-/// application and worker: it tries each candidate size on a few batches,
-/// keeps the fastest (the least time per packet), and tries them all again
-/// every [`SubBatchTuner::EXPLOIT`] batches, since the best size follows
-/// what the tables and the traffic do to the caches (the paper's §3: the
-/// best batch fills the cache without evicting what the next stage needs).
-/// One candidate, 0, is no stages at all: where the tables fit the cache,
-/// the pre-lookup stage costs more than the misses it hides, and the
-/// batch then runs in one loop.
+/// application and worker: it runs the candidate sizes in turn, a batch
+/// each, for [`SubBatchTuner::ROUNDS`] rounds (interleaved, so that a
+/// change in the traffic or the tables during the exploration, such as a
+/// bridge learning its first hosts, weighs on every candidate alike),
+/// keeps the one with the least time per packet over its batches, and
+/// explores again after 64 batches, then after twice as many each time up
+/// to [`SubBatchTuner::EXPLOIT`] batches, since the best
+/// size follows what the tables and the traffic do to the caches (the
+/// paper's §3: the best batch fills the cache without evicting what the
+/// next stage needs). One candidate, 0, is no stages at all: where the
+/// tables fit the cache, the pre-lookup stage costs more than the misses
+/// it hides, and the batch then runs in one loop.
 #[derive(Clone, Debug)]
 pub struct SubBatchTuner {
     /// The candidate being tried (exploring), or the chosen one.
@@ -369,25 +373,33 @@ pub struct SubBatchTuner {
     left: u32,
     /// Whether it is trying the candidates.
     exploring: bool,
-    /// Per candidate, the best time per packet seen this exploration (ps).
-    best_ps: [u64; SubBatchTuner::SIZES.len()],
+    /// Per candidate, the time (ns) and packets measured this exploration.
+    spent: [(u64, u64); SubBatchTuner::SIZES.len()],
+    /// Batches of the next exploitation phase: short at first (the first
+    /// batches of a run, cold caches and tables still filling, may say
+    /// little about the rest), doubling up to [`SubBatchTuner::EXPLOIT`].
+    exploit: u32,
 }
 
 impl Default for SubBatchTuner {
     fn default() -> Self {
-        SubBatchTuner { at: 0, left: Self::TRIES + Self::WARMUP, exploring: true, best_ps: [u64::MAX; Self::SIZES.len()] }
+        SubBatchTuner { at: 0, left: Self::WARMUP + Self::exploration(), exploring: true, spent: [(0, 0); Self::SIZES.len()], exploit: 64 }
     }
 }
 
 impl SubBatchTuner {
     /// The candidate sizes (0: no stages).
     pub const SIZES: [usize; 7] = [0, 8, 16, 32, 64, 128, 256];
-    /// Batches measured per candidate.
-    const TRIES: u32 = 6;
-    /// Batches run, unmeasured, before the first candidate (caches, page faults).
+    /// Rounds of the exploration: batches measured per candidate.
+    const ROUNDS: u32 = 8;
+    /// Batches run, unmeasured, before the first exploration (caches, page faults).
     const WARMUP: u32 = 4;
-    /// Batches run at the chosen size before exploring again.
+    /// The most batches run at the chosen size before exploring again.
     const EXPLOIT: u32 = 4096;
+
+    const fn exploration() -> u32 {
+        Self::ROUNDS * Self::SIZES.len() as u32
+    }
 
     /// The size to run the next batch with.
     pub fn current(&self) -> usize {
@@ -399,23 +411,76 @@ impl SubBatchTuner {
         if packets == 0 {
             return;
         }
-        if self.exploring && self.left <= Self::TRIES {
-            let ps = ns.saturating_mul(1000) / packets as u64;
-            self.best_ps[self.at] = self.best_ps[self.at].min(ps);
-        }
         self.left = self.left.saturating_sub(1);
-        if self.left > 0 {
-            return;
+        if self.exploring {
+            if self.left < Self::exploration() {
+                let s = &mut self.spent[self.at];
+                *s = (s.0 + ns, s.1 + packets as u64);
+            }
+            if self.left == 0 {
+                // The least time per packet: a / b < c / d as a * d < c * b.
+                let best = (0..Self::SIZES.len())
+                    .filter(|&i| self.spent[i].1 > 0)
+                    .min_by(|&i, &j| {
+                        let ((a, b), (c, d)) = (self.spent[i], self.spent[j]);
+                        (u128::from(a) * u128::from(d)).cmp(&(u128::from(c) * u128::from(b)))
+                    })
+                    .unwrap_or(0);
+                let exploit = self.exploit;
+                *self = SubBatchTuner {
+                    at: best,
+                    left: exploit,
+                    exploring: false,
+                    exploit: (exploit * 2).min(Self::EXPLOIT),
+                    spent: self.spent,
+                };
+            } else if self.left <= Self::exploration() {
+                // Round robin over the candidates.
+                self.at = (Self::exploration() - self.left) as usize % Self::SIZES.len();
+            }
+        } else if self.left == 0 {
+            *self = SubBatchTuner { left: Self::exploration(), exploit: self.exploit, ..SubBatchTuner::default() };
         }
-        if !self.exploring {
-            *self = SubBatchTuner { left: Self::TRIES, ..SubBatchTuner::default() };
-        } else if self.at + 1 < Self::SIZES.len() {
-            self.at += 1;
-            self.left = Self::TRIES;
-        } else {
-            self.at = (0..Self::SIZES.len()).min_by_key(|&i| self.best_ps[i]).unwrap_or(0);
-            self.exploring = false;
-            self.left = Self::EXPLOIT;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SubBatchTuner;
+
+    /// Runs `batches` batches of 256 packets costing `ns_per_packet(size, batch)`.
+    fn run(t: &mut SubBatchTuner, batches: usize, ns_per_packet: impl Fn(usize, usize) -> u64) {
+        for b in 0..batches {
+            let size = t.current();
+            t.record(256, 256 * ns_per_packet(size, b));
         }
+    }
+
+    #[test]
+    fn the_tuner_keeps_the_fastest_size_and_explores_again() {
+        let mut t = SubBatchTuner::default();
+        // Fastest at 32; no stages is slow.
+        run(&mut t, 200, |s, _| if s == 32 { 50 } else { 80 });
+        assert_eq!(t.current(), 32);
+        // The traffic changes: no stages is now the fastest; found at the next exploration.
+        run(&mut t, 5000, |s, _| if s == 0 { 40 } else { 90 });
+        assert_eq!(t.current(), 0);
+    }
+
+    #[test]
+    fn a_drift_during_the_exploration_weighs_on_every_candidate_alike() {
+        // Every batch gets cheaper as a table fills (a learning bridge):
+        // tried in turn, the sizes see the same drift, so the one that is
+        // faster at every moment (no stages, 10 % less) wins.
+        let mut t = SubBatchTuner::default();
+        run(&mut t, 100, |s, b| {
+            let base = 200u64.saturating_sub(2 * b as u64).max(100);
+            if s == 0 {
+                base * 9 / 10
+            } else {
+                base
+            }
+        });
+        assert_eq!(t.current(), 0);
     }
 }
