@@ -56,3 +56,22 @@ pub fn run_app(
     }
     (out, stats)
 }
+
+/// Runs the example `app` (its app.toml) on `pkts` (one capture on input
+/// port 0) with the table file `table` loaded into instance `instance`;
+/// returns the frames out of ports 0 to 15 and the statistics.
+pub fn run_with_table(
+    dir: &Path,
+    app: &str,
+    instance: &str,
+    table: &str,
+    pkts: &[Packet],
+    engine: (&str, &[&str]),
+) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+    let input = dir.join("in.pcap");
+    write_pcap(&input, pkts);
+    let path = dir.join("table.txt");
+    std::fs::write(&path, table).unwrap();
+    let args = [app.to_string(), "--load".into(), format!("{instance}={}", path.display()), "-r".into(), input.display().to_string()];
+    run_app(dir, &args, engine, 0..16)
+}

@@ -21,6 +21,9 @@
 #   l2fwdN    examples/l2-fwd with an N-entry table (N = 2000, 16000,
 #             1000000, 16000000), batching off, on, prefetch (and the sweep
 #             for 1M), vs a C loop over rte_hash_lookup_bulk_data
+#   ipv6      Lpm6 vs DPDK rte_lpm6 on 200,000 routes of /29 to /64 (memory,
+#             build, one at a time and bulk), and examples/ipv6-router on
+#             64-byte frames (`coprobench app DIR router6`)
 #   crossing  the coprocessor interface's per-call cost from the JIT: the
 #             apps of benches/apps/copro (ten copro.in, ten copro.out, five
 #             invokes of a counters instance per packet, and none) on the
@@ -46,7 +49,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -65,7 +68,7 @@ PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
-if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
@@ -78,6 +81,7 @@ make -s -C "$ROOT/benches/peers" OUT="$WORK/peers" "$WORK/peers/copropeers" >&2
 for n in 2000 16000 1000000 16000000; do
     if wants "l2fwd$n" && [ ! -f "$WORK/l2fwd64-$n.bin" ]; then "$REL/coprobench" gen-l2fwd "$WORK" "$n" >&2; fi
 done
+if wants ipv6 && [ ! -f "$WORK/router6-64.bin" ]; then "$REL/coprobench" gen-ipv6 "$WORK" >&2; fi
 bench_pin "$PIN_CPU"
 
 # Hugepages for DPDK (restored on exit).
@@ -167,6 +171,11 @@ for round in $(seq "$ROUNDS"); do
             "${PIN[@]}" "$WORK/peers/copropeers" l2fwd "$WORK" "$n" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
         fi
     done
+    if wants ipv6; then
+        "${PIN[@]}" "$REL/coprobench" lpm6 "$WORK" --reps "$REPS" | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" lpm6 "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+        "${PIN[@]}" "$REL/coprobench" app "$WORK" router6 --reps "$REPS" --only linked-off,linked-on-auto,linked-prefetch-auto,off,prefetch-auto | record "$round"
+    fi
     if wants crossing; then
         for app in base in10 out10 invoke5; do
             netvm_app "copro-$app" "$ROOT/benches/apps/copro/$app.toml" -r "$WORK/router64.pcap" --repeat 50 | record "$round"

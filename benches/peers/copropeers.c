@@ -9,6 +9,7 @@
  *   copropeers router DIR [--reps R] [--cpu N] [--tbl8s N]   IPv4 router loop + rte_lpm
  *   copropeers bridge DIR [--reps R] [--cpu N] [--entries N] learning bridge + rte_hash
  *   copropeers l2fwd DIR N [--reps R] [--cpu N]          L2 forwarding over an N-entry rte_hash
+ *   copropeers lpm6 DIR [--reps R] [--cpu N]             rte_lpm6: build, memory, single and bulk lookups
  *   common: [--mem MB] (EAL memory without hugepages, default 4096)
  *
  * Each measurement prints one JSON line on stdout:
@@ -66,6 +67,7 @@
 #include <rte_jhash.h>
 #include <rte_log.h>
 #include <rte_lpm.h>
+#include <rte_lpm6.h>
 #include <rte_memory.h>
 #endif
 #ifdef HAVE_HS
@@ -1131,9 +1133,98 @@ static int bench_l2fwd(const char *dir, size_t n)
     return 0;
 }
 
+/* ---- bench: lpm6 ---- */
+
+/* rte_lpm6 on `coprobench gen-ipv6`'s routes (routes6.bin: 16 address
+ * bytes, the length, a u32 next hop) and addresses (lpm6_addrs.bin, 16
+ * bytes each). The table's memory: rte_lpm6 allocates a 2^24-entry first
+ * level (4-byte entries) and `number_tbl8s` groups of 256 entries up
+ * front; the fewest groups that take every route are found by doubling
+ * from 2^16. The check is the sum of next hop + 1. */
+struct lpm6_ctx {
+    struct rte_lpm6 *lpm;
+    const uint8_t *addrs;
+    size_t n;
+};
+
+static __attribute__((noinline)) uint64_t lpm6_single(void *v)
+{
+    struct lpm6_ctx *c = v;
+    uint64_t s = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t nh;
+        if (rte_lpm6_lookup(c->lpm, c->addrs + 16 * i, &nh) == 0)
+            s += nh + 1;
+    }
+    return s;
+}
+
+static __attribute__((noinline)) uint64_t lpm6_bulk(void *v)
+{
+    struct lpm6_ctx *c = v;
+    uint64_t s = 0;
+    int32_t nh[BATCH];
+    for (size_t i = 0; i < c->n; i += BATCH) {
+        unsigned b = c->n - i < BATCH ? (unsigned)(c->n - i) : BATCH;
+        rte_lpm6_lookup_bulk_func(c->lpm, (uint8_t(*)[16])(uintptr_t)(c->addrs + 16 * i), nh, b);
+        for (unsigned j = 0; j < b; j++)
+            if (nh[j] >= 0)
+                s += (uint64_t)nh[j] + 1;
+    }
+    return s;
+}
+
+static int bench_lpm6(const char *dir)
+{
+    struct blob routes = slurp(dir, "routes6.bin");
+    struct blob addrs = slurp(dir, "lpm6_addrs.bin");
+    if (routes.n % 21 != 0 || addrs.n % 16 != 0)
+        die("routes6.bin / lpm6_addrs.bin: bad sizes (run coprobench gen-ipv6)");
+    size_t nr = routes.n / 21;
+    struct rte_lpm6 *lpm = NULL;
+    uint32_t tbl8s = 1u << 16, tries = 0;
+    double secs = 0;
+    for (;;) {
+        char name[32];
+        snprintf(name, sizeof name, "copro_lpm6_%u", tries++);
+        struct rte_lpm6_config cfg = {.max_rules = (uint32_t)nr, .number_tbl8s = tbl8s, .flags = 0};
+        double t = now_ns();
+        lpm = rte_lpm6_create(name, SOCKET_ID_ANY, &cfg);
+        if (lpm == NULL)
+            die("rte_lpm6_create (%u tbl8s): %s", tbl8s, rte_strerror(rte_errno));
+        size_t i = 0;
+        for (; i < nr; i++) {
+            const uint8_t *r = routes.p + 21 * i;
+            uint32_t hop;
+            memcpy(&hop, r + 17, 4);
+            if (rte_lpm6_add(lpm, r, r[16], hop) < 0)
+                break;
+        }
+        secs = (now_ns() - t) / 1e9;
+        if (i == nr)
+            break;
+        rte_lpm6_free(lpm);
+        if (tbl8s >= (1u << 24))
+            die("rte_lpm6: %zu routes do not fit 2^24 tbl8s", nr);
+        tbl8s *= 2;
+    }
+    double mib = ((double)(1u << 24) * 4 + (double)tbl8s * 256 * 4) / (1 << 20);
+    char extra[256];
+    snprintf(extra, sizeof extra, ",\"routes\":%zu,\"tbl8s\":%u,\"table_mib\":%.1f,\"eal\":\"%s\"", nr, tbl8s, mib, eal_mode);
+    emit_build("dpdk-rte_lpm6", "lpm6", secs, extra);
+    struct lpm6_ctx c = {lpm, addrs.p, addrs.n / 16};
+    double *ns = calloc(reps, sizeof *ns);
+    uint64_t check = timed("lpm6 single", lpm6_single, NULL, &c, c.n, ns);
+    emit("dpdk-rte_lpm6", "lpm6", "single", ns, c.n, check, "");
+    check = timed("lpm6 bulk", lpm6_bulk, NULL, &c, c.n, ns);
+    emit("dpdk-rte_lpm6", "lpm6", "bulk", ns, c.n, check, "");
+    rte_lpm6_free(lpm);
+    return 0;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: copropeers lpm|hash|hs|router|bridge|l2fwd DIR [N] [--reps R] [--cpu N] [--entries N] "
+    fprintf(stderr, "usage: copropeers lpm|lpm6|hash|hs|router|bridge|l2fwd DIR [N] [--reps R] [--cpu N] [--entries N] "
                     "[--tbl8s N] [--mem MB]\n");
     exit(2);
 }
@@ -1195,6 +1286,8 @@ int main(int argc, char **argv)
     size_t n = 0;
     if (!strcmp(cmd, "lpm"))
         engine = "dpdk-rte_lpm", bench = "lpm";
+    else if (!strcmp(cmd, "lpm6"))
+        engine = "dpdk-rte_lpm6", bench = "lpm6";
     else if (!strcmp(cmd, "hash")) {
         if (npos != 3)
             die("usage: copropeers hash DIR N");
@@ -1229,6 +1322,8 @@ int main(int argc, char **argv)
         rc = bench_hash(dir, n);
     else if (!strcmp(cmd, "l2fwd"))
         rc = bench_l2fwd(dir, n);
+    else if (!strcmp(cmd, "lpm6"))
+        rc = bench_lpm6(dir);
     else if (!strcmp(cmd, "router"))
         rc = bench_router(dir);
     else

@@ -18,7 +18,7 @@ mod support;
 use netvm_traffic::apps::{route_file, router_trace, routes4};
 use netvm_traffic::{internet_checksum, SplitMix64};
 use netvm_vm::Packet;
-use support::{run_app, write_pcap, ENGINES};
+use support::{run_with_table, write_pcap, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ipv4-router")).join(rel).display().to_string()
@@ -96,14 +96,9 @@ fn reference(routes: &[(u32, u32, u32)], f: &[u8]) -> Fate {
     }
 }
 
-/// Runs the router; returns each port's output and the stats.
-fn run_router(dir: &Path, routes: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
-    let input = dir.join("in.pcap");
-    write_pcap(&input, pkts);
-    let route_path = dir.join("routes.txt");
-    std::fs::write(&route_path, routes).unwrap();
-    let args = [example("app.toml"), "--load".into(), format!("routes={}", route_path.display()), "-r".into(), input.display().to_string()];
-    run_app(dir, &args, engine, 0..16)
+/// Runs the router on `pkts` with the route file `table`; returns each port's output and the stats.
+fn run_router(dir: &Path, table: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+    run_with_table(dir, &example("app.toml"), "routes", table, pkts, engine)
 }
 
 fn check(seed: u64, nroutes: usize, npkts: usize) {

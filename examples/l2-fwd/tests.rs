@@ -16,7 +16,7 @@ mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_app, write_pcap, ENGINES};
+use support::{run_with_table, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/l2-fwd")).join(rel).display().to_string()
@@ -71,14 +71,9 @@ fn traffic(r: &mut SplitMix64, n: usize, frames: usize) -> (String, Vec<Packet>)
     (fib, pkts)
 }
 
-/// Runs the forwarder; returns each port's output and the stats.
-fn run_fwd(dir: &Path, fib: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
-    let input = dir.join("in.pcap");
-    write_pcap(&input, pkts);
-    let fib_path = dir.join("fib.txt");
-    std::fs::write(&fib_path, fib).unwrap();
-    let args = [example("app.toml"), "--load".into(), format!("fib={}", fib_path.display()), "-r".into(), input.display().to_string()];
-    run_app(dir, &args, engine, 0..16)
+/// Runs the forwarder on `pkts` with the table file `table`; returns each port's output and the stats.
+fn run_fwd(dir: &Path, table: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
+    run_with_table(dir, &example("app.toml"), "fib", table, pkts, engine)
 }
 
 fn check(seed: u64, entries: usize, frames: usize) {

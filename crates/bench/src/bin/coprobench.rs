@@ -10,9 +10,12 @@
 //!                                         `strmatch` coprocessor called from a NetIL program on the JIT
 //! coprobench gen-ids DIR                  write only the IDS inputs (also part of `gen`)
 //! coprobench gen-l2fwd DIR N             the L2 forwarding inputs for an N-entry table
+//! coprobench gen-ipv6 DIR                 200,000 IPv6 routes (/32 to /64) and frames to them
+//! coprobench lpm6 DIR [--reps R]          Lpm6: build, memory, one at a time, bulk (32)
 //! coprobench app DIR APP [--reps R] [--only SETTING,...]
 //!                                         examples/ipv4-router (`router`) or examples/l2-bridge
-//!                                         (`bridge`) or examples/l2-fwd (`l2fwd-N`, after
+//!                                         (`bridge`), examples/ipv6-router (`router6`, after
+//!                                         `gen-ipv6`) or examples/l2-fwd (`l2fwd-N`, after
 //!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
@@ -237,6 +240,103 @@ fn gen_ids(dir: &Path) {
     w.finish().unwrap();
 }
 
+/// IPv6 routes shaped like the global table, /32 to /64: `routes6.txt`
+/// (the route file), `routes6.bin` (16 address bytes, the length and the
+/// `u32` next hop per route, for the C peer), `lpm6_addrs.bin` (10M
+/// addresses that hit, 16 bytes each... 1M here, IPv6 lookups are slower)
+/// and `router6-64.bin` (100,000 64-byte IPv6 frames to them, hop limit 64).
+fn gen_ipv6(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(0x1b6);
+    let n = 200_000;
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut routes: Vec<(u128, u8, u32)> = Vec::with_capacity(n);
+    // Allocations (/32 and shorter) first, then more specific routes, half
+    // of them inside an allocation already listed (nested prefixes).
+    while routes.len() < n {
+        let len: u8 = match r.below(100) {
+            0..=9 => 32,
+            10..=19 => 29 + r.below(3) as u8,
+            20..=34 => 33 + r.below(15) as u8,
+            35..=84 => 48,
+            85..=94 => 49 + r.below(15) as u8,
+            _ => 64,
+        };
+        let random = (0x2000u128 << 112) | ((u128::from(r.next_u64()) << 64 | u128::from(r.next_u64())) >> 3);
+        let base = if len > 32 && !routes.is_empty() && r.below(2) == 0 {
+            let (p, l, _) = routes[r.below(routes.len() as u64) as usize];
+            let keep = u128::MAX << (128 - u32::from(l.min(32)));
+            (p & keep) | (random & !keep)
+        } else {
+            random
+        };
+        let net = base & (u128::MAX << (128 - u32::from(len)));
+        if seen.insert((net, len)) {
+            routes.push((net, len, r.below(16) as u32));
+        }
+    }
+    let mut text = String::from("# coprobench gen-ipv6: 200,000 routes, /29 to /64\n");
+    let mut bin = Vec::with_capacity(n * 21);
+    for (net, len, hop) in &routes {
+        text += &format!("{}/{len} {hop}\n", std::net::Ipv6Addr::from(*net));
+        bin.extend_from_slice(&net.to_be_bytes());
+        bin.push(*len);
+        bin.extend_from_slice(&hop.to_le_bytes());
+    }
+    std::fs::write(dir.join("routes6.txt"), text).unwrap();
+    std::fs::write(dir.join("routes6.bin"), bin).unwrap();
+    let hit = |r: &mut SplitMix64| -> u128 {
+        let (net, len, _) = routes[r.below(n as u64) as usize];
+        let host = u128::from(r.next_u64()) << 64 | u128::from(r.next_u64());
+        net | (host & !(u128::MAX << (128 - u32::from(len))))
+    };
+    let mut addrs = Vec::with_capacity(16 << 20);
+    for _ in 0..1_000_000 {
+        addrs.extend_from_slice(&hit(&mut r).to_be_bytes());
+    }
+    std::fs::write(dir.join("lpm6_addrs.bin"), addrs).unwrap();
+    let mut frames = Vec::new();
+    for _ in 0..100_000 {
+        let mut f = vec![0u8; 64];
+        f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&10u16.to_be_bytes());
+        f[20] = 17;
+        f[21] = 64;
+        f[22..38].copy_from_slice(&(0x2001_0db8u128 << 96 | 1).to_be_bytes());
+        f[38..54].copy_from_slice(&hit(&mut r).to_be_bytes());
+        frames.extend_from_slice(&64u16.to_le_bytes());
+        frames.extend_from_slice(&f);
+    }
+    std::fs::write(dir.join("router6-64.bin"), frames).unwrap();
+    eprintln!("coprobench: IPv6 inputs written to {}", dir.display());
+}
+
+/// Lpm6 on `routes6.txt`: build time, memory (the first level and the
+/// groups used), one lookup at a time and bulk (32) over `lpm6_addrs.bin`.
+fn lpm6(dir: &Path, reps: usize) {
+    let text = String::from_utf8(read(dir, "routes6.txt")).unwrap_or_else(|_| die("routes6.txt is not UTF-8".into()));
+    let routes = netvm_copro::lpm::parse_routes(&text, netvm_copro::lpm::Family::Ipv6).unwrap_or_else(|e| die(e));
+    let raw = read(dir, "lpm6_addrs.bin");
+    let addrs: Vec<u128> = raw.chunks_exact(16).map(|c| u128::from_be_bytes(c.try_into().unwrap())).collect();
+    let t = Instant::now();
+    let mut lpm = netvm_copro::Lpm6::new(1 << 22);
+    for r in &routes {
+        let std::net::IpAddr::V6(a) = r.addr else { continue };
+        lpm.insert(u128::from(a), r.len, r.next_hop).unwrap_or_else(|e| die(format!("{r}: {e:?}")));
+    }
+    let build = t.elapsed().as_secs_f64();
+    let groups = lpm.tbl8_groups_used();
+    // A 2^16-entry first level and 256-entry groups of 4-byte entries.
+    let bytes = (1u64 << 16) * 4 + u64::from(groups) * 256 * 4;
+    println!(
+        "{}",
+        serde_json::json!({"engine": "netvm-lpm6", "bench": "lpm6", "mode": "build_s", "seconds": round3(build), "routes": routes.len(), "tbl8_groups_used": groups, "table_mib": round3(bytes as f64 / (1u64 << 20) as f64)})
+    );
+    lookups(&lpm, &addrs, "netvm-lpm6", "lpm6", reps);
+}
+
 /// The inputs of examples/l2-fwd with an `n`-entry table: `l2fwd-N.txt`
 /// (the table file: distinct unicast MACs, ports 0..16), `l2fwd-N.keys`
 /// (the same for the C peer: 6 key bytes and a `u16` port per entry),
@@ -327,9 +427,15 @@ fn lpm(dir: &Path, reps: usize) {
         "{}",
         serde_json::json!({"engine": "netvm-lpm", "bench": "lpm", "mode": "build_s", "seconds": round3(build), "routes": routes.len(), "tbl8_groups_used": lpm.tbl8_groups_used(), "anon_huge_kb": anon_huge_kb()})
     );
+    lookups(&lpm, &addrs, "netvm-lpm", "lpm", reps);
+}
+
+/// One lookup at a time, then in batches of 32 ([`Lpm::lookup_bulk`]),
+/// over `addrs`; the check is the sum of next hop + 1.
+fn lookups<A: netvm_copro::lpm::LpmAddress>(lpm: &netvm_copro::lpm::Lpm<A>, addrs: &[A], engine: &str, bench: &str, reps: usize) {
     let n = addrs.len() as u64;
     let (ns, check) = timed(reps, n, || addrs.iter().map(|a| lpm.lookup(*a).map_or(0, |h| u64::from(h) + 1)).sum());
-    emit("netvm-lpm", "lpm", "single", &ns, n, check);
+    emit(engine, bench, "single", &ns, n, check);
     let mut out = [None; 32];
     let (ns, check) = timed(reps, n, || {
         let mut s = 0u64;
@@ -339,7 +445,7 @@ fn lpm(dir: &Path, reps: usize) {
         }
         s
     });
-    emit("netvm-lpm", "lpm", "bulk", &ns, n, check);
+    emit(engine, bench, "bulk", &ns, n, check);
 }
 
 /// Transparent huge pages backing this process (Linux), in KiB.
@@ -527,6 +633,12 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             frames(dir, "router64", false),
             Some(("routes", "routes.txt".to_string())),
         ),
+        "router6" => (
+            "router6-64".to_string(),
+            root.join("examples/ipv6-router/app.toml"),
+            frames(dir, "router6-64", false),
+            Some(("routes", "routes6.txt".to_string())),
+        ),
         "bridge" => ("bridge64".to_string(), root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
         _ if l2fwd.is_some_and(|n| n.parse::<usize>().is_ok()) => {
             let n = l2fwd.unwrap_or_default();
@@ -537,7 +649,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
                 Some(("fib", format!("l2fwd-{n}.txt"))),
             )
         }
-        _ => die(format!("app: `{which}` is not `router`, `bridge` or `l2fwd-N`")),
+        _ => die(format!("app: `{which}` is not `router`, `router6`, `bridge` or `l2fwd-N`")),
     };
     let bench = bench.as_str();
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
@@ -635,6 +747,8 @@ fn main() {
     match args[0].as_str() {
         "gen" => gen(&dir, &args),
         "gen-ids" => gen_ids(&dir),
+        "gen-ipv6" => gen_ipv6(&dir),
+        "lpm6" => lpm6(&dir, reps),
         "gen-l2fwd" => gen_l2fwd(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-l2fwd DIR N".into()))),
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
