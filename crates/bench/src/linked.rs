@@ -98,7 +98,7 @@ impl Linked {
 /// never moves or changes size while this exists, so the descriptors stay
 /// valid.
 pub struct Descs {
-    _bytes: Vec<u8>,
+    bytes: Vec<u8>,
     descs: Vec<XbDesc>,
 }
 
@@ -124,12 +124,12 @@ impl Descs {
                 d
             })
             .collect();
-        Descs { _bytes: bytes, descs }
+        Descs { bytes, descs }
     }
 
     /// Copies `packets` (those `Descs::new` was made from) over the slots again.
     pub fn restore(&mut self, packets: &[Packet]) {
-        for (p, slot) in packets.iter().zip(self._bytes.chunks_mut(SLOT)) {
+        for (p, slot) in packets.iter().zip(self.bytes.chunks_mut(SLOT)) {
             slot[..p.data.len()].copy_from_slice(&p.data);
         }
     }

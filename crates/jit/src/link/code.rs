@@ -160,27 +160,20 @@ impl LinkedApp {
     unsafe fn run_batch(&mut self, states: &mut [PeState], descs: &mut [XbDesc], verdicts: &mut [u32]) {
         let mut ctx = self.ctx();
         let enabled = if self.batching.mode == BatchMode::Off { 0 } else { self.enabled_sites(states) };
-        if enabled == 0 {
+        // Sub-batches of `size` (0: the whole batch in one call, without stages).
+        let size = if enabled == 0 { 0 } else { self.sub_batch().min(MAX_PACKETS) };
+        let timed = (enabled != 0 && self.batching.sub_batch.is_none()).then(Instant::now);
+        if size == 0 {
             // SAFETY: the caller's contract; `verdicts` has room for every packet.
             unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
-            return;
+        } else {
+            for (i, chunk) in descs.chunks_mut(size).enumerate() {
+                let base = i * size;
+                // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
+                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, verdicts[base..].as_mut_ptr()) };
+            }
         }
-        let t = Instant::now();
-        let size = self.sub_batch();
-        if size == 0 {
-            // The tuner's candidate without stages.
-            // SAFETY: as above.
-            unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
-            self.tuner.record(descs.len(), t.elapsed().as_nanos() as u64);
-            return;
-        }
-        let size = size.min(MAX_PACKETS);
-        for (i, chunk) in descs.chunks_mut(size).enumerate() {
-            let base = i * size;
-            // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
-            unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, verdicts[base..].as_mut_ptr()) };
-        }
-        if self.batching.sub_batch.is_none() {
+        if let Some(t) = timed {
             self.tuner.record(descs.len(), t.elapsed().as_nanos() as u64);
         }
     }
