@@ -33,6 +33,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::{BitAnd, BitOr, Not};
 
 use super::routes::Family;
+use crate::huge::{advise_huge, HUGE};
 
 /// Largest next hop (next hops are 24-bit values).
 pub const MAX_NEXT_HOP: u32 = (1 << 24) - 1;
@@ -717,9 +718,6 @@ impl<A: LpmAddress> fmt::Debug for Lpm<A> {
     }
 }
 
-/// Bytes of a (transparent) huge page.
-const HUGE: usize = 2 << 20;
-
 /// A zeroed table of `u32` entries. A large one comes straight from the
 /// kernel (calloc), so that pages never written cost nothing, and starts on
 /// a 2 MiB boundary (2 MiB of address space are allocated beyond it and
@@ -769,28 +767,6 @@ impl Clone for HugeTable {
         t.copy_from_slice(self);
         t
     }
-}
-
-/// Marks the whole 2 MiB pages inside `[p, p + bytes)` for transparent huge
-/// pages (Linux; elsewhere nothing). The kernel still allocates on first touch.
-fn advise_huge(p: *const u8, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    {
-        let start = p as usize;
-        let first = start.next_multiple_of(HUGE);
-        let end = (start + bytes) / HUGE * HUGE;
-        if end > first {
-            // SAFETY: the range lies inside an allocation the caller owns
-            // (initialised or spare capacity); MADV_HUGEPAGE only changes how
-            // the kernel backs the pages, never their contents, and a failure
-            // (THP disabled) is harmless.
-            unsafe {
-                libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (p, bytes);
 }
 
 /// Hints the CPU to bring `p`'s cache line in; never faults, whatever `p`.

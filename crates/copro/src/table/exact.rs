@@ -115,6 +115,50 @@ struct Probe {
     tag: u16,
 }
 
+/// Zeroed bytes starting on a cache-line boundary, so that an entry (whose
+/// stride divides 64 or is a multiple of 16) lies on as few lines as it can,
+/// and one prefetch of its first byte brings its key and value; large ones
+/// on transparent huge pages.
+struct Lines {
+    buf: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl Lines {
+    fn zeroed(len: usize) -> Result<Lines, std::collections::TryReserveError> {
+        let mut buf: Vec<u8> = Vec::new();
+        buf.try_reserve_exact(len + 63)?;
+        let off = buf.as_ptr().align_offset(64).min(63);
+        crate::huge::advise_huge(buf.as_ptr().wrapping_add(off), len);
+        buf.resize(len + 63, 0);
+        Ok(Lines { buf, off, len })
+    }
+}
+
+impl Clone for Lines {
+    fn clone(&self) -> Lines {
+        let mut l = Lines::zeroed(self.len).unwrap_or_else(|e| panic!("cloning a table of {} bytes: {e}", self.len));
+        l.copy_from_slice(self);
+        l
+    }
+}
+
+impl std::ops::Deref for Lines {
+    type Target = [u8];
+    #[inline(always)]
+    fn deref(&self) -> &[u8] {
+        &self.buf[self.off..self.off + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Lines {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.off..self.off + self.len]
+    }
+}
+
 /// A fixed-capacity exact-match table (see the module documentation).
 #[derive(Clone)]
 pub struct ExactTable {
@@ -126,7 +170,7 @@ pub struct ExactTable {
     nbuckets: usize,
     seed: [u64; 2],
     tags: Vec<Tags>,
-    entries: Vec<u8>,
+    entries: Lines,
     idle_ns: u64,
     aged_out: u64,
     queue: Vec<Node>,
@@ -201,7 +245,7 @@ fn match_tags(tags: &Tags, tag: u16) -> u32 {
 /// Hints the CPU to bring the cache line at `p` into L1. A no-op on
 /// architectures without a stable prefetch.
 #[inline(always)]
-fn prefetch<T>(p: *const T) {
+pub(crate) fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -253,12 +297,11 @@ impl ExactTable {
         }
         let stride = key_size + value_size + 8;
         let slots = nbuckets * SLOTS;
-        let mut tags = Vec::new();
-        let mut entries = Vec::new();
+        let mut tags: Vec<Tags> = Vec::new();
         tags.try_reserve_exact(nbuckets).map_err(|e| format!("cannot allocate {nbuckets} buckets: {e}"))?;
-        entries.try_reserve_exact(slots * stride).map_err(|e| format!("cannot allocate {slots} slots of {stride} bytes: {e}"))?;
+        crate::huge::advise_huge(tags.as_ptr().cast(), nbuckets * std::mem::size_of::<Tags>());
         tags.resize(nbuckets, Tags::default());
-        entries.resize(slots * stride, 0);
+        let entries = Lines::zeroed(slots * stride).map_err(|e| format!("cannot allocate {slots} slots of {stride} bytes: {e}"))?;
         let seed = [fold(seed ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344), fold(seed ^ 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89)];
         Ok(ExactTable {
             key_size,

@@ -111,6 +111,7 @@
 mod exact;
 mod file;
 
+pub(crate) use exact::prefetch;
 pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, SLOTS, STATIC};
 
 use std::ops::{Deref, DerefMut};
