@@ -11,6 +11,7 @@
 //! | `strmatch` | multi-pattern literal matching (Hyperscan when present, else aho-corasick) |
 //! | `regex`    | PCRE-style regular expressions (regex-automata) on packet regions |
 //! | `lpm`      | longest-prefix match over IPv4 (DIR-24-8) or IPv6 routes, loaded from route files |
+//! | `names`    | longest-prefix match of hierarchical names (the NDN FIB) by hashed components, loaded from prefix files |
 //! | `table`    | an exact-match table (fixed-size keys and values) with aging, loadable from a file |
 //! | `meter`    | token-bucket meters (RFC 2697 srTCM, RFC 2698 trTCM) on packet time |
 //! | `flow`     | IPv4 connection tracking (TCP handshake and teardown, client and server) with per-flow bits |
@@ -37,6 +38,7 @@
 //! | `http`     | `PerWorker`   | a parser of its own, counts at zero |
 //! | `table`    | `Shared` (`workers = "shared"`, the default) or `PerWorker` (`workers = "sharded"`) | shared: the one table, under a lock; sharded: a copy of the entries so far |
 //! | `lpm`      | `Shared`      | the one route table (read-only while shared) |
+//! | `names`    | `Shared`      | the one name table (read-only while shared) |
 //! | `addrset`  | `Shared`      | the one store of sets (read-only while shared) |
 //! | `strmatch` | `Shared`      | the one compiled pattern set, with a scratch of its own |
 //! | `regex`    | `Shared`      | the one set of compiled expressions, with caches of its own |
@@ -46,7 +48,7 @@
 //! `Shared` kinds count their operations (lookups, hits, searches) per
 //! handle, each handle on its own cache line, and report the sum over every
 //! handle, finished ones included, from whichever handle the statistics are
-//! read. Their state is behind an `Arc`; `lpm`, `addrset`, `strmatch`, `regex` and
+//! read. Their state is behind an `Arc`; `lpm`, `names`, `addrset`, `strmatch`, `regex` and
 //! `linkstate` take no lock, so they refuse changes while more than one
 //! handle exists: a data-plane insert or delete faults (`copro`), a
 //! control-plane `load` returns an error and `clear` does nothing. With one
@@ -66,9 +68,11 @@ mod counters;
 pub mod eventlog;
 pub mod flow;
 pub mod http;
+mod huge;
 pub mod linkstate;
 pub mod lpm;
 pub mod meter;
+pub mod names;
 pub mod regex;
 mod share;
 pub mod strmatch;
@@ -101,6 +105,7 @@ pub fn registry() -> CoproRegistry {
     r.register("linkstate", linkstate::create);
     r.register("lpm", lpm::create);
     r.register("meter", meter::create);
+    r.register("names", names::create);
     r.register("regex", regex::create);
     r.register("strmatch", strmatch::create);
     r.register("table", table::create);

@@ -13,6 +13,7 @@ const KINDS: &[(&str, &str)] = &[
     ("http", "http.rs"),
     ("threshold", "threshold.rs"),
     ("lpm", "lpm/mod.rs"),
+    ("names", "names/mod.rs"),
     ("addrset", "addrset.rs"),
     ("strmatch", "strmatch/mod.rs"),
     ("regex", "regex.rs"),
@@ -39,13 +40,13 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
 - the runtime calls every instance's `tick` with the packet time at least once
   per second of trace time (aging);
 - the JIT batches lookups (`netvm run --batching`, see docs/applications.md): it
-  computes the keys of a batch's `lpm` and `table` lookups from the packets
+  computes the keys of a batch's `lpm`, `table` and `names` lookups from the packets
   first, and the instance prefetches the entries they will read
   (`Coprocessor::lookahead`, `Coprocessor::ahead`), so that the lookups
   overlap their memory latency; results never depend on it;
 - with several workers (`netvm run --workers N`) each worker has its own
   handle on every instance, made with `Coprocessor::fork` after `.init` and
-  the loads: read-mostly tables (`lpm`, `strmatch`, `regex`, `linkstate`,
+  the loads: read-mostly tables (`lpm`, `names`, `strmatch`, `regex`, `linkstate`,
   a `shared` `table`) are shared, counting state (`counters`, `meter`,
   `eventlog`, `flow`, a `sharded` `table`) is kept per worker and folded into the
   first worker's at the end of the run (`Coprocessor::absorb`), so that

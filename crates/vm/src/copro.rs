@@ -220,7 +220,10 @@ pub trait Coprocessor: Send {
     /// lookups of a batch overlap their memory latency (the paper's
     /// Algorithm 1). A hint: results never depend on it, and a key may be
     /// wrong (the data path may change the packet first, or never reach
-    /// the operation).
+    /// the operation). An instance may also look the keys up in bulk and
+    /// keep the answers for the operations that follow (`names` does), as
+    /// long as an operation uses one only when the answer provably still
+    /// holds (the same bytes looked up, nothing changed in between).
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
         let _ = (op, keys, prefetch);
     }

@@ -1,0 +1,338 @@
+//! `names`: longest-prefix match of hierarchical names, the forwarding
+//! table (FIB) of Named Data Networking, by hashed components.
+//!
+//! Packets carry names in the NDN packet format v0.3: a Name TLV (type 7)
+//! holding name components, each a TLV of type 1 to 65535 (8: a generic
+//! component); TLV-TYPE and TLV-LENGTH are variable-size numbers (one
+//! byte below 253; 253, 254, 255 announce 2, 4, 8 more bytes, big-endian).
+//! A prefix matches a name when its components are the name's first ones
+//! (type and value); the lookup finds the longest. The table
+//! ([`NameFib`]) stores each prefix under a hash of its components, the
+//! hash chained component by component, as the seed paper's NDN
+//! application does with DPDK's hash table: a lookup reads the name once,
+//! hashes its prefixes up to the deepest stored one and probes them
+//! longest first, skipping lengths no prefix has; a hit is checked against
+//! the prefix's bytes, so hash collisions cannot misroute. The root prefix
+//! `/` matches every well-formed name.
+//!
+//! Configuration: `capacity`, the most prefixes (default 65536, at most
+//! 2^25; the root prefix does not count). Memory is about `capacity × 1.11 ×
+//! 34` bytes, allocated at creation, plus the prefixes' bytes.
+//!
+//! | register | meaning |
+//! |----------|---------|
+//! | in 8     | packet offset of a Name TLV, or of an Interest (type 5) or Data (type 6) TLV, whose first element is the Name |
+//! | out 0    | 1 found, 0 no prefix matches, 2 malformed: no Name TLV at in8, a TLV that reaches past the one holding it or past the packet, a component type 0 or above 65535 |
+//! | out 1    | the longest matching prefix's next hop; 0 otherwise |
+//! | out 2    | its number of components (0 for `/`); 0 otherwise |
+//!
+//! | op | name   | effect |
+//! |----|--------|--------|
+//! | 0  | lookup | the longest stored prefix of the name at in8 (out 0..2) |
+//!
+//! An Interest or Data TLV whose length reaches past the captured bytes is
+//! read as far as it goes: its Name must fit. Malformed names are an
+//! answer, not a fault: they come from the traffic, which the program
+//! cannot check beforehand without parsing the name itself. Registers other
+//! than these, and other operations, do not exist.
+//!
+//! Control plane: `load` reads a prefix file and adds its prefixes (a later
+//! line for the same prefix replaces its next hop), returning how many;
+//! `clear` removes every prefix; `dump` writes them sorted by name, so that
+//! a dump loads back. Statistics: `prefixes` (the root prefix included),
+//! `capacity`, `depth` (the most components of a prefix), `lookups`, `hits`,
+//! `malformed`, `probes` (hash-table probes of the lookups: their mean per
+//! lookup is the cost of the longest-first search).
+//!
+//! Prefix file: one prefix per line, `NAME NEXTHOP`, e.g.
+//! `/com/example/video 3` or `/ 0`. `NAME` is an NDN URI: `/`-separated
+//! components, percent-encoded (`%2F`), a component of another type than 8
+//! written `TYPE=VALUE` (`1=%AB%CD`), `...` the empty component (periods
+//! only: three more than the value has), at most 64 components. `NEXTHOP`
+//! is a decimal number below 2^32. `#` starts a comment; blank lines are
+//! skipped; an error names the 1-based line, and the file is checked whole
+//! before any prefix is added; a full table stops the load at its line.
+//!
+//! Several workers: one table that every worker reads (`Shared`), without a
+//! lock, read-only while several handles exist (a `load` returns an error,
+//! `clear` does nothing); `lookups`, `hits`, `malformed` and `probes` count
+//! every worker's operations.
+//!
+//! Computation batching (`--batching prefetch`): the pre-lookup stage
+//! looks the names of a sub-batch up in bulk ([`NameFib::lookup_bulk`]:
+//! the probes of 32 names advance together in rounds, their cache misses
+//! overlapping, as DPDK's bulk hash lookups do) and keeps each answer with
+//! a copy of the bytes it depends on (from in8 to the end of the name). A
+//! lookup of the data path takes that answer only for the same packet,
+//! offset and bytes; otherwise (a packet changed on the way, another
+//! offset) it looks up afresh. The table cannot change between the stage
+//! and the lookups, so the answers are the same either way.
+
+mod fib;
+mod uri;
+
+pub use fib::{encode_name, BulkAnswer, Component, FibError, NameFib, NameMatch, MAX_CAPACITY, MAX_COMPONENTS};
+pub use uri::{format_name, parse_name, parse_prefixes, NameRoute};
+
+use std::cell::RefCell;
+use std::fmt::Write;
+use std::sync::Arc;
+
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+
+use crate::share::Tally;
+
+/// Statistics counters.
+const LOOKUPS: usize = 0;
+const HITS: usize = 1;
+const MALFORMED: usize = 2;
+const PROBES: usize = 3;
+
+/// Default `capacity`.
+const DEFAULT_CAPACITY: usize = 65536;
+
+/// What a control-plane load says while the table is shared.
+const SHARED_LOAD: &str = "prefixes cannot change while several workers share the table; load them before the run starts";
+
+/// The `names` coprocessor (see the module documentation).
+#[derive(Debug)]
+pub struct NamesCoprocessor {
+    fib: Arc<NameFib>,
+    input: [u32; 9],
+    output: [u32; 3],
+    tally: Tally<4>,
+    /// The answers of the last pre-lookup stage.
+    ahead: RefCell<Answers>,
+}
+
+/// The answers the pre-lookup stage found ([`Coprocessor::ahead`]), for
+/// the lookups that follow: each with the packet it was for and a copy of
+/// the bytes it depends on (from the offset to the name's end). A lookup
+/// uses one only for the same packet, length and offset and the same
+/// bytes: the answer is a function of those bytes, the packet length and
+/// the table, which only the control plane changes, never between a
+/// batch's stage and its lookups. Anything else looks up afresh.
+#[derive(Debug, Default)]
+struct Answers {
+    found: Vec<Answer>,
+    bytes: Vec<u8>,
+    /// The first answer not used yet (lookups come in packet order).
+    next: usize,
+}
+
+#[derive(Debug)]
+struct Answer {
+    packet: usize,
+    packet_len: usize,
+    off: usize,
+    /// Where its bytes are in `Answers::bytes`, and how many.
+    at: usize,
+    len: usize,
+    output: [u32; 3],
+    probes: u32,
+}
+
+/// Answers a lookup passes over looking for its own (packets that left
+/// the data path before their lookup).
+const ANSWER_WINDOW: usize = 8;
+
+impl Answers {
+    /// The answer found ahead for the name at `off` in `packet`, if it still holds.
+    fn take(&mut self, packet: &[u8], off: usize) -> Option<(&[u32; 3], u32)> {
+        let (ptr, end) = (packet.as_ptr() as usize, self.found.len().min(self.next + ANSWER_WINDOW));
+        let i = (self.next..end).find(|&i| {
+            let a = &self.found[i];
+            a.packet == ptr
+                && a.packet_len == packet.len()
+                && a.off == off
+                && packet.get(off..off + a.len).is_some_and(|b| b == &self.bytes[a.at..a.at + a.len])
+        })?;
+        self.next = i + 1;
+        Some((&self.found[i].output, self.found[i].probes))
+    }
+}
+
+fn output(m: NameMatch) -> [u32; 3] {
+    match m {
+        NameMatch::Found { next_hop, components } => [1, next_hop, components],
+        NameMatch::Missing => [0, 0, 0],
+        NameMatch::Malformed => [2, 0, 0],
+    }
+}
+
+impl NamesCoprocessor {
+    /// An instance over `fib`.
+    pub fn new(fib: NameFib) -> NamesCoprocessor {
+        NamesCoprocessor { fib: Arc::new(fib), input: [0; 9], output: [0; 3], tally: Tally::new(), ahead: RefCell::default() }
+    }
+
+    /// The table.
+    pub fn fib(&self) -> &NameFib {
+        &self.fib
+    }
+
+    /// The table, to change; `None` while other workers' handles share it.
+    pub fn fib_mut(&mut self) -> Option<&mut NameFib> {
+        Arc::get_mut(&mut self.fib)
+    }
+}
+
+/// Creates an instance from its configuration (see the module documentation).
+pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
+    if let Some(k) = cfg.keys().find(|k| k.as_str() != "capacity") {
+        return Err(format!("names: unknown setting `{k}` (known: capacity)"));
+    }
+    let capacity = match cfg.get("capacity") {
+        Some(s) => match s.parse::<usize>() {
+            Ok(n) if (1..=MAX_CAPACITY).contains(&n) => n,
+            _ => return Err(format!("names: capacity `{s}` is not a number from 1 to {MAX_CAPACITY}")),
+        },
+        None => DEFAULT_CAPACITY,
+    };
+    Ok(Box::new(NamesCoprocessor::new(NameFib::new(capacity).map_err(|e| format!("names: {e}"))?)))
+}
+
+impl Coprocessor for NamesCoprocessor {
+    fn kind(&self) -> &str {
+        "names"
+    }
+
+    fn write(&mut self, reg: u8, value: u32) -> Result<(), CoproError> {
+        match reg {
+            8 => {
+                self.input[8] = value;
+                Ok(())
+            }
+            _ => Err(CoproError::NoRegister(reg)),
+        }
+    }
+
+    fn read(&mut self, reg: u8) -> Result<u32, CoproError> {
+        self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::new(&mut self.input, 1 << 8, &mut self.output, u32::MAX)
+    }
+
+    fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
+        if op != 0 {
+            return Err(CoproError::NoOperation(op));
+        }
+        let off = self.input[8] as usize;
+        let (out, probes) = match self.ahead.get_mut().take(ctx.packet, off) {
+            Some((out, probes)) => (*out, u64::from(probes)),
+            None => {
+                let mut probes = 0;
+                (output(self.fib.lookup(ctx.packet, off, &mut probes)), probes)
+            }
+        };
+        self.output = out;
+        self.tally.add(LOOKUPS, 1);
+        self.tally.add(PROBES, probes);
+        match out[0] {
+            1 => self.tally.add(HITS, 1),
+            2 => self.tally.add(MALFORMED, 1),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn lookahead(&self, op: u8) -> Option<u32> {
+        (op == 0).then_some(1 << 8)
+    }
+
+    /// Looks the names up in bulk ([`NameFib::lookup_bulk`]), keeping the
+    /// answers for the lookups of the data path (see [`Answers`]).
+    fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        let mut a = self.ahead.borrow_mut();
+        a.found.clear();
+        a.bytes.clear();
+        a.next = 0;
+        if !prefetch || op != 0 {
+            return;
+        }
+        let names: Vec<(usize, &[u8])> = keys.keys(8).map(|(off, p)| (off as usize, p)).collect();
+        let mut answers = vec![BulkAnswer::default(); names.len()];
+        self.fib.lookup_bulk(&names, &mut answers);
+        for ((off, packet), b) in names.iter().zip(&answers) {
+            if b.end == 0 {
+                continue;
+            }
+            let at = a.bytes.len();
+            a.bytes.extend_from_slice(&packet[*off..b.end]);
+            let len = b.end - off;
+            let found = Answer {
+                packet: packet.as_ptr() as usize,
+                packet_len: packet.len(),
+                off: *off,
+                at,
+                len,
+                output: output(b.answer),
+                probes: b.probes,
+            };
+            a.found.push(found);
+        }
+    }
+
+    fn dump(&self) -> String {
+        let mut all: Vec<(String, u32)> = self.fib.iter().map(|(p, nh)| (format_name(&p), nh)).collect();
+        all.sort_unstable();
+        let mut s = String::new();
+        for (name, nh) in all {
+            let _ = writeln!(s, "{name} {nh}");
+        }
+        s
+    }
+
+    fn load(&mut self, text: &str) -> Result<usize, String> {
+        let routes = parse_prefixes(text)?;
+        let fib = Arc::get_mut(&mut self.fib).ok_or(SHARED_LOAD)?;
+        for (line, r) in &routes {
+            fib.insert(&r.prefix, r.next_hop).map_err(|e| format!("line {line}: {}: {e}", format_name(&r.prefix)))?;
+        }
+        Ok(routes.len())
+    }
+
+    /// Removes every prefix (nothing while several workers share the table).
+    fn clear(&mut self) {
+        if let Some(f) = Arc::get_mut(&mut self.fib) {
+            f.clear();
+        }
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let t = self.tally.totals();
+        vec![
+            ("prefixes".to_string(), self.fib.len() as u64),
+            ("capacity".to_string(), self.fib.capacity() as u64),
+            ("depth".to_string(), self.fib.depth() as u64),
+            ("lookups".to_string(), t[LOOKUPS]),
+            ("hits".to_string(), t[HITS]),
+            ("malformed".to_string(), t[MALFORMED]),
+            ("probes".to_string(), t[PROBES]),
+        ]
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// Another handle on the same table.
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(NamesCoprocessor {
+            fib: Arc::clone(&self.fib),
+            input: [0; 9],
+            output: [0; 3],
+            tally: self.tally.share(),
+            ahead: RefCell::default(),
+        }))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
+    }
+}
+
+#[cfg(test)]
+mod tests;
