@@ -75,3 +75,16 @@ pub fn run_with_table(
     let args = [app.to_string(), "--load".into(), format!("{instance}={}", path.display()), "-r".into(), input.display().to_string()];
     run_app(dir, &args, engine, 0..16)
 }
+
+/// Runs an example on its sample (`APP --load LOAD -r SAMPLE`, the
+/// default engine) and checks that the sample shows every drop reason of
+/// `reasons` (the `drops` counters of the first NetPE).
+pub fn sample_shows(app: &str, load: &str, sample: &str, reasons: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [app.to_string(), "--load".into(), load.to_string(), "-r".into(), sample.to_string()];
+    let (_, stats) = run_app(dir.path(), &args, ENGINES[4], 0..16);
+    let d = &stats["netpes"][0]["copro"]["drops"];
+    for why in reasons {
+        assert!(d[why].as_u64().unwrap() > 0, "the sample shows `{why}`: {d}");
+    }
+}

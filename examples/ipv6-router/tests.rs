@@ -18,7 +18,7 @@ mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_app, run_with_table, ENGINES};
+use support::{run_with_table, sample_shows, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ipv6-router")).join(rel).display().to_string()
@@ -176,11 +176,10 @@ fn router_with_a_larger_table() {
 
 #[test]
 fn the_sample_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let args = [example("app.toml"), "--load".into(), format!("routes={}", example("routes.txt")), "-r".into(), example("sample.pcap")];
-    let (_, stats) = run_app(dir.path(), &args, ENGINES[4], 0..16);
-    let d = &stats["netpes"][0]["copro"]["drops"];
-    for why in ["runt", "not_ipv6", "bad_version", "bad_length", "hop_limit", "no_route", "bad_port"] {
-        assert!(d[why].as_u64().unwrap() > 0, "the sample shows `{why}`: {d}");
-    }
+    sample_shows(
+        &example("app.toml"),
+        &format!("routes={}", example("routes.txt")),
+        &example("sample.pcap"),
+        &["runt", "not_ipv6", "bad_version", "bad_length", "hop_limit", "no_route", "bad_port"],
+    );
 }

@@ -20,7 +20,7 @@ mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_app, run_with_table, write_pcap, ENGINES};
+use support::{run_with_table, sample_shows, write_pcap, ENGINES};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ndn-router")).join(rel).display().to_string()
@@ -292,13 +292,12 @@ fn router_with_a_larger_table() {
 
 #[test]
 fn the_sample_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let args = [example("app.toml"), "--load".into(), format!("fib={}", example("fib.txt")), "-r".into(), example("sample.pcap")];
-    let (_, stats) = run_app(dir.path(), &args, ENGINES[4], 0..16);
-    let d = &stats["netpes"][0]["copro"]["drops"];
-    for why in ["runt", "not_ndn", "not_interest", "malformed", "no_route", "bad_port"] {
-        assert!(d[why].as_u64().unwrap() > 0, "the sample shows `{why}`: {d}");
-    }
+    sample_shows(
+        &example("app.toml"),
+        &format!("fib={}", example("fib.txt")),
+        &example("sample.pcap"),
+        &["runt", "not_ndn", "not_interest", "malformed", "no_route", "bad_port"],
+    );
 }
 
 /// Writes fib.txt and sample.pcap (`cargo test -p netvm-cli --test ndn_router -- --ignored`).
@@ -306,6 +305,10 @@ fn the_sample_runs() {
 #[ignore]
 fn write_the_sample() {
     let (text, pkts) = traffic(&mut SplitMix64::new(2024), 40, 200, false);
-    std::fs::write(example("fib.txt"), format!("# examples/ndn-router: NAME PORT (written by tests.rs, write_the_sample)\n{}", &text[text.find('\n').unwrap() + 1..])).unwrap();
+    std::fs::write(
+        example("fib.txt"),
+        format!("# examples/ndn-router: NAME PORT (written by tests.rs, write_the_sample)\n{}", &text[text.find('\n').unwrap() + 1..]),
+    )
+    .unwrap();
     write_pcap(Path::new(&example("sample.pcap")), &pkts);
 }
