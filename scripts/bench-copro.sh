@@ -24,6 +24,10 @@
 #   ipv6      Lpm6 vs DPDK rte_lpm6 on 200,000 routes of /29 to /64 (memory,
 #             build, one at a time and bulk), and examples/ipv6-router on
 #             64-byte frames (`coprobench app DIR router6`)
+#   names     NameFib vs a C loop over rte_hash doing the same longest-first
+#             search (one at a time and bulk) on 1,000,000 name prefixes and
+#             100,000 Interests, and examples/ndn-router on them
+#             (`coprobench app DIR ndn`), batching off, on, prefetch
 #   crossing  the coprocessor interface's per-call cost from the JIT: the
 #             apps of benches/apps/copro (ten copro.in, ten copro.out, five
 #             invokes of a counters instance per packet, and none) on the
@@ -49,7 +53,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/bench-meta.sh"
-ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6"
+ROUNDS=3 REPS=5 ONLY="lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6,names"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds) ROUNDS=$2; shift 2 ;;
@@ -68,7 +72,7 @@ PIN_CPU=${PIN_CPU:-1}
 REL=$CARGO_TARGET_DIR/release
 DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
-if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
+if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6,names" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
 mkdir -p "$WORK" "$ROOT/benches/results"
 
@@ -82,6 +86,7 @@ for n in 2000 16000 1000000 16000000; do
     if wants "l2fwd$n" && [ ! -f "$WORK/l2fwd64-$n.bin" ]; then "$REL/coprobench" gen-l2fwd "$WORK" "$n" >&2; fi
 done
 if wants ipv6 && [ ! -f "$WORK/router6-64.bin" ]; then "$REL/coprobench" gen-ipv6 "$WORK" >&2; fi
+if wants names && [ ! -f "$WORK/names64.bin" ]; then "$REL/coprobench" gen-names "$WORK" >&2; fi
 bench_pin "$PIN_CPU"
 
 # Hugepages for DPDK (restored on exit).
@@ -175,6 +180,11 @@ for round in $(seq "$ROUNDS"); do
         "${PIN[@]}" "$REL/coprobench" lpm6 "$WORK" --reps "$REPS" | record "$round"
         "${PIN[@]}" "$WORK/peers/copropeers" lpm6 "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
         "${PIN[@]}" "$REL/coprobench" app "$WORK" router6 --reps "$REPS" --only linked-off,linked-on-auto,linked-prefetch-auto,off,prefetch-auto | record "$round"
+    fi
+    if wants names; then
+        "${PIN[@]}" "$REL/coprobench" names "$WORK" --reps "$REPS" | record "$round"
+        "${PIN[@]}" "$WORK/peers/copropeers" names "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
+        "${PIN[@]}" "$REL/coprobench" app "$WORK" ndn --reps "$REPS" --only linked-off,linked-on-auto,linked-prefetch-auto,off,prefetch-auto | record "$round"
     fi
     if wants crossing; then
         for app in base in10 out10 invoke5; do

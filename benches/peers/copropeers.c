@@ -10,6 +10,7 @@
  *   copropeers bridge DIR [--reps R] [--cpu N] [--entries N] learning bridge + rte_hash
  *   copropeers l2fwd DIR N [--reps R] [--cpu N]          L2 forwarding over an N-entry rte_hash
  *   copropeers lpm6 DIR [--reps R] [--cpu N]             rte_lpm6: build, memory, single and bulk lookups
+ *   copropeers names DIR [--reps R] [--cpu N]            name forwarding (NDN) over rte_hash, single and bulk
  *   common: [--mem MB] (EAL memory without hugepages, default 4096)
  *
  * Each measurement prints one JSON line on stdout:
@@ -1222,9 +1223,229 @@ static int bench_lpm6(const char *dir)
     return 0;
 }
 
+/* ---- bench: names ---- */
+
+/* Name forwarding (examples/ndn-router, the paper's NDN application) as a
+ * hand-written C loop over rte_hash: `coprobench gen-names DIR` writes the
+ * prefixes (names.bin: u8 components, u32 next hop, u16 length, the
+ * components as NDN TLV) and the Interests (names64.bin). Every prefix is
+ * keyed by 16 bytes (a 64-bit hash chained over its components, the count,
+ * the encoded length), its stored bytes compared on a hit, as netvm's
+ * `names` does. A lookup parses the Interest's Name at offset 14, hashes
+ * its prefixes up to the deepest stored one and probes longest first,
+ * skipping lengths no prefix has. "single": one rte_hash_lookup_data per
+ * probe; "bulk": 32 frames at a time, each round one
+ * rte_hash_lookup_bulk_data over every unresolved frame's next candidate.
+ * The check is the sum of next hop + 1 over the names found. */
+#define NAME_DEPTH 64
+struct names_ctx {
+    struct rte_hash *h;
+    struct frames *fr;
+    const uint8_t *arena;
+    const uint32_t *hop, *at; /* per stored prefix */
+    uint32_t per_depth[NAME_DEPTH + 1];
+    unsigned depth;
+};
+
+struct name_key {
+    uint64_t hash, meta; /* meta: components | encoded length << 8 */
+};
+
+static inline uint64_t fold64(uint64_t a, uint64_t b)
+{
+    __uint128_t p = (__uint128_t)a * b;
+    return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+static inline uint64_t chain64(uint64_t h, uint64_t typ, const uint8_t *v, size_t n)
+{
+    h = fold64(h ^ typ ^ 0x243f6a8885a308d3ull, (uint64_t)n ^ 0x13198a2e03707344ull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, v + i, 8);
+        h = fold64(h ^ w, 0xa4093822299f31d0ull);
+    }
+    if (i < n) {
+        uint64_t w = 0;
+        memcpy(&w, v + i, n - i);
+        h = fold64(h ^ w, 0x082efa98ec4e6c89ull);
+    }
+    return h;
+}
+
+/* One-byte TLV lengths only (what gen-names writes): anything else is not
+ * a name this loop handles (0 components, no match). Fills keys[1..k] and
+ * returns k = min(components, depth), or -1. */
+static inline int name_keys(const struct names_ctx *c, const uint8_t *f, uint16_t len, struct name_key *keys,
+                            const uint8_t **name)
+{
+    if (len < 18 || f[12] != 0x86 || f[13] != 0x24 || f[14] != 5 || f[16] != 7 || f[15] >= 253 || f[17] >= 253)
+        return -1;
+    size_t at = 18, end = 18 + (size_t)f[17];
+    if (end > len || end > 16 + (size_t)f[15])
+        return -1;
+    *name = f + 18;
+    uint64_t h = 0x5eed;
+    int k = 0;
+    while (at < end) {
+        if (at + 2 > end || f[at] == 0 || f[at] >= 253 || f[at + 1] >= 253 || at + 2 + f[at + 1] > end)
+            return -1;
+        size_t n = f[at + 1];
+        if ((unsigned)k < c->depth) {
+            h = chain64(h, f[at], f + at + 2, n);
+            k++;
+            keys[k].hash = h;
+            keys[k].meta = (uint64_t)k | (uint64_t)(at + 2 + n - 18) << 8;
+        }
+        at += 2 + n;
+    }
+    return k;
+}
+
+static inline int names_next(const struct names_ctx *c, int k)
+{
+    while (k > 0 && c->per_depth[k] == 0)
+        k--;
+    return k;
+}
+
+static inline uint64_t names_hit(const struct names_ctx *c, uintptr_t id, const struct name_key *key, const uint8_t *name)
+{
+    if (memcmp(c->arena + c->at[id], name, key->meta >> 8) != 0)
+        return 0;
+    return c->hop[id] + 1;
+}
+
+static __attribute__((noinline)) uint64_t names_single(void *v)
+{
+    struct names_ctx *c = v;
+    const struct frames *fr = c->fr;
+    uint64_t s = 0;
+    struct name_key keys[NAME_DEPTH + 1];
+    for (size_t i = 0; i < fr->n; i++) {
+        const uint8_t *name;
+        int k = name_keys(c, fr->work + i * fr->slot, fr->len[i], keys, &name);
+        for (k = names_next(c, k); k > 0; k = names_next(c, k - 1)) {
+            void *d;
+            if (rte_hash_lookup_data(c->h, &keys[k], &d) >= 0) {
+                uint64_t r = names_hit(c, (uintptr_t)d, &keys[k], name);
+                if (r) {
+                    s += r;
+                    break;
+                }
+            }
+        }
+    }
+    return s;
+}
+
+static __attribute__((noinline)) uint64_t names_bulk(void *v)
+{
+    struct names_ctx *c = v;
+    const struct frames *fr = c->fr;
+    uint64_t s = 0;
+    static struct name_key keys[BATCH][NAME_DEPTH + 1];
+    const uint8_t *name[BATCH];
+    int next[BATCH];
+    const void *kp[BATCH];
+    void *data[BATCH];
+    unsigned who[BATCH];
+    for (size_t i = 0; i < fr->n; i += BATCH) {
+        unsigned b = fr->n - i < BATCH ? (unsigned)(fr->n - i) : BATCH;
+        for (unsigned j = 0; j < b; j++) {
+            int k = name_keys(c, fr->work + (i + j) * fr->slot, fr->len[i + j], keys[j], &name[j]);
+            next[j] = k > 0 ? names_next(c, k) : 0;
+        }
+        for (;;) {
+            unsigned m = 0;
+            for (unsigned j = 0; j < b; j++)
+                if (next[j] > 0) {
+                    kp[m] = &keys[j][next[j]];
+                    who[m++] = j;
+                }
+            if (m == 0)
+                break;
+            uint64_t hits = 0;
+            rte_hash_lookup_bulk_data(c->h, kp, m, &hits, data);
+            for (unsigned q = 0; q < m; q++) {
+                unsigned j = who[q];
+                uint64_t r = (hits >> q & 1) ? names_hit(c, (uintptr_t)data[q], kp[q], name[j]) : 0;
+                if (r) {
+                    s += r;
+                    next[j] = 0;
+                } else
+                    next[j] = names_next(c, next[j] - 1);
+            }
+        }
+    }
+    return s;
+}
+
+static int bench_names(const char *dir)
+{
+    struct blob b = slurp(dir, "names.bin");
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < b.n; n++) {
+        if (b.n - i < 7 || b.n - i - 7 < le16(b.p + i + 5))
+            die("names.bin: truncated at byte %zu", i);
+        bytes += le16(b.p + i + 5);
+        i += 7 + le16(b.p + i + 5);
+    }
+    struct names_ctx c = {0};
+    uint8_t *arena = malloc(bytes + 1);
+    uint32_t *hop = malloc(n * 4), *at = malloc(n * 4);
+    struct frames fr = load_frames(dir, "names64.bin", 0);
+    double t = now_ns();
+    struct rte_hash_parameters p = {
+        .name = "copro_names", .entries = (uint32_t)(n + n / 4), .key_len = sizeof(struct name_key),
+        .hash_func = NULL, .hash_func_init_val = 0, .socket_id = SOCKET_ID_ANY, .extra_flag = 0,
+    };
+    c.h = rte_hash_create(&p);
+    if (c.h == NULL)
+        die("rte_hash_create (%zu entries): %s", n, rte_strerror(rte_errno));
+    size_t off = 0;
+    for (size_t i = 0, id = 0; i < b.n; id++) {
+        unsigned k = b.p[i];
+        uint16_t len = le16(b.p + i + 5);
+        memcpy(&hop[id], b.p + i + 1, 4);
+        at[id] = (uint32_t)off;
+        memcpy(arena + off, b.p + i + 7, len);
+        if (k == 0 || k > NAME_DEPTH)
+            die("names.bin: prefix %zu has %u components", id, k);
+        struct name_key key = {0x5eed, (uint64_t)k | (uint64_t)len << 8};
+        const uint8_t *q = arena + off;
+        for (unsigned j = 0; j < k; j++) {
+            key.hash = chain64(key.hash, q[0], q + 2, q[1]);
+            q += 2 + q[1];
+        }
+        if (rte_hash_add_key_data(c.h, &key, (void *)(uintptr_t)id) < 0)
+            die("rte_hash: cannot insert prefix %zu", id);
+        c.per_depth[k]++;
+        c.depth = k > c.depth ? k : c.depth;
+        off += len;
+        i += 7 + len;
+    }
+    c.arena = arena, c.hop = hop, c.at = at, c.fr = &fr;
+    char extra[256];
+    snprintf(extra, sizeof extra, ",\"prefixes\":%zu,\"depth\":%u,\"hash_func\":\"%s\",\"eal\":\"%s\"", n, c.depth,
+             hash_func_name(c.h, &(struct name_key){0, 0}, sizeof(struct name_key)), eal_mode);
+    emit_build("c-names/dpdk-rte_hash", "names64", (now_ns() - t) / 1e9, extra);
+    free(b.p);
+    double *ns = calloc(reps, sizeof *ns);
+    uint64_t check = timed("names single", names_single, NULL, &c, fr.n, ns);
+    snprintf(extra, sizeof extra, ",\"mpps\":%.3f", 1e3 / median(ns, reps));
+    emit("c-names/dpdk-rte_hash", "names64", "single", ns, fr.n, check, extra);
+    check = timed("names bulk", names_bulk, NULL, &c, fr.n, ns);
+    snprintf(extra, sizeof extra, ",\"mpps\":%.3f", 1e3 / median(ns, reps));
+    emit("c-names/dpdk-rte_hash", "names64", "bulk", ns, fr.n, check, extra);
+    rte_hash_free(c.h);
+    return 0;
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: copropeers lpm|lpm6|hash|hs|router|bridge|l2fwd DIR [N] [--reps R] [--cpu N] [--entries N] "
+    fprintf(stderr, "usage: copropeers lpm|lpm6|hash|hs|router|bridge|l2fwd|names DIR [N] [--reps R] [--cpu N] [--entries N] "
                     "[--tbl8s N] [--mem MB]\n");
     exit(2);
 }
@@ -1300,7 +1521,9 @@ int main(int argc, char **argv)
         n = parse_num("N", pos[2], 1, 1u << 25);
         snprintf(hb, sizeof hb, "l2fwd64-%zu", n);
         engine = "c-l2fwd/dpdk-rte_hash", bench = hb;
-    } else if (!strcmp(cmd, "router"))
+    } else if (!strcmp(cmd, "names"))
+        engine = "c-names/dpdk-rte_hash", bench = "names64";
+    else if (!strcmp(cmd, "router"))
         engine = "c-router/dpdk-rte_lpm", bench = "router64";
     else if (!strcmp(cmd, "bridge"))
         engine = "c-bridge/dpdk-rte_hash", bench = "bridge64";
@@ -1324,6 +1547,8 @@ int main(int argc, char **argv)
         rc = bench_l2fwd(dir, n);
     else if (!strcmp(cmd, "lpm6"))
         rc = bench_lpm6(dir);
+    else if (!strcmp(cmd, "names"))
+        rc = bench_names(dir);
     else if (!strcmp(cmd, "router"))
         rc = bench_router(dir);
     else

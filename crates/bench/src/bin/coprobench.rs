@@ -12,10 +12,13 @@
 //! coprobench gen-l2fwd DIR N             the L2 forwarding inputs for an N-entry table
 //! coprobench gen-ipv6 DIR                 200,000 IPv6 routes (/32 to /64) and frames to them
 //! coprobench lpm6 DIR [--reps R]          Lpm6: build, memory, one at a time, bulk (32)
+//! coprobench gen-names DIR                1,000,000 name prefixes and Interests named under them
+//! coprobench names DIR [--reps R]         NameFib: build, memory, one at a time, bulk (32)
 //! coprobench app DIR APP [--reps R] [--only SETTING,...]
 //!                                         examples/ipv4-router (`router`) or examples/l2-bridge
 //!                                         (`bridge`), examples/ipv6-router (`router6`, after
-//!                                         `gen-ipv6`) or examples/l2-fwd (`l2fwd-N`, after
+//!                                         `gen-ipv6`), examples/ndn-router (`ndn`, after `gen-names`)
+//!                                         or examples/l2-fwd (`l2fwd-N`, after
 //!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
@@ -337,6 +340,52 @@ fn lpm6(dir: &Path, reps: usize) {
     lookups(&lpm, &addrs, "netvm-lpm6", "lpm6", reps);
 }
 
+/// NameFib on `names.txt`: build time, memory, probes per lookup, and the
+/// names of `names64.bin` (their Interest at offset 14) looked up one at a
+/// time and in bulk, 32 at a time (`NameFib::lookup_bulk`, what the
+/// pre-lookup stage does). The check is the sum of next hop + 1 over the
+/// names found.
+fn names(dir: &Path, reps: usize) {
+    use netvm_copro::names::{parse_prefixes, NameFib, NameMatch};
+    let text = String::from_utf8(read(dir, "names.txt")).unwrap_or_else(|_| die("names.txt is not UTF-8".into()));
+    let routes = parse_prefixes(&text).unwrap_or_else(|e| die(e));
+    let t = Instant::now();
+    let mut fib = NameFib::with_seed(routes.len().max(1), 0x5eed).unwrap_or_else(|e| die(e));
+    for (line, r) in &routes {
+        fib.insert(&r.prefix, r.next_hop).unwrap_or_else(|e| die(format!("line {line}: {e}")));
+    }
+    let build = t.elapsed().as_secs_f64();
+    let frames = frames(dir, "names64", false);
+    let mut probes = 0u64;
+    let answer = |m: NameMatch| match m {
+        NameMatch::Found { next_hop, .. } => u64::from(next_hop) + 1,
+        _ => 0,
+    };
+    for f in &frames {
+        fib.lookup(&f.data, 14, &mut probes);
+    }
+    println!(
+        "{}",
+        serde_json::json!({"engine": "netvm-names", "bench": "names64", "mode": "build_s", "seconds": round3(build), "prefixes": fib.len(),
+            "depth": fib.depth(), "table_mib": round3(fib.memory_bytes() as f64 / (1u64 << 20) as f64),
+            "probes_per_lookup": round3(probes as f64 / frames.len() as f64)})
+    );
+    let n = frames.len() as u64;
+    let (ns, check) = timed(reps, n, || frames.iter().map(|f| answer(fib.lookup(&f.data, 14, &mut probes))).sum());
+    emit("netvm-names", "names64", "single", &ns, n, check);
+    let names: Vec<(usize, &[u8])> = frames.iter().map(|f| (14, f.data.as_slice())).collect();
+    let mut answers = vec![netvm_copro::names::BulkAnswer::default(); 32];
+    let (ns, check) = timed(reps, n, || {
+        let mut s = 0;
+        for group in names.chunks(32) {
+            fib.lookup_bulk(group, &mut answers);
+            s += answers[..group.len()].iter().map(|a| answer(a.answer)).sum::<u64>();
+        }
+        s
+    });
+    emit("netvm-names", "names64", "bulk", &ns, n, check);
+}
+
 /// The inputs of examples/l2-fwd with an `n`-entry table: `l2fwd-N.txt`
 /// (the table file: distinct unicast MACs, ports 0..16), `l2fwd-N.keys`
 /// (the same for the C peer: 6 key bytes and a `u16` port per entry),
@@ -382,6 +431,88 @@ fn gen_l2fwd(dir: &Path, n: usize) {
         .replace("capacity = 1048576", &format!("capacity = {}", n.max(1024)));
     std::fs::write(dir.join(format!("l2fwd-{n}.toml")), manifest).unwrap();
     eprintln!("coprobench: l2fwd inputs for {n} entries written to {}", dir.display());
+}
+
+/// Name forwarding inputs (examples/ndn-router, the paper's NDN
+/// application): `names.txt`, 1,000,000 prefixes of 1 to 5 generic
+/// components (words of 3 to 9 letters; 20 % of depth 2, 40 % of depth 3,
+/// 30 % of depth 4, 10 % of depth 5, each under a stored prefix one
+/// shorter, next hops 0 to 15) as a prefix file; `names.bin`, the same for
+/// the C peer (`u8` components, `u32` next hop, `u16` length, the
+/// components as NDN TLV); `names64.bin`, 100,000 Interests named by a
+/// stored prefix and 0 to 2 more components (5 % under no prefix), in
+/// frames of at least 64 bytes; `ndn.toml`, the example's manifest sized
+/// for the table.
+fn gen_names(dir: &Path) {
+    use netvm_copro::names::{encode_name, format_name, Component};
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(0x4e444e);
+    let n = 1_000_000;
+    let vocab: Vec<Vec<u8>> = (0..50_000).map(|_| (0..3 + r.below(7)).map(|_| b'a' + r.below(26) as u8).collect()).collect();
+    let word = |r: &mut SplitMix64| Component { typ: 8, value: vocab[r.below(vocab.len() as u64) as usize].clone() };
+    let mut by_depth: Vec<Vec<usize>> = vec![Vec::new(); 6];
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut prefixes: Vec<(Vec<Component>, u32)> = Vec::with_capacity(n);
+    while prefixes.len() < n {
+        let depth = if prefixes.len() < 200 {
+            1
+        } else {
+            match r.below(10) {
+                0 | 1 => 2,
+                2..=5 => 3,
+                6..=8 => 4,
+                _ => 5,
+            }
+        };
+        let mut p = match by_depth[depth - 1].len() {
+            0 if depth > 1 => continue,
+            0 => Vec::new(),
+            k => prefixes[by_depth[depth - 1][r.below(k as u64) as usize]].0.clone(),
+        };
+        p.push(word(&mut r));
+        if seen.insert(p.clone()) {
+            by_depth[depth].push(prefixes.len());
+            prefixes.push((p, r.below(16) as u32));
+        }
+    }
+    let mut text = String::from("# coprobench gen-names: 1,000,000 prefixes of 1 to 5 components\n");
+    let mut bin = Vec::with_capacity(n * 40);
+    for (p, hop) in &prefixes {
+        text += &format!("{} {hop}\n", format_name(p));
+        let enc = encode_name(p);
+        let body = &enc[2..]; // Name TLV type and a one-byte length (names here are short)
+        assert!(enc[1] as usize == body.len());
+        bin.push(p.len() as u8);
+        bin.extend_from_slice(&hop.to_le_bytes());
+        bin.extend_from_slice(&(body.len() as u16).to_le_bytes());
+        bin.extend_from_slice(body);
+    }
+    std::fs::write(dir.join("names.txt"), text).unwrap();
+    std::fs::write(dir.join("names.bin"), bin).unwrap();
+    let mut frames = Vec::new();
+    let mut total = 0usize;
+    for _ in 0..100_000 {
+        let mut name = if r.below(20) == 0 { vec![word(&mut r), word(&mut r)] } else { prefixes[r.below(n as u64) as usize].0.clone() };
+        for _ in 0..r.below(3) {
+            name.push(word(&mut r));
+        }
+        let mut body = encode_name(&name);
+        body.extend_from_slice(&[0x0a, 4]); // Nonce
+        body.extend_from_slice(&(r.next_u64() as u32).to_be_bytes());
+        let mut f = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x86, 0x24, 5, body.len() as u8];
+        f.extend_from_slice(&body);
+        total += f.len();
+        f.resize(f.len().max(64), 0);
+        frames.extend_from_slice(&(f.len() as u16).to_le_bytes());
+        frames.extend_from_slice(&f);
+    }
+    std::fs::write(dir.join("names64.bin"), frames).unwrap();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ndn-router/app.toml");
+    let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
+    let nil = example.with_file_name("ndn.nil").canonicalize().unwrap_or_else(|e| die(format!("ndn.nil: {e}")));
+    let manifest = manifest.replace("program = \"ndn.nil\"", &format!("program = {:?}", nil.display().to_string()));
+    std::fs::write(dir.join("ndn.toml"), manifest).unwrap();
+    eprintln!("coprobench: name inputs written to {} (mean frame before padding {:.1} bytes)", dir.display(), total as f64 / 100_000.0);
 }
 
 /// `NAME.bin` (records `u16 port` (bridge only), `u16 len`, bytes) and pcaps (one per port for the bridge).
@@ -640,6 +771,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             Some(("routes", "routes6.txt".to_string())),
         ),
         "bridge" => ("bridge64".to_string(), root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
+        "ndn" => ("names64".to_string(), dir.join("ndn.toml"), frames(dir, "names64", false), Some(("fib", "names.txt".to_string()))),
         _ if l2fwd.is_some_and(|n| n.parse::<usize>().is_ok()) => {
             let n = l2fwd.unwrap_or_default();
             (
@@ -649,7 +781,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
                 Some(("fib", format!("l2fwd-{n}.txt"))),
             )
         }
-        _ => die(format!("app: `{which}` is not `router`, `router6`, `bridge` or `l2fwd-N`")),
+        _ => die(format!("app: `{which}` is not `router`, `router6`, `bridge`, `ndn` or `l2fwd-N`")),
     };
     let bench = bench.as_str();
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
@@ -748,6 +880,8 @@ fn main() {
         "gen" => gen(&dir, &args),
         "gen-ids" => gen_ids(&dir),
         "gen-ipv6" => gen_ipv6(&dir),
+        "gen-names" => gen_names(&dir),
+        "names" => names(&dir, reps),
         "lpm6" => lpm6(&dir, reps),
         "gen-l2fwd" => gen_l2fwd(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-l2fwd DIR N".into()))),
         "lpm" => lpm(&dir, reps),
