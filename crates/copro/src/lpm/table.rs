@@ -3,7 +3,8 @@
 //! over the address width.
 //!
 //! The first level is indexed by the top [`LpmAddress::ROOT_BITS`] bits of
-//! the address (24 for IPv4: DIR-24-8, 16 for IPv6); every further level is a
+//! the address (24 for both: DIR-24-8 for IPv4, and for IPv6 as DPDK's
+//! `rte_lpm6`, so that a /48 is four dependent loads); every further level is a
 //! 256-entry "tbl8" group indexed by the next 8 bits. A prefix of length `d`
 //! is expanded into every entry of the level it ends in that it covers; an
 //! entry of an earlier level on its path points to a group instead.
@@ -164,20 +165,20 @@ impl LpmAddress for u32 {
 
 impl LpmAddress for u128 {
     const BITS: u8 = 128;
-    const ROOT_BITS: u8 = 16;
+    const ROOT_BITS: u8 = 24;
     const DEFAULT_TBL8_GROUPS: u32 = 1 << 17;
     const FAMILY: Family = Family::Ipv6;
     const ZERO: u128 = 0;
 
     #[inline(always)]
     fn root_index(self) -> usize {
-        (self >> 112) as usize
+        (self >> 104) as usize
     }
 
     #[inline(always)]
     fn level_index(self, level: u32) -> usize {
-        debug_assert!((1..=14).contains(&level));
-        (self >> (112 - 8 * level)) as usize & 0xFF
+        debug_assert!((1..=13).contains(&level));
+        (self >> (104 - 8 * level)) as usize & 0xFF
     }
 
     fn mask(len: u8) -> u128 {
@@ -356,14 +357,11 @@ pub struct Lpm<A: LpmAddress> {
 
 /// The IPv4 table (DIR-24-8).
 pub type Lpm4 = Lpm<u32>;
-/// The IPv6 table (16 bits, then 8-bit strides).
+/// The IPv6 table (24 bits, then 8-bit strides).
 pub type Lpm6 = Lpm<u128>;
 
-/// The first-level table at its exact size, per family.
-enum Root<'a> {
-    Ipv4(&'a [u32; 1 << 24]),
-    Ipv6(&'a [u32; 1 << 16]),
-}
+/// The first-level table at its exact size.
+type Root<'a> = &'a [u32; 1 << 24];
 
 /// Where a level's entry sits: the first-level table or a group.
 #[derive(Clone, Copy)]
@@ -607,11 +605,7 @@ impl<A: LpmAddress> Lpm<A> {
     /// The next hop of the longest rule matching `addr`.
     #[inline]
     pub fn lookup(&self, addr: A) -> Option<u32> {
-        let e = match self.root_array() {
-            Root::Ipv4(root) => self.walk(root, addr),
-            Root::Ipv6(root) => self.walk(root, addr),
-        };
-        self.resolve(e)
+        self.resolve(self.walk(self.root_array(), addr))
     }
 
     /// [`Lpm::lookup`] of each address of `addrs` into the same position of
@@ -622,10 +616,7 @@ impl<A: LpmAddress> Lpm<A> {
     /// the more of them the CPU keeps in flight (measured: 15-20 % faster
     /// than resolving each lookup as it completes).
     pub fn lookup_bulk(&self, addrs: &[A], out: &mut [Option<u32>]) {
-        match self.root_array() {
-            Root::Ipv4(root) => self.lookup_bulk_in(root, addrs, out),
-            Root::Ipv6(root) => self.lookup_bulk_in(root, addrs, out),
-        }
+        self.lookup_bulk_in(self.root_array(), addrs, out)
     }
 
     #[inline(always)]
@@ -634,7 +625,22 @@ impl<A: LpmAddress> Lpm<A> {
         let mut raw = [0u32; BATCH];
         for (a, o) in addrs.chunks(BATCH).zip(out.chunks_mut(BATCH)) {
             for (r, &x) in raw.iter_mut().zip(a) {
-                *r = self.walk(root, x);
+                *r = root[x.root_index()];
+            }
+            // Level by level: the loads of one level are independent.
+            let mut level = 1;
+            loop {
+                let mut deeper = false;
+                for (r, &x) in raw.iter_mut().zip(a) {
+                    if is_ext(*r) {
+                        *r = self.groups.tbl8[((*r & VALUE) as usize) * GROUP + x.level_index(level)];
+                        deeper = true;
+                    }
+                }
+                if !deeper {
+                    break;
+                }
+                level += 1;
             }
             for (o, &e) in o.iter_mut().zip(&raw) {
                 *o = self.resolve(e);
@@ -647,10 +653,7 @@ impl<A: LpmAddress> Lpm<A> {
     #[inline(always)]
     fn root_array(&self) -> Root<'_> {
         let root: &[u32] = &self.root;
-        match A::ROOT_BITS {
-            24 => Root::Ipv4(root.try_into().expect("an IPv4 first level has 2^24 entries")),
-            _ => Root::Ipv6(root.try_into().expect("an IPv6 first level has 2^16 entries")),
-        }
+        root.try_into().expect("a first level has 2^24 entries")
     }
 
     /// The entry that decides `addr`: its first-level entry, followed down
@@ -864,15 +867,15 @@ mod tests {
         assert_eq!(t.lookup(v6("2001:db8:2::")), Some(1));
         assert_eq!(t.lookup(v6("2001:db9::")), None);
         t.check();
-        // /128 host route: the full path of 14 groups (shared with /127).
-        assert_eq!(t.tbl8_groups_used(), 14);
+        // /128 host route: the full path of 13 groups (shared with /127).
+        assert_eq!(t.tbl8_groups_used(), 13);
         assert!(t.delete(v6("2001:db8:1::1"), 128));
         assert!(t.delete(v6("2001:db8:1::"), 127));
         assert_eq!(t.lookup(v6("2001:db8:1::1")), Some(2));
-        // The /48 needs levels 1..=4 (bits 16..48); the /32 levels 1..=2.
-        assert_eq!(t.tbl8_groups_used(), 4);
+        // The /48 needs levels 1..=3 (bits 24..48); the /32 level 1.
+        assert_eq!(t.tbl8_groups_used(), 3);
         assert!(t.delete(v6("2001:db8:1::"), 48));
-        assert_eq!(t.tbl8_groups_used(), 2);
+        assert_eq!(t.tbl8_groups_used(), 1);
         assert!(t.delete(v6("2001:db8::"), 32));
         assert_eq!(t.tbl8_groups_used(), 0);
         t.check();
@@ -934,14 +937,14 @@ mod tests {
         assert_eq!(t.lookup(v4("10.0.2.0")), Some(3));
         t.check();
 
-        // IPv6: a host route needs 14 groups at once, or none is taken.
-        let mut t = Lpm6::new(13);
+        // IPv6: a host route needs 13 groups at once, or none is taken.
+        let mut t = Lpm6::new(12);
         let a = v6("2001:db8::100");
-        assert_eq!(t.insert(a, 128, 1), Err(LpmError::Full { groups: 13 }));
+        assert_eq!(t.insert(a, 128, 1), Err(LpmError::Full { groups: 12 }));
         assert_eq!((t.len(), t.tbl8_groups_used()), (0, 0));
         assert_eq!(t.lookup(a), None);
         t.insert(a, 120, 1).unwrap();
-        assert_eq!(t.tbl8_groups_used(), 13);
+        assert_eq!(t.tbl8_groups_used(), 12);
         assert!(t.insert(a, 128, 1).is_err());
         assert_eq!(t.lookup(a), Some(1));
         t.check();
