@@ -64,6 +64,7 @@
 //! after.
 
 pub mod addrset;
+mod ahead;
 mod counters;
 pub mod eventlog;
 pub mod flow;

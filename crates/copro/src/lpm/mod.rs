@@ -2,18 +2,19 @@
 //!
 //! This module owns the route table ([`Lpm`], [`Lpm4`], [`Lpm6`]: a
 //! multibit trie with prefix expansion and depth-tagged entries, the DPDK
-//! `rte_lpm` algorithm; DIR-24-8 for IPv4, a 16-bit first level then 8-bit
-//! strides for IPv6), the route file format ([`parse_routes`]) and the
+//! `rte_lpm` algorithm; DIR-24-8 for IPv4, and for IPv6 a 24-bit first
+//! level then 8-bit strides, as `rte_lpm6`), the route file format ([`parse_routes`]) and the
 //! coprocessor ([`LpmCoprocessor`]). Benchmarks and host code can use the
 //! table directly, including [`Lpm::lookup_bulk`] for batches.
 //!
 //! Configuration: `family` = `ipv4` (default) or `ipv6`; `tbl8_groups`, the
 //! most 256-entry groups the table may use (default 65536 for IPv4, 131072
 //! for IPv6, at most 2^24; each group is 1 KiB). A prefix longer than the
-//! first level (/24 for IPv4, /16 for IPv6) needs a group per further 8 bits
+//! first level (/24) needs a group per further 8 bits
 //! that no other rule already made; an insert that would exceed the budget
-//! fails and changes nothing. The IPv4 first level takes 64 MiB of address
-//! space (256 KiB for IPv6), backed only where routes are written.
+//! fails and changes nothing. The first level takes 64 MiB of address
+//! space, backed only where routes are written (on Linux by transparent
+//! huge pages).
 //!
 //! | register | meaning |
 //! |----------|---------|
@@ -72,11 +73,13 @@ mod table;
 pub use routes::{parse_routes, Family, Route};
 pub use table::{Lpm, Lpm4, Lpm6, LpmAddress, LpmError, MAX_NEXT_HOP, MAX_TBL8_GROUPS};
 
+use std::cell::RefCell;
 use std::fmt::Write;
 use std::sync::Arc;
 
 use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
+use crate::ahead::Answers;
 use crate::share::Tally;
 
 /// Statistics counters.
@@ -97,12 +100,22 @@ pub struct LpmCoprocessor<A: LpmAddress> {
     input: [u32; 9],
     output: [u32; 2],
     tally: Tally<2>,
+    /// The answers of the last pre-lookup stage (IPv6 `lookup_pkt`): they
+    /// depend on the 16 address bytes and the routes, and every change of
+    /// the routes forgets them.
+    ahead: RefCell<Answers<2>>,
 }
 
 impl<A: LpmAddress> LpmCoprocessor<A> {
     /// An empty instance that may use at most `tbl8_groups` groups.
     pub fn new(tbl8_groups: u32) -> LpmCoprocessor<A> {
-        LpmCoprocessor { table: Arc::new(Lpm::new(tbl8_groups)), input: [0; 9], output: [0; 2], tally: Tally::new() }
+        LpmCoprocessor {
+            table: Arc::new(Lpm::new(tbl8_groups)),
+            input: [0; 9],
+            output: [0; 2],
+            tally: Tally::new(),
+            ahead: RefCell::default(),
+        }
     }
 
     /// The route table.
@@ -113,11 +126,13 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     /// The route table, to change; `None` while other workers' handles
     /// share it (see the module documentation).
     pub fn table_mut(&mut self) -> Option<&mut Lpm<A>> {
+        self.ahead.get_mut().clear();
         Arc::get_mut(&mut self.table)
     }
 
     /// The table, to change from the data plane.
     fn table_to_change(&mut self) -> Result<&mut Lpm<A>, CoproError> {
+        self.ahead.get_mut().clear();
         Arc::get_mut(&mut self.table).ok_or_else(|| CoproError::BadArgument(SHARED_WRITE.to_string()))
     }
 
@@ -137,8 +152,12 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     }
 
     fn lookup(&mut self, addr: A) {
+        self.answer(self.table.lookup(addr));
+    }
+
+    fn answer(&mut self, found: Option<u32>) {
         self.tally.add(LOOKUPS, 1);
-        self.output = match self.table.lookup(addr) {
+        self.output = match found {
             Some(nh) => {
                 self.tally.add(HITS, 1);
                 [1, nh]
@@ -212,6 +231,10 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             }
             3 => {
                 let off = self.input[8] as usize;
+                if let Some((out, _)) = self.ahead.get_mut().take(ctx.packet, off) {
+                    self.answer((out[0] == 1).then_some(out[1]));
+                    return Ok(());
+                }
                 let addr = ctx.packet.get(off..).and_then(A::from_be_slice).ok_or_else(|| {
                     CoproError::BadArgument(format!(
                         "lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({} bytes)",
@@ -235,45 +258,61 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         }
     }
 
-    /// Walks every address's lookup in bulk ([`Lpm::lookup_bulk`], the
-    /// walks of 32 addresses interleaved, their misses in flight together),
-    /// discarding the answers: the lookups of the batch then find every
-    /// level in the cache. For IPv4 the first-level entry is prefetched
-    /// instead (one load; the few tbl8 steps still wait): the walk costs
-    /// more than it saves there. For IPv6 a /48 is four dependent loads
-    /// past the first level, which no single prefetch covers.
+    /// IPv4: prefetches every address's first-level entry (one load; the
+    /// few tbl8 steps still wait): a bulk walk costs more than it saves
+    /// there. IPv6 (a /48 is three dependent loads past the first level,
+    /// which no single prefetch covers): walks the lookups in bulk
+    /// ([`Lpm::lookup_bulk`], level by level over 32 addresses, their
+    /// misses in flight together) and, for `lookup_pkt`, keeps the answers
+    /// for the lookups of the data path (`crate::ahead`), which then take
+    /// them instead of walking again.
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        let mut kept = self.ahead.borrow_mut();
+        kept.clear();
         if !prefetch {
             return;
         }
-        let mut addrs = [A::from_words([0; 4]); 32];
-        let mut out = [None; 32];
-        let mut n = 0;
-        let mut take = |a: A| {
-            if A::BYTES == 4 {
-                self.table.prefetch(a);
-                return;
-            }
-            addrs[n] = a;
-            n += 1;
-            if n == addrs.len() {
-                self.table.lookup_bulk(&addrs, &mut out);
-                n = 0;
-            }
-        };
-        match op {
-            0 if A::BYTES == 4 => keys.keys(0).for_each(|(w, _)| take(A::from_words([w, 0, 0, 0]))),
-            3 => {
-                for (off, p) in keys.keys(8) {
-                    if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice) {
-                        take(a);
+        if A::BYTES == 4 {
+            match op {
+                0 => keys.keys(0).for_each(|(w, _)| self.table.prefetch(A::from_words([w, 0, 0, 0]))),
+                3 => {
+                    for (off, p) in keys.keys(8) {
+                        if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice) {
+                            self.table.prefetch(a);
+                        }
                     }
                 }
+                _ => {}
             }
-            _ => {}
+            return;
+        }
+        if op != 3 {
+            return;
+        }
+        let mut addrs = [A::from_words([0; 4]); 32];
+        let mut at: [(usize, &[u8]); 32] = [(0, &[]); 32];
+        let mut out = [None; 32];
+        let mut n = 0;
+        let mut flush = |n: usize, addrs: &[A], at: &[(usize, &[u8])], kept: &mut Answers<2>| {
+            self.table.lookup_bulk(&addrs[..n], &mut out[..n]);
+            for (&(off, p), o) in at[..n].iter().zip(&out[..n]) {
+                kept.keep(p, off, off + A::BYTES, o.map_or([0, 0], |nh| [1, nh]), 0);
+            }
+        };
+        for (off, p) in keys.keys(8) {
+            let off = off as usize;
+            if let Some(a) = p.get(off..).and_then(A::from_be_slice) {
+                addrs[n] = a;
+                at[n] = (off, p);
+                n += 1;
+                if n == addrs.len() {
+                    flush(n, &addrs, &at, &mut kept);
+                    n = 0;
+                }
+            }
         }
         if n > 0 {
-            self.table.lookup_bulk(&addrs[..n], &mut out[..n]);
+            flush(n, &addrs, &at, &mut kept);
         }
     }
 
@@ -286,6 +325,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
     }
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
+        self.ahead.get_mut().clear();
         let routes = routes::parse_numbered(text, A::FAMILY)?;
         let table = Arc::get_mut(&mut self.table).ok_or(SHARED_LOAD)?;
         for (line, r) in &routes {
@@ -297,6 +337,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     /// Removes every route (nothing while several workers share the table).
     fn clear(&mut self) {
+        self.ahead.get_mut().clear();
         if let Some(t) = Arc::get_mut(&mut self.table) {
             t.clear();
         }
@@ -319,7 +360,13 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     /// Another handle on the same routes.
     fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
-        Ok(Box::new(LpmCoprocessor { table: Arc::clone(&self.table), input: [0; 9], output: [0; 2], tally: self.tally.share() }))
+        Ok(Box::new(LpmCoprocessor {
+            table: Arc::clone(&self.table),
+            input: [0; 9],
+            output: [0; 2],
+            tally: self.tally.share(),
+            ahead: RefCell::default(),
+        }))
     }
 
     fn share(&self) -> WorkerShare {
@@ -412,6 +459,39 @@ mod tests {
         assert!(matches!(call(c, &[&regs(a)[..], &[(4, 64), (5, 1)]].concat(), 1, &[]), Err(CoproError::BadArgument(_))));
         assert!(matches!(call(c, &[&regs(a)[..], &[(4, 129)]].concat(), 2, &[]), Err(CoproError::BadArgument(_))));
         assert_eq!(c.dump(), "2001:db8::/32 7\n2001:db8:1::1/128 8\n");
+    }
+
+    /// The IPv6 pre-lookup stage keeps its answers for `lookup_pkt`; a
+    /// route added or removed in between, or an address changed in the
+    /// packet, means a fresh lookup.
+    #[test]
+    fn ipv6_answers_found_ahead_are_forgotten_on_every_change() {
+        let mut c = create(&cfg(&[("family", "ipv6")])).unwrap();
+        c.load("2001:db8::/32 1\n").unwrap();
+        let addr = |a: &str| a.parse::<std::net::Ipv6Addr>().unwrap().octets().to_vec();
+        let mut pkts: Vec<netvm_vm::Packet> =
+            ["2001:db8:1::1", "2001:db8:2::1", "2001:db9::1"].iter().map(|a| netvm_vm::Packet::from_bytes(addr(a))).collect();
+        let descs: Vec<netvm_vm::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| netvm_vm::XbDesc::of(p, i as u64)).collect();
+        let words: Vec<u32> = descs.iter().flat_map(|_| [1, 0]).collect();
+        assert_eq!(c.lookahead(3), Some(1 << 8));
+        // SAFETY: the descriptors point at the packets' bytes, which nothing
+        // writes while `descs` lives.
+        let packets = unsafe { netvm_vm::buffer::Packets::new(&descs) };
+        c.ahead(3, &netvm_vm::AheadKeys { words: &words, regs: 1 << 8, packets }, true);
+        let data: Vec<Vec<u8>> = pkts.iter().map(|p| p.data.clone()).collect();
+        drop(descs);
+        let c = c.as_mut();
+        // The answers hold for the same packets only: these are copies.
+        assert_eq!(call(c, &[(8, 0)], 3, &data[0]), Ok([1, 1]));
+        assert_eq!(call(c, &[(8, 0)], 3, &pkts[0].data), Ok([1, 1]));
+        let w = |a: &str| {
+            let b = addr(a);
+            [(0u8, u32::from_be_bytes(b[0..4].try_into().unwrap())), (1, u32::from_be_bytes(b[4..8].try_into().unwrap())), (2, 0), (3, 0)]
+        };
+        assert_eq!(call(c, &[&w("2001:db8:2::")[..], &[(4, 48), (5, 2)]].concat(), 1, &[]), Ok([1, 0]));
+        assert_eq!(call(c, &[(8, 0)], 3, &pkts[1].data), Ok([1, 2]), "the route added after the stage");
+        pkts[2].data[3] = 0xb8; // 2001:db9:: -> 2001:db8::
+        assert_eq!(call(c, &[(8, 0)], 3, &pkts[2].data), Ok([1, 1]));
     }
 
     #[test]

@@ -80,6 +80,7 @@ use std::sync::Arc;
 
 use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
 
+use crate::ahead::Answers;
 use crate::share::Tally;
 
 /// Statistics counters.
@@ -101,55 +102,11 @@ pub struct NamesCoprocessor {
     input: [u32; 9],
     output: [u32; 3],
     tally: Tally<4>,
-    /// The answers of the last pre-lookup stage.
-    ahead: RefCell<Answers>,
-}
-
-/// The answers the pre-lookup stage found ([`Coprocessor::ahead`]), for
-/// the lookups that follow: each with the packet it was for and a copy of
-/// the bytes it depends on (from the offset to the name's end). A lookup
-/// uses one only for the same packet, length and offset and the same
-/// bytes: the answer is a function of those bytes, the packet length and
-/// the table, which only the control plane changes, never between a
-/// batch's stage and its lookups. Anything else looks up afresh.
-#[derive(Debug, Default)]
-struct Answers {
-    found: Vec<Answer>,
-    bytes: Vec<u8>,
-    /// The first answer not used yet (lookups come in packet order).
-    next: usize,
-}
-
-#[derive(Debug)]
-struct Answer {
-    packet: usize,
-    packet_len: usize,
-    off: usize,
-    /// Where its bytes are in `Answers::bytes`, and how many.
-    at: usize,
-    len: usize,
-    output: [u32; 3],
-    probes: u32,
-}
-
-/// Answers a lookup passes over looking for its own (packets that left
-/// the data path before their lookup).
-const ANSWER_WINDOW: usize = 8;
-
-impl Answers {
-    /// The answer found ahead for the name at `off` in `packet`, if it still holds.
-    fn take(&mut self, packet: &[u8], off: usize) -> Option<(&[u32; 3], u32)> {
-        let (ptr, end) = (packet.as_ptr() as usize, self.found.len().min(self.next + ANSWER_WINDOW));
-        let i = (self.next..end).find(|&i| {
-            let a = &self.found[i];
-            a.packet == ptr
-                && a.packet_len == packet.len()
-                && a.off == off
-                && packet.get(off..off + a.len).is_some_and(|b| b == &self.bytes[a.at..a.at + a.len])
-        })?;
-        self.next = i + 1;
-        Some((&self.found[i].output, self.found[i].probes))
-    }
+    /// The answers of the last pre-lookup stage: they depend on the
+    /// packet bytes from in8 to the name's end, and on the table, which
+    /// only the control plane changes (never between a batch's stage and
+    /// its lookups).
+    ahead: RefCell<Answers<3>>,
 }
 
 fn output(m: NameMatch) -> [u32; 3] {
@@ -221,7 +178,7 @@ impl Coprocessor for NamesCoprocessor {
         }
         let off = self.input[8] as usize;
         let (out, probes) = match self.ahead.get_mut().take(ctx.packet, off) {
-            Some((out, probes)) => (*out, u64::from(probes)),
+            Some((out, probes)) => (out, u64::from(probes)),
             None => {
                 let mut probes = 0;
                 (output(self.fib.lookup(ctx.packet, off, &mut probes)), probes)
@@ -243,12 +200,10 @@ impl Coprocessor for NamesCoprocessor {
     }
 
     /// Looks the names up in bulk ([`NameFib::lookup_bulk`]), keeping the
-    /// answers for the lookups of the data path (see [`Answers`]).
+    /// answers for the lookups of the data path (`crate::ahead`).
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
         let mut a = self.ahead.borrow_mut();
-        a.found.clear();
-        a.bytes.clear();
-        a.next = 0;
+        a.clear();
         if !prefetch || op != 0 {
             return;
         }
@@ -256,22 +211,9 @@ impl Coprocessor for NamesCoprocessor {
         let mut answers = vec![BulkAnswer::default(); names.len()];
         self.fib.lookup_bulk(&names, &mut answers);
         for ((off, packet), b) in names.iter().zip(&answers) {
-            if b.end == 0 {
-                continue;
+            if b.end != 0 {
+                a.keep(packet, *off, b.end, output(b.answer), b.probes);
             }
-            let at = a.bytes.len();
-            a.bytes.extend_from_slice(&packet[*off..b.end]);
-            let len = b.end - off;
-            let found = Answer {
-                packet: packet.as_ptr() as usize,
-                packet_len: packet.len(),
-                off: *off,
-                at,
-                len,
-                output: output(b.answer),
-                probes: b.probes,
-            };
-            a.found.push(found);
         }
     }
 
@@ -286,6 +228,7 @@ impl Coprocessor for NamesCoprocessor {
     }
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
+        self.ahead.get_mut().clear();
         let routes = parse_prefixes(text)?;
         let fib = Arc::get_mut(&mut self.fib).ok_or(SHARED_LOAD)?;
         for (line, r) in &routes {
@@ -296,6 +239,7 @@ impl Coprocessor for NamesCoprocessor {
 
     /// Removes every prefix (nothing while several workers share the table).
     fn clear(&mut self) {
+        self.ahead.get_mut().clear();
         if let Some(f) = Arc::get_mut(&mut self.fib) {
             f.clear();
         }

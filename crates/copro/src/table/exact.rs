@@ -215,7 +215,7 @@ fn keys_equal(a: &[u8], b: &[u8]) -> bool {
 
 /// The key as two words covering every byte (overlapping when shorter than 16).
 #[inline(always)]
-fn key_words(k: &[u8]) -> (u64, u64) {
+pub(crate) fn key_words(k: &[u8]) -> (u64, u64) {
     let n = k.len();
     if n >= 8 {
         let a: [u8; 8] = k[..8].try_into().unwrap_or_default();

@@ -111,14 +111,16 @@
 mod exact;
 mod file;
 
-pub(crate) use exact::prefetch;
+pub(crate) use exact::{key_words, prefetch};
 pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, SLOTS, STATIC};
 
+use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
+use crate::ahead::Answers;
 use crate::share::Tally;
 
 /// Default `key_size`.
@@ -259,6 +261,11 @@ pub struct Table {
     /// entries aged by then (or by the store's `now`, if later).
     now: u64,
     tally: Tally<5>,
+    /// The answers of the last pre-lookup stage (`lookup_pkt` on a table
+    /// of this handle alone whose entries never age): they depend on the
+    /// key bytes and the entries, and every change of the entries forgets
+    /// them.
+    ahead: RefCell<Answers<5>>,
 }
 
 fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
@@ -345,6 +352,7 @@ impl Table {
             output: [0; 5],
             now: 0,
             tally: Tally::new(),
+            ahead: RefCell::default(),
         })
     }
 
@@ -368,6 +376,7 @@ impl Table {
     /// The underlying table, for direct updates by the host application
     /// (under the lock while forks share it).
     pub fn table_mut(&mut self) -> TableMut<'_> {
+        self.ahead.get_mut().clear();
         TableMut(self.store_mut())
     }
 
@@ -437,6 +446,16 @@ impl Table {
         }
         let now = ctx.now.as_nanos();
         self.now = self.now.max(now);
+        if op == 3 {
+            if let Some((out, _)) = self.ahead.get_mut().take(ctx.packet, self.input[8] as usize) {
+                self.tally.add(LOOKUPS, 1);
+                self.tally.add(HITS, u64::from(out[0]));
+                self.output = out;
+                return Ok(());
+            }
+        } else if matches!(op, 1 | 2 | 4 | 5) {
+            self.ahead.get_mut().clear();
+        }
         let regs = unpack(&self.input[..4]);
         let key = self.key(op >= 3, ctx.packet, &regs)?;
         self.output = [0; 5];
@@ -483,6 +502,7 @@ impl Table {
     /// Merges the entries of `other`, another worker's table, into this one
     /// (the module documentation says which entry wins), leaving `other` empty.
     fn merge(&mut self, other: &mut Table) {
+        self.ahead.get_mut().clear();
         let aging = self.aging_ns;
         let mut failures = 0;
         {
@@ -551,6 +571,7 @@ impl Coprocessor for Table {
     }
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
+        self.ahead.get_mut().clear();
         self.unshare_if_sole();
         let (ks, vs) = (self.key_size, self.value_size);
         let handle_now = self.now;
@@ -568,6 +589,7 @@ impl Coprocessor for Table {
     }
 
     fn clear(&mut self) {
+        self.ahead.get_mut().clear();
         self.unshare_if_sole();
         self.store_mut().table.clear();
     }
@@ -578,26 +600,52 @@ impl Coprocessor for Table {
     }
 
     /// Prefetches the buckets of every key, then the entries their tags
-    /// point to (as the bulk lookup does).
+    /// point to (as the bulk lookup does). `lookup_pkt` on a table this
+    /// handle alone reaches, whose entries never age: looks the keys up in
+    /// bulk instead ([`ExactTable::lookup_bulk`], the same prefetches) and
+    /// keeps the answers for the lookups of the data path
+    /// (`crate::ahead`), which take them unless an insert or delete came
+    /// first.
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
+        let mut kept = self.ahead.borrow_mut();
+        kept.clear();
         if !prefetch || !matches!(op, 3 | 4) {
             return;
         }
         let ks = self.key_size;
         let s = self.store();
+        let answer = op == 3 && self.aging_ns == u64::MAX && matches!(self.place, Place::Own(_));
         let mut batch: [&[u8]; 64] = [&[]; 64];
+        let mut at: [(usize, &[u8]); 64] = [(0, &[]); 64];
+        let mut found: [Option<&[u8]>; 64] = [None; 64];
+        let mut flush = |batch: &[&[u8]], at: &[(usize, &[u8])], kept: &mut Answers<5>| {
+            if !answer {
+                s.table.prefetch_keys(batch);
+                return;
+            }
+            let n = batch.len();
+            s.table.lookup_bulk(batch, &mut found[..n]);
+            for (&(off, p), f) in at[..n].iter().zip(&found[..n]) {
+                let out = f.map_or([0; 5], |v| {
+                    let w = value_words(v);
+                    [1, w[0], w[1], w[2], w[3]]
+                });
+                kept.keep(p, off, off + ks, out, 0);
+            }
+        };
         let mut n = 0;
         for (off, p) in keys.keys(8) {
             if let Some(k) = (off as usize).checked_add(ks).and_then(|end| p.get(off as usize..end)) {
                 batch[n] = k;
+                at[n] = (off as usize, p);
                 n += 1;
                 if n == batch.len() {
-                    s.table.prefetch_keys(&batch);
+                    flush(&batch, &at, &mut kept);
                     n = 0;
                 }
             }
         }
-        s.table.prefetch_keys(&batch[..n]);
+        flush(&batch[..n], &at[..n], &mut kept);
     }
 
     fn tick(&mut self, now: Timestamp) {
@@ -677,6 +725,7 @@ impl Coprocessor for Table {
             output: [0; 5],
             now: self.now,
             tally,
+            ahead: RefCell::default(),
         }))
     }
 

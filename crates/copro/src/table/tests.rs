@@ -405,3 +405,33 @@ fn concurrent_inserts_and_lookups_on_a_shared_table() {
     }
     assert_eq!(s["entries"], (0..5000).filter(|k| k % 3 != last).count() as u64);
 }
+
+/// `lookup_pkt` takes the answers the pre-lookup stage found (a table of
+/// one handle, no aging) only while nothing changed: an insert or delete
+/// in between, or a key changed in the packet, means a fresh lookup.
+#[test]
+fn answers_found_ahead_are_forgotten_on_every_change() {
+    let mut c = make(&[("key_size", "2"), ("value_size", "2")]);
+    c.load("0001 0x0101\n0002 0x0202\n").unwrap();
+    let mut pkts: Vec<netvm_vm::Packet> =
+        [[0u8, 1], [0, 2], [0, 3], [0, 1]].iter().map(|k| netvm_vm::Packet::from_bytes(k.to_vec())).collect();
+    prefetch(c.as_ref(), &mut pkts);
+    let c = c.as_mut();
+    assert_eq!(call(c, 3, &[(8, 0)], &pkts[0].data, 0), Ok([1, 0x0101_0000, 0, 0, 0]));
+    // A key changed in the packet after the stage.
+    pkts[1].data[1] = 3;
+    assert_eq!(call(c, 3, &[(8, 0)], &pkts[1].data, 0), Ok([0; 5]));
+    // An insert of the key packet 2 looks up: its answer (a miss) is forgotten.
+    assert_eq!(call(c, 1, &[(0, 0x0003_0000), (4, 0x0303_0000)], &[], 0), Ok([1, 0, 0, 0, 0]));
+    assert_eq!(call(c, 3, &[(8, 0)], &pkts[2].data, 0), Ok([1, 0x0303_0000, 0, 0, 0]));
+    assert_eq!(call(c, 2, &[(0, 0x0001_0000)], &[], 0), Ok([1, 0, 0, 0, 0]));
+    assert_eq!(call(c, 3, &[(8, 0)], &pkts[3].data, 0), Ok([0; 5]));
+    let s = stats_map(c);
+    assert_eq!((s["lookups"], s["hits"]), (4, 2));
+    // With aging the stage only prefetches: answers depend on time.
+    let mut c = make(&[("key_size", "2"), ("value_size", "2"), ("aging", "1")]);
+    c.load("0001 0x0101\n").unwrap();
+    let mut pkts = vec![netvm_vm::Packet::from_bytes(vec![0, 1])];
+    prefetch(c.as_ref(), &mut pkts);
+    assert_eq!(call(c.as_mut(), 3, &[(8, 0)], &pkts[0].data, 0), Ok([1, 0x0101_0000, 0, 0, 0]));
+}
