@@ -389,8 +389,8 @@ fn names(dir: &Path, reps: usize) {
 /// The inputs of examples/l2-fwd with an `n`-entry table: `l2fwd-N.txt`
 /// (the table file: distinct unicast MACs, ports 0..16), `l2fwd-N.keys`
 /// (the same for the C peer: 6 key bytes and a `u16` port per entry),
-/// `l2fwd64-N.bin` (100,000 64-byte frames to destinations drawn uniformly
-/// from the table) and `l2fwd-N.toml` (the example's manifest with a
+/// `l2fwd64-N.bin` and `.pcap` (100,000 64-byte frames to destinations
+/// drawn uniformly from the table) and `l2fwd-N.toml` (the example's manifest with a
 /// table of that capacity).
 fn gen_l2fwd(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
@@ -413,16 +413,15 @@ fn gen_l2fwd(dir: &Path, n: usize) {
     }
     std::fs::write(dir.join(format!("l2fwd-{n}.txt")), text).unwrap();
     std::fs::write(dir.join(format!("l2fwd-{n}.keys")), keys).unwrap();
-    let mut bin = Vec::new();
+    let mut frames = Vec::with_capacity(100_000);
     for _ in 0..100_000 {
         let mut f = vec![0u8; 64];
         f[0..6].copy_from_slice(&mac(r.below(n as u64)));
         f[6..12].copy_from_slice(&mac(r.below(n as u64)));
         f[12..14].copy_from_slice(&[0x08, 0x00]);
-        bin.extend_from_slice(&64u16.to_le_bytes());
-        bin.extend_from_slice(&f);
+        frames.push(f);
     }
-    std::fs::write(dir.join(format!("l2fwd64-{n}.bin")), bin).unwrap();
+    write_frames(dir, &format!("l2fwd64-{n}"), frames.iter().map(|f| (0u16, f.as_slice())));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2-fwd/app.toml");
     let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
     let fwd = example.with_file_name("fwd.nil").canonicalize().unwrap_or_else(|e| die(format!("fwd.nil: {e}")));
@@ -441,7 +440,7 @@ fn gen_l2fwd(dir: &Path, n: usize) {
 /// the C peer (`u8` components, `u32` next hop, `u16` length, the
 /// components as NDN TLV); `names64.bin`, 100,000 Interests named by a
 /// stored prefix and 0 to 2 more components (5 % under no prefix), in
-/// frames of at least 64 bytes; `ndn.toml`, the example's manifest sized
+/// frames of at least 64 bytes (and `names64.pcap`); `ndn.toml`, the example's manifest sized
 /// for the table.
 fn gen_names(dir: &Path) {
     use netvm_copro::names::{encode_name, format_name, Component};
@@ -489,7 +488,7 @@ fn gen_names(dir: &Path) {
     }
     std::fs::write(dir.join("names.txt"), text).unwrap();
     std::fs::write(dir.join("names.bin"), bin).unwrap();
-    let mut frames = Vec::new();
+    let mut frames = Vec::with_capacity(100_000);
     let mut total = 0usize;
     for _ in 0..100_000 {
         let mut name = if r.below(20) == 0 { vec![word(&mut r), word(&mut r)] } else { prefixes[r.below(n as u64) as usize].0.clone() };
@@ -503,10 +502,9 @@ fn gen_names(dir: &Path) {
         f.extend_from_slice(&body);
         total += f.len();
         f.resize(f.len().max(64), 0);
-        frames.extend_from_slice(&(f.len() as u16).to_le_bytes());
-        frames.extend_from_slice(&f);
+        frames.push(f);
     }
-    std::fs::write(dir.join("names64.bin"), frames).unwrap();
+    write_frames(dir, "names64", frames.iter().map(|f| (0u16, f.as_slice())));
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ndn-router/app.toml");
     let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
     let nil = example.with_file_name("ndn.nil").canonicalize().unwrap_or_else(|e| die(format!("ndn.nil: {e}")));
