@@ -130,6 +130,7 @@ impl NamesCoprocessor {
 
     /// The table, to change; `None` while other workers' handles share it.
     pub fn fib_mut(&mut self) -> Option<&mut NameFib> {
+        self.ahead.get_mut().clear();
         Arc::get_mut(&mut self.fib)
     }
 }
