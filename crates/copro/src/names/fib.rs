@@ -400,6 +400,11 @@ impl NameFib {
     /// are those of the prefix stored at `at`.
     fn same(&self, packet: &[u8], start: usize, end: usize, k: usize, at: usize, len: usize) -> bool {
         let arena = &self.arena[at..at + len];
+        // The stored bytes are the shortest encoding, which packets
+        // normally use too: then one comparison of the bytes decides.
+        if packet.get(start..start + len).is_some_and(|b| b == arena) {
+            return true;
+        }
         let (mut pa, mut aa, mut seen) = (start, 0, 0);
         while seen < k {
             let (Some((pt, ps, pe)), Some((at_, as_, ae))) = (tlv(packet, &mut pa, end), tlv(arena, &mut aa, len)) else {
@@ -462,7 +467,7 @@ impl NameFib {
     /// each probes: a round hashes every unresolved name's next candidate
     /// length and looks them up in bulk ([`ExactTable::lookup_bulk`]:
     /// buckets, then entries, prefetched together), prefetching the stored
-    /// bytes of the prefixes found, which the next round compares. The
+    /// bytes of the prefixes found, which are compared after the last round. The
     /// memory latencies of a group of names overlap, as DPDK's bulk
     /// lookups do; on one name it costs more than [`NameFib::lookup`].
     ///
@@ -479,7 +484,8 @@ impl NameFib {
     fn lookup_group(&self, group: &[(usize, &[u8])], out: &mut [BulkAnswer], hash: &mut [u64], len: &mut [u32]) {
         let d = self.depth + 1;
         // Per name: its name value range, the candidate length to probe
-        // next (0: none left), and a hit to compare (length, arena offset).
+        // next (0: none left), and a hit to compare (length, arena offset,
+        // next hop; length 0: none).
         let mut range = [(0usize, 0usize); GROUP];
         let mut next = [0usize; GROUP];
         let mut hit = [(0usize, 0usize, 0u32); GROUP];
@@ -497,17 +503,6 @@ impl NameFib {
         let mut who = [0usize; GROUP];
         let mut found: [Option<&[u8]>; GROUP] = [None; GROUP];
         loop {
-            // The hits of the last round, their bytes fetched meanwhile.
-            for (i, (k, at, next_hop)) in hit.iter_mut().enumerate().take(group.len()).filter(|(_, h)| h.0 != 0) {
-                let (start, end) = range[i];
-                if self.same(group[i].1, start, end, *k, *at, len[i * d + *k] as usize) {
-                    out[i].answer = NameMatch::Found { next_hop: *next_hop, components: *k as u32 };
-                    next[i] = 0;
-                } else {
-                    next[i] = self.candidate(*k - 1);
-                }
-                *k = 0;
-            }
             let mut m = 0;
             for (i, &k) in next.iter().enumerate().take(group.len()).filter(|(_, k)| **k != 0) {
                 keys[m] = NameFib::key(hash[i * d + k], k, len[i * d + k]);
@@ -515,7 +510,7 @@ impl NameFib {
                 m += 1;
             }
             if m == 0 {
-                return;
+                break;
             }
             let mut refs: [&[u8]; GROUP] = [&[]; GROUP];
             for (r, k) in refs.iter_mut().zip(&keys[..m]) {
@@ -536,6 +531,21 @@ impl NameFib {
                     }
                     None => next[i] = self.candidate(k - 1),
                 }
+            }
+        }
+        // The hits, their bytes fetched meanwhile: compared last, so that
+        // every round's loads were in flight first. A hit whose bytes
+        // differ (a hash collision, practically never) is looked up again
+        // one at a time, which goes on to shorter lengths.
+        for (i, &(k, at, next_hop)) in hit.iter().enumerate().take(group.len()).filter(|(_, h)| h.0 != 0) {
+            let (start, end) = range[i];
+            let (off, packet) = group[i];
+            if self.same(packet, start, end, k, at, len[i * d + k] as usize) {
+                out[i].answer = NameMatch::Found { next_hop, components: k as u32 };
+            } else {
+                let mut probes = 0;
+                out[i].answer = self.lookup(packet, off, &mut probes);
+                out[i].probes = probes as u32;
             }
         }
     }
