@@ -223,7 +223,7 @@ fn name_at(packet: &[u8], off: usize) -> Option<(usize, usize)> {
     let len = varnum(packet, &mut at, packet.len())?;
     let end = at.saturating_add(usize::try_from(len).unwrap_or(usize::MAX)).min(packet.len());
     match typ {
-        TLV_NAME if at.checked_add(len as usize).is_some_and(|e| e <= packet.len()) => Some((at, end)),
+        TLV_NAME if usize::try_from(len).ok().and_then(|l| at.checked_add(l)).is_some_and(|e| e <= packet.len()) => Some((at, end)),
         TLV_INTEREST | TLV_DATA => {
             // A packet cut short by the capture still has its name, if the name fits.
             let (typ, start, stop) = tlv(packet, &mut at, end)?;
