@@ -72,7 +72,7 @@ mod fib;
 mod uri;
 
 pub use fib::{encode_name, BulkAnswer, Component, FibError, NameFib, NameMatch, MAX_CAPACITY, MAX_COMPONENTS};
-pub use uri::{format_name, parse_name, parse_prefixes, NameRoute};
+pub use uri::{format_name, parse_name, parse_prefixes, prefix_lines, NameRoute};
 
 use std::cell::RefCell;
 use std::fmt::Write;
@@ -230,12 +230,18 @@ impl Coprocessor for NamesCoprocessor {
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
         self.ahead.get_mut().clear();
-        let routes = parse_prefixes(text)?;
+        // Checked whole first (nothing is added from a bad file), then
+        // read again to add: a million prefixes parsed at once would take
+        // several times the table's memory.
+        prefix_lines(text).try_for_each(|r| r.map(drop))?;
         let fib = Arc::get_mut(&mut self.fib).ok_or(SHARED_LOAD)?;
-        for (line, r) in &routes {
+        let mut n = 0;
+        for r in prefix_lines(text) {
+            let (line, r) = r?;
             fib.insert(&r.prefix, r.next_hop).map_err(|e| format!("line {line}: {}: {e}", format_name(&r.prefix)))?;
+            n += 1;
         }
-        Ok(routes.len())
+        Ok(n)
     }
 
     /// Removes every prefix (nothing while several workers share the table).

@@ -116,23 +116,28 @@ pub struct NameRoute {
 /// A prefix file: one `NAME NEXTHOP` per line (see the module
 /// documentation of `names`), with each route's 1-based line.
 pub fn parse_prefixes(text: &str) -> Result<Vec<(usize, NameRoute)>, String> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    prefix_lines(text).collect()
+}
+
+/// The routes of a prefix file one line at a time (blank and comment
+/// lines skipped): what `load` reads twice, checking the whole file before
+/// adding anything without holding every route at once.
+pub fn prefix_lines(text: &str) -> impl Iterator<Item = Result<(usize, NameRoute), String>> + '_ {
+    text.lines().enumerate().filter_map(|(i, line)| {
         let content = line.split('#').next().unwrap_or("").trim();
-        if content.is_empty() {
-            continue;
-        }
-        let err = |m: String| format!("line {}: {m}", i + 1);
-        let mut fields = content.split_whitespace();
-        let name = parse_name(fields.next().expect("not empty")).map_err(err)?;
-        let next_hop = match fields.next() {
-            Some(h) => h.parse::<u32>().map_err(|_| err(format!("next hop `{h}` is not a number from 0 to {}", u32::MAX)))?,
-            None => return Err(err(format!("`{content}`: no next hop"))),
-        };
-        if let Some(extra) = fields.next() {
-            return Err(err(format!("unexpected `{extra}` after the next hop")));
-        }
-        out.push((i + 1, NameRoute { prefix: name, next_hop }));
+        (!content.is_empty()).then(|| parse_line(content).map(|r| (i + 1, r)).map_err(|m| format!("line {}: {m}", i + 1)))
+    })
+}
+
+fn parse_line(content: &str) -> Result<NameRoute, String> {
+    let mut fields = content.split_whitespace();
+    let name = parse_name(fields.next().expect("not empty"))?;
+    let next_hop = match fields.next() {
+        Some(h) => h.parse::<u32>().map_err(|_| format!("next hop `{h}` is not a number from 0 to {}", u32::MAX))?,
+        None => return Err(format!("`{content}`: no next hop")),
+    };
+    if let Some(extra) = fields.next() {
+        return Err(format!("unexpected `{extra}` after the next hop"));
     }
-    Ok(out)
+    Ok(NameRoute { prefix: name, next_hop })
 }
