@@ -247,7 +247,7 @@ fn gen_ids(dir: &Path) {
 /// (the route file), `routes6.bin` (16 address bytes, the length and the
 /// `u32` next hop per route, for the C peer), `lpm6_addrs.bin` (10M
 /// addresses that hit, 16 bytes each... 1M here, IPv6 lookups are slower)
-/// and `router6-64.bin` (100,000 64-byte IPv6 frames to them, hop limit 64).
+/// and `router6-64.bin` and `.pcap` (100,000 64-byte IPv6 frames to them, hop limit 64).
 fn gen_ipv6(dir: &Path) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
     let mut r = SplitMix64::new(0x1b6);
@@ -298,7 +298,7 @@ fn gen_ipv6(dir: &Path) {
         addrs.extend_from_slice(&hit(&mut r).to_be_bytes());
     }
     std::fs::write(dir.join("lpm6_addrs.bin"), addrs).unwrap();
-    let mut frames = Vec::new();
+    let mut frames = Vec::with_capacity(100_000);
     for _ in 0..100_000 {
         let mut f = vec![0u8; 64];
         f[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
@@ -309,10 +309,9 @@ fn gen_ipv6(dir: &Path) {
         f[21] = 64;
         f[22..38].copy_from_slice(&(0x2001_0db8u128 << 96 | 1).to_be_bytes());
         f[38..54].copy_from_slice(&hit(&mut r).to_be_bytes());
-        frames.extend_from_slice(&64u16.to_le_bytes());
-        frames.extend_from_slice(&f);
+        frames.push(f);
     }
-    std::fs::write(dir.join("router6-64.bin"), frames).unwrap();
+    write_frames(dir, "router6-64", frames.iter().map(|f| (0u16, f.as_slice())));
     eprintln!("coprobench: IPv6 inputs written to {}", dir.display());
 }
 
