@@ -88,3 +88,36 @@ pub fn sample_shows(app: &str, load: &str, sample: &str, reasons: &[&str]) {
         assert!(d[why].as_u64().unwrap() > 0, "the sample shows `{why}`: {d}");
     }
 }
+
+/// Runs the example `app` on `pkts` with the table file `table` loaded into
+/// `instance`, on every engine of [`ENGINES`], and checks each against the
+/// reference: the frames out of ports 0 to 15 are `want`, the first NetPE's
+/// `drops` counters are `drops` (every reason it counts is there, and a
+/// counter it lacks is 0), and nothing faults. `more(label, stats)` adds
+/// the example's own checks. `what` names the case in failures.
+#[allow(clippy::too_many_arguments)]
+pub fn check_every_engine(
+    dir: &Path,
+    app: &str,
+    instance: &str,
+    table: &str,
+    pkts: &[Packet],
+    want: &BTreeMap<u32, Vec<Vec<u8>>>,
+    drops: &BTreeMap<&str, u64>,
+    what: &str,
+    mut more: impl FnMut(&str, &serde_json::Value),
+) {
+    for (engine, flags) in ENGINES {
+        let (got, stats) = run_with_table(dir, app, instance, table, pkts, (engine, flags));
+        assert_eq!(&got, want, "{what}, {engine}: the frames out of each port");
+        let d = stats["netpes"][0]["copro"]["drops"].as_object().unwrap();
+        for (why, n) in d {
+            assert_eq!(n.as_u64().unwrap(), drops.get(why.as_str()).copied().unwrap_or(0), "{what}, {engine}: drops `{why}`");
+        }
+        for why in drops.keys() {
+            assert!(d.contains_key(*why), "{what}, {engine}: the app counts `{why}`");
+        }
+        assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "{what}, {engine}: {}", stats["faults"]);
+        more(engine, &stats);
+    }
+}

@@ -11,14 +11,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[path = "../support.rs"]
 mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_with_table, sample_shows, ENGINES};
+use support::{check_every_engine, sample_shows};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ipv6-router")).join(rel).display().to_string()
@@ -129,11 +129,6 @@ fn traffic(r: &mut SplitMix64, n: usize, frames: usize) -> (String, Vec<Packet>)
     (text, pkts)
 }
 
-/// Runs the router on `pkts` with the route file `table`; returns each port's output and the stats.
-fn run_router(dir: &Path, table: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
-    run_with_table(dir, &example("app.toml"), "routes", table, pkts, engine)
-}
-
 fn check(seed: u64, nroutes: usize, nframes: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (text, pkts) = traffic(&mut SplitMix64::new(seed), nroutes, nframes);
@@ -151,15 +146,7 @@ fn check(seed: u64, nroutes: usize, nframes: usize) {
         }
     }
     assert!(drops.len() >= 6, "seed {seed}: the traffic exercises the drop reasons: {drops:?}");
-    for (engine, flags) in ENGINES {
-        let (got, stats) = run_router(dir.path(), &text, &pkts, (engine, flags));
-        assert_eq!(got, want, "seed {seed}, {engine}: the frames out of each port");
-        let d = stats["netpes"][0]["copro"]["drops"].as_object().unwrap();
-        for (why, n) in d {
-            assert_eq!(n.as_u64().unwrap(), drops.get(why.as_str()).copied().unwrap_or(0), "seed {seed}, {engine}: drops `{why}`");
-        }
-        assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "seed {seed}, {engine}: {}", stats["faults"]);
-    }
+    check_every_engine(dir.path(), &example("app.toml"), "routes", &text, &pkts, &want, &drops, &format!("seed {seed}"), |_, _| {});
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! order, and the drop reasons must add up.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 #[path = "../support.rs"]
@@ -16,7 +16,7 @@ mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_with_table, ENGINES};
+use support::check_every_engine;
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/l2-fwd")).join(rel).display().to_string()
@@ -71,11 +71,6 @@ fn traffic(r: &mut SplitMix64, n: usize, frames: usize) -> (String, Vec<Packet>)
     (fib, pkts)
 }
 
-/// Runs the forwarder on `pkts` with the table file `table`; returns each port's output and the stats.
-fn run_fwd(dir: &Path, table: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
-    run_with_table(dir, &example("app.toml"), "fib", table, pkts, engine)
-}
-
 fn check(seed: u64, entries: usize, frames: usize) {
     let dir = tempfile::tempdir().unwrap();
     let (fib, pkts) = traffic(&mut SplitMix64::new(seed), entries, frames);
@@ -97,16 +92,9 @@ fn check(seed: u64, entries: usize, frames: usize) {
         };
         *drops.get_mut(why).unwrap() += 1;
     }
-    for (engine, flags) in ENGINES {
-        let (got, stats) = run_fwd(dir.path(), &fib, &pkts, (engine, flags));
-        assert_eq!(got, want, "seed {seed}, {engine}: the frames out of each port");
-        let d = &stats["netpes"][0]["copro"]["drops"];
-        for (why, n) in &drops {
-            assert_eq!(d[why], *n, "seed {seed}, {engine}: drops `{why}`");
-        }
+    check_every_engine(dir.path(), &example("app.toml"), "fib", &fib, &pkts, &want, &drops, &format!("seed {seed}"), |engine, stats| {
         assert_eq!(stats["netpes"][0]["dropped"], drops.values().sum::<u64>(), "seed {seed}, {engine}");
-        assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "seed {seed}, {engine}: {}", stats["faults"]);
-    }
+    });
 }
 
 #[test]

@@ -20,7 +20,7 @@ mod support;
 
 use netvm_traffic::SplitMix64;
 use netvm_vm::{Packet, Timestamp};
-use support::{run_with_table, sample_shows, write_pcap, ENGINES};
+use support::{check_every_engine, sample_shows, write_pcap};
 
 fn example(rel: &str) -> String {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/ndn-router")).join(rel).display().to_string()
@@ -209,10 +209,6 @@ fn traffic(r: &mut SplitMix64, n: usize, frames: usize, root: bool) -> (String, 
     (text, pkts)
 }
 
-fn run_router(dir: &Path, table: &str, pkts: &[Packet], engine: (&str, &[&str])) -> (BTreeMap<u32, Vec<Vec<u8>>>, serde_json::Value) {
-    run_with_table(dir, &example("app.toml"), "fib", table, pkts, engine)
-}
-
 fn check(seed: u64, nprefixes: usize, nframes: usize) {
     let dir = tempfile::tempdir().unwrap();
     // With the root prefix every well-formed name has a route.
@@ -228,18 +224,11 @@ fn check(seed: u64, nprefixes: usize, nframes: usize) {
         }
     }
     assert!(drops.len() >= 6 - usize::from(root), "seed {seed}: the traffic exercises the drop reasons: {drops:?}");
-    for (engine, flags) in ENGINES {
-        let (got, stats) = run_router(dir.path(), &text, &pkts, (engine, flags));
-        assert_eq!(got, want, "seed {seed}, {engine}: the frames out of each port");
-        let d = stats["netpes"][0]["copro"]["drops"].as_object().unwrap();
-        for (why, n) in d {
-            assert_eq!(n.as_u64().unwrap(), drops.get(why.as_str()).copied().unwrap_or(0), "seed {seed}, {engine}: drops `{why}`");
-        }
-        let fibstats = &stats["netpes"][0]["copro"]["fib"];
-        assert_eq!(fibstats["prefixes"].as_u64().unwrap(), nprefixes as u64);
-        assert_eq!(fibstats["malformed"].as_u64().unwrap(), drops.get("malformed").copied().unwrap_or(0));
-        assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "seed {seed}, {engine}: {}", stats["faults"]);
-    }
+    check_every_engine(dir.path(), &example("app.toml"), "fib", &text, &pkts, &want, &drops, &format!("seed {seed}"), |engine, stats| {
+        let fib = &stats["netpes"][0]["copro"]["fib"];
+        assert_eq!(fib["prefixes"].as_u64().unwrap(), nprefixes as u64, "seed {seed}, {engine}");
+        assert_eq!(fib["malformed"].as_u64().unwrap(), drops.get("malformed").copied().unwrap_or(0), "seed {seed}, {engine}");
+    });
 }
 
 /// The prefix file's names, read back from the URIs by the test's own decoder.
