@@ -12,7 +12,7 @@
 
 use std::fmt;
 
-use crate::table::ExactTable;
+use crate::table::{key_words, ExactTable};
 
 /// The most components of a stored prefix.
 pub const MAX_COMPONENTS: usize = 64;
@@ -143,19 +143,17 @@ fn chain(h: u64, typ: u64, value: &[u8]) -> u64 {
 
 /// The last `t` (1 to 7) bytes of `v` as one word, read without a copy:
 /// overlapping the word before when there is one (the length is hashed
-/// separately, so the overlap loses nothing), else in two reads.
+/// separately, so the overlap loses nothing), else the table's two-word
+/// reading of a short key folded into one.
 #[inline(always)]
 fn tail_word(v: &[u8], t: usize) -> u64 {
-    let n = v.len();
-    if n >= 8 {
-        return u64::from_le_bytes(v[n - 8..].try_into().expect("8 bytes"));
+    debug_assert!((1..8).contains(&t));
+    let (first, last) = key_words(v);
+    if v.len() >= 8 {
+        last
+    } else {
+        first | last << 32
     }
-    if t >= 4 {
-        let lo = u32::from_le_bytes(v[..4].try_into().expect("4 bytes"));
-        let hi = u32::from_le_bytes(v[n - 4..].try_into().expect("4 bytes"));
-        return u64::from(hi) << 32 | u64::from(lo);
-    }
-    u64::from(v[0]) | u64::from(v[n / 2]) << 8 | u64::from(v[n - 1]) << 16
 }
 
 /// Bytes of `v` as a TLV-TYPE or TLV-LENGTH with the shortest encoding.
