@@ -247,6 +247,7 @@ fn finish(u: &mut Unstructured<'_>, env: &Env, seed: u64, init: Option<SegBuilde
         copros: names.iter().map(|n| CoproDecl { name: n.clone(), kind: COPRO_KIND.to_string() }).collect(),
         init: init.as_ref().map(SegBuilder::encode),
         push: Some(push.encode()),
+        interface: netil::Interface::default(),
     };
     let listing = listing(&module, &names, seed, init.as_ref(), &push);
     Ok(Generated { module, listing })

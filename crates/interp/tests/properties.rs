@@ -105,6 +105,7 @@ proptest! {
             copros: (0..copros).map(|i| CoproDecl { name: format!("c{i}"), kind: "counters".into() }).collect(),
             init,
             push: Some(code),
+            interface: Default::default(),
         };
         run_if_valid(&m, &fixed_packets())?;
     }
@@ -231,6 +232,7 @@ proptest! {
             copros: (0..copros).map(|i| CoproDecl { name: format!("c{i}"), kind: "counters".into() }).collect(),
             init: init.map(|raw| build(&raw, false)),
             push: Some(build(&push, true)),
+            interface: Default::default(),
         };
         run_if_valid(&m, &fixed_packets())?;
     }

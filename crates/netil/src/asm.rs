@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::insn::{encode, encoded_len, Operands, SwitchTable, MAX_SWITCH_CASES};
-use crate::module::{is_ident, limits, CoproDecl, Module, SegmentKind};
+use crate::module::{is_ident, limits, CoproDecl, Layout, Module, SegmentKind, Var};
 use crate::opcode::{Mem, Opcode, OperandKind};
 
 /// `.maxstacksize` when a listing does not declare one.
@@ -111,6 +111,8 @@ struct Assembler {
     declared: HashMap<&'static str, u32>,
     segments: Vec<SegmentBuild>,
     open: Option<usize>,
+    /// The line of the first interface declaration (where their errors point).
+    interface_line: Option<u32>,
 }
 
 fn err<T>(line: u32, col: u32, message: impl Into<String>) -> Result<T, AsmError> {
@@ -303,6 +305,7 @@ impl Assembler {
             ".datasize" => ".datasize",
             ".ports" => ".ports",
             ".copro" => ".copro",
+            ".inport" | ".outport" | ".arg" | ".global" | ".layout" => return self.interface(line, head, word, toks),
             _ => return err(line, head.col, format!("unknown directive `{}`", head.text)),
         };
         if key == ".copro" {
@@ -348,6 +351,65 @@ impl Assembler {
             ".datasize" => self.module.data_size = v,
             _ => self.module.out_ports = v as u16,
         }
+        Ok(())
+    }
+
+    /// A binding-interface declaration (`.inport`, `.outport`, `.arg`,
+    /// `.global`, `.layout`); checked against ports and data memory once the
+    /// listing is read ([`Interface::check`]).
+    fn interface(&mut self, line: u32, head: &Tok, word: &str, toks: &[Tok]) -> Result<(), AsmError> {
+        let name = |t: &Tok| -> Result<String, AsmError> {
+            if is_ident(t.text.as_bytes()) && t.text.len() <= limits::MAX_NAME {
+                Ok(t.text.clone())
+            } else {
+                err(line, t.col, format!("`{}` is not an identifier of at most {} characters", t.text, limits::MAX_NAME))
+            }
+        };
+        let num = |t: &Tok, max: u64| -> Result<u32, AsmError> {
+            match parse_int(&t.text) {
+                Some(v) if v >= 0 && v as u64 <= max => Ok(v as u32),
+                Some(_) => err(line, t.col, format!("`{}` out of range 0..={max}", t.text)),
+                None => err(line, t.col, format!("expected a number, found `{}`", t.text)),
+            }
+        };
+        let i = &mut self.module.interface;
+        if i.len() >= limits::MAX_INTERFACE {
+            return err(line, head.col, format!("more than {} interface declarations", limits::MAX_INTERFACE));
+        }
+        match (word, toks) {
+            (".inport" | ".outport", [n, p]) => {
+                let entry = (name(n)?, num(p, u16::MAX.into())? as u16);
+                if word == ".inport" { &mut i.inputs } else { &mut i.outputs }.push(entry);
+            }
+            (".arg" | ".global", [n, off, size]) => {
+                let v = Var { name: name(n)?, offset: num(off, u32::MAX.into())?, size: num(size, 8)? };
+                if word == ".arg" { &mut i.args } else { &mut i.globals }.push(v);
+            }
+            (".layout", [n, version, rest @ ..]) => {
+                if i.layout.is_some() {
+                    return err(line, head.col, "`.layout` declared twice");
+                }
+                let accepts = match rest {
+                    [] => Vec::new(),
+                    [kw, vs @ ..] if kw.text == "accepts" && !vs.is_empty() => {
+                        vs.iter().map(|v| num(v, u32::MAX.into())).collect::<Result<_, _>>()?
+                    }
+                    [t, ..] => return err(line, t.col, "expected `accepts V...` after the layout's version"),
+                };
+                i.layout = Some(Layout { name: name(n)?, version: num(version, u32::MAX.into())?, accepts });
+            }
+            _ => {
+                let form = match word {
+                    ".inport" => ".inport NAME PORT",
+                    ".outport" => ".outport NAME PORT",
+                    ".arg" => ".arg NAME OFFSET SIZE",
+                    ".global" => ".global NAME OFFSET SIZE",
+                    _ => ".layout NAME VERSION [accepts V...]",
+                };
+                return err(line, head.col, format!("expected `{form}`"));
+            }
+        }
+        self.interface_line.get_or_insert(line);
         Ok(())
     }
 
@@ -401,6 +463,9 @@ impl Assembler {
         }
         if !self.declared.contains_key(".ports") {
             self.module.out_ports = max_port.map_or(0, |p| p.saturating_add(1));
+        }
+        if let Err(message) = self.module.interface.check(self.module.out_ports, self.module.data_size) {
+            return Err(AsmError { line: self.interface_line.unwrap_or(1), col: 1, message });
         }
         Ok(Assembled { module: self.module, source_map })
     }

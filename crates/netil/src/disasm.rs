@@ -23,6 +23,29 @@ pub fn disassemble(m: &Module) -> Result<String, (SegmentKind, DecodeError)> {
     for c in &m.copros {
         let _ = writeln!(out, ".copro {} {}", c.name, c.kind);
     }
+    let i = &m.interface;
+    for (n, p) in &i.inputs {
+        let _ = writeln!(out, ".inport {n} {p}");
+    }
+    for (n, p) in &i.outputs {
+        let _ = writeln!(out, ".outport {n} {p}");
+    }
+    for v in &i.args {
+        let _ = writeln!(out, ".arg {} {} {}", v.name, v.offset, v.size);
+    }
+    for v in &i.globals {
+        let _ = writeln!(out, ".global {} {} {}", v.name, v.offset, v.size);
+    }
+    if let Some(l) = &i.layout {
+        let accepts: String = l.accepts.iter().map(|v| format!(" {v}")).collect();
+        let _ = writeln!(
+            out,
+            ".layout {} {}{}",
+            l.name,
+            l.version,
+            if accepts.is_empty() { String::new() } else { format!(" accepts{accepts}") }
+        );
+    }
     for (kind, code) in m.segments() {
         let insns = decode(code).map_err(|e| (kind, e))?;
         out.push('\n');

@@ -14,5 +14,5 @@ pub mod opcode;
 pub use asm::{assemble, AsmError, Assembled, SourceMap};
 pub use disasm::disassemble;
 pub use insn::{decode, encode, DecodeError, Insn, Operands, SwitchTable};
-pub use module::{CoproDecl, LoadError, Module, SegmentKind};
+pub use module::{CoproDecl, Interface, Layout, LoadError, Module, SegmentKind, Var};
 pub use opcode::{Class, Cond, Mem, Opcode, OperandKind};

@@ -2,10 +2,13 @@
 //!
 //! A module is one NetPE's program: its declarations (stack depth, locals,
 //! memory sizes, output ports, coprocessors) and up to two code segments,
-//! `.init` and `.push`. The byte layout is specified in docs/netil.md,
-//! section "Binary module format". [`Module::from_bytes`] reads every 1.x
-//! file; [`Module::to_bytes`] writes 1.0, so for every module this version
-//! wrote, `to_bytes(from_bytes(b)) == b`. `to_bytes` expects a module within
+//! `.init` and `.push`, and the binding interface NetBind's modules declare
+//! ([`Interface`]: named ports, arguments, globals, the data-memory
+//! layout). The byte layout is specified in docs/netil.md, section "Binary
+//! module format". [`Module::from_bytes`] reads every 1.x file;
+//! [`Module::to_bytes`] writes 1.1 when the module has an interface and 1.0
+//! otherwise (a module without one is the same bytes as before 1.1), so for
+//! every module this version wrote, `to_bytes(from_bytes(b)) == b`. `to_bytes` expects a module within
 //! [`limits`] (as the loader and the assembler produce; the verifier checks
 //! modules built in memory).
 
@@ -15,8 +18,12 @@ use std::fmt;
 pub const MAGIC: [u8; 8] = *b"\x89NIL\r\n\x1a\n";
 /// Major version of the binary format this crate reads and writes.
 pub const VERSION_MAJOR: u16 = 1;
-/// Minor version of the binary format this crate writes.
-pub const VERSION_MINOR: u16 = 0;
+/// Minor version of the binary format this crate writes (for a module
+/// with an [`Interface`]; 0 for one without).
+pub const VERSION_MINOR: u16 = 1;
+
+/// The tag byte that opens the interface section (format 1.1).
+pub const INTERFACE_TAG: u8 = 0x49;
 
 /// Hard limits of the module format. Anything larger is rejected by the loader.
 pub mod limits {
@@ -36,6 +43,8 @@ pub mod limits {
     pub const MAX_NAME: usize = 64;
     /// Largest code segment, in bytes.
     pub const MAX_CODE: u32 = 1 << 20;
+    /// Most interface declarations (ports, arguments, globals, layout versions) in all.
+    pub const MAX_INTERFACE: usize = 1024;
 }
 
 /// Which handler a segment holds.
@@ -72,6 +81,118 @@ pub struct CoproDecl {
     pub kind: String,
 }
 
+/// A named data-memory variable: an argument or a global.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Var {
+    /// Its name (an identifier).
+    pub name: String,
+    /// Byte offset in data memory.
+    pub offset: u32,
+    /// Size in bytes (1 to 8: a big-endian integer).
+    pub size: u32,
+}
+
+/// A data-memory layout: a name, its version, and the earlier versions of
+/// the same layout this module's data memory can start from (their bytes
+/// keep their meaning; anything past them starts zeroed).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    /// The layout's name (an identifier).
+    pub name: String,
+    /// This module's version of it.
+    pub version: u32,
+    /// Earlier versions whose memory this module takes over.
+    pub accepts: Vec<u32>,
+}
+
+/// What a module declares for binding it into data paths (the NetBind
+/// paper's module interface, §III-A): named entry and exit points, input
+/// arguments the binding sets, global variables the control plane reads
+/// and writes, and its data-memory layout. All optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Interface {
+    /// Named input ports (`.inport NAME PORT`).
+    pub inputs: Vec<(String, u16)>,
+    /// Named output ports (`.outport NAME PORT`).
+    pub outputs: Vec<(String, u16)>,
+    /// Input arguments (`.arg NAME OFFSET SIZE`): set before `.init` runs.
+    pub args: Vec<Var>,
+    /// Global variables (`.global NAME OFFSET SIZE`).
+    pub globals: Vec<Var>,
+    /// The data-memory layout (`.layout NAME VERSION [accepts V...]`).
+    pub layout: Option<Layout>,
+}
+
+impl Interface {
+    /// True if nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        *self == Interface::default()
+    }
+
+    /// Declarations in all (what [`limits::MAX_INTERFACE`] bounds).
+    pub fn len(&self) -> usize {
+        self.inputs.len()
+            + self.outputs.len()
+            + self.args.len()
+            + self.globals.len()
+            + self.layout.as_ref().map_or(0, |l| 1 + l.accepts.len())
+    }
+
+    /// Whether data memory written by a module with layout `old` can be
+    /// taken over by this one: the same layout name, and this version
+    /// accepts `old`'s (or is it).
+    pub fn accepts_layout(&self, old: &Interface) -> bool {
+        match (&self.layout, &old.layout) {
+            (Some(n), Some(o)) => n.name == o.name && (n.version == o.version || n.accepts.contains(&o.version)),
+            _ => false,
+        }
+    }
+
+    /// Checks the declarations against a module's ports and data memory:
+    /// the first problem, in words.
+    pub fn check(&self, out_ports: u16, data_size: u32) -> Result<(), String> {
+        if self.len() > limits::MAX_INTERFACE {
+            return Err(format!("{} interface declarations, above {}", self.len(), limits::MAX_INTERFACE));
+        }
+        let unique = |names: &mut dyn Iterator<Item = &String>, what: &str| -> Result<(), String> {
+            let mut seen = std::collections::HashSet::new();
+            for n in names {
+                if !seen.insert(n) {
+                    return Err(format!("{what} `{n}` declared twice"));
+                }
+            }
+            Ok(())
+        };
+        unique(&mut self.inputs.iter().map(|(n, _)| n), "input port")?;
+        unique(&mut self.outputs.iter().map(|(n, _)| n), "output port")?;
+        unique(&mut self.args.iter().chain(&self.globals).map(|v| &v.name), "variable")?;
+        for (n, p) in &self.outputs {
+            if *p >= out_ports {
+                return Err(format!("output port `{n}` is port {p}, but the module has {out_ports}"));
+            }
+        }
+        for v in self.args.iter().chain(&self.globals) {
+            if !(1..=8).contains(&v.size) {
+                return Err(format!("variable `{}` of {} bytes (1 to 8)", v.name, v.size));
+            }
+            if u64::from(v.offset) + u64::from(v.size) > u64::from(data_size) {
+                return Err(format!(
+                    "variable `{}` at {}..{} lies past the data memory ({data_size} bytes)",
+                    v.name,
+                    v.offset,
+                    u64::from(v.offset) + u64::from(v.size)
+                ));
+            }
+        }
+        if let Some(l) = &self.layout {
+            if l.accepts.contains(&l.version) {
+                return Err(format!("layout `{}` version {} accepts itself", l.name, l.version));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A NetIL module: one NetPE's declarations and code.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Module {
@@ -91,6 +212,8 @@ pub struct Module {
     pub init: Option<Vec<u8>>,
     /// Code of the `.push` segment, if any (the verifier requires one).
     pub push: Option<Vec<u8>>,
+    /// The binding interface (format 1.1; empty in a 1.0 module).
+    pub interface: Interface,
 }
 
 impl Module {
@@ -112,7 +235,8 @@ impl Module {
         let mut out = Vec::with_capacity(64 + self.push.as_ref().map_or(0, Vec::len));
         out.extend_from_slice(&MAGIC);
         out.extend_from_slice(&VERSION_MAJOR.to_le_bytes());
-        out.extend_from_slice(&VERSION_MINOR.to_le_bytes());
+        let minor = if self.interface.is_empty() { 0 } else { VERSION_MINOR };
+        out.extend_from_slice(&minor.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes()); // flags
         out.extend_from_slice(&self.max_stack.to_le_bytes());
         out.extend_from_slice(&self.locals.to_le_bytes());
@@ -132,6 +256,9 @@ impl Module {
             out.push(kind as u8);
             out.extend_from_slice(&(code.len() as u32).to_le_bytes());
             out.extend_from_slice(code);
+        }
+        if !self.interface.is_empty() {
+            write_interface(&self.interface, &mut out);
         }
         out
     }
@@ -199,11 +326,99 @@ impl Module {
                 SegmentKind::Push => m.push = Some(code),
             }
         }
+        if r.pos < bytes.len() && minor >= 1 && bytes[r.pos] == INTERFACE_TAG {
+            let at = r.pos;
+            m.interface = read_interface(&mut r)?;
+            m.interface.check(m.out_ports, m.data_size).map_err(|what| LoadError::Invalid { offset: at, what })?;
+        }
         if r.pos != bytes.len() {
             return Err(LoadError::TrailingBytes { offset: r.pos });
         }
         Ok(m)
     }
+}
+
+/// Record kinds of the interface section.
+const REC_INPORT: u8 = 1;
+const REC_OUTPORT: u8 = 2;
+const REC_ARG: u8 = 3;
+const REC_GLOBAL: u8 = 4;
+const REC_LAYOUT: u8 = 5;
+
+fn write_name(out: &mut Vec<u8>, name: &str) {
+    out.push(name.len() as u8);
+    out.extend_from_slice(name.as_bytes());
+}
+
+fn write_interface(i: &Interface, out: &mut Vec<u8>) {
+    out.push(INTERFACE_TAG);
+    let records = i.inputs.len() + i.outputs.len() + i.args.len() + i.globals.len() + usize::from(i.layout.is_some());
+    out.extend_from_slice(&(records as u16).to_le_bytes());
+    for (kind, ports) in [(REC_INPORT, &i.inputs), (REC_OUTPORT, &i.outputs)] {
+        for (name, port) in ports {
+            out.push(kind);
+            write_name(out, name);
+            out.extend_from_slice(&port.to_le_bytes());
+        }
+    }
+    for (kind, vars) in [(REC_ARG, &i.args), (REC_GLOBAL, &i.globals)] {
+        for v in vars {
+            out.push(kind);
+            write_name(out, &v.name);
+            out.extend_from_slice(&v.offset.to_le_bytes());
+            out.extend_from_slice(&v.size.to_le_bytes());
+        }
+    }
+    if let Some(l) = &i.layout {
+        out.push(REC_LAYOUT);
+        write_name(out, &l.name);
+        out.extend_from_slice(&l.version.to_le_bytes());
+        out.extend_from_slice(&(l.accepts.len() as u16).to_le_bytes());
+        for v in &l.accepts {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+fn read_interface(r: &mut ByteReader<'_>) -> Result<Interface, LoadError> {
+    r.u8("interface tag")?;
+    let at = r.pos;
+    let n = r.u16("interface record count")? as usize;
+    if n > limits::MAX_INTERFACE {
+        return Err(LoadError::Invalid { offset: at, what: format!("{n} interface records above {}", limits::MAX_INTERFACE) });
+    }
+    let mut i = Interface::default();
+    for _ in 0..n {
+        let at = r.pos;
+        match r.u8("interface record kind")? {
+            k @ (REC_INPORT | REC_OUTPORT) => {
+                let name = r.name("port name")?;
+                let port = r.u16("port")?;
+                if k == REC_INPORT { &mut i.inputs } else { &mut i.outputs }.push((name, port));
+            }
+            k @ (REC_ARG | REC_GLOBAL) => {
+                let name = r.name("variable name")?;
+                let offset = r.u32("variable offset")?;
+                let size = r.u32("variable size")?;
+                if k == REC_ARG { &mut i.args } else { &mut i.globals }.push(Var { name, offset, size });
+            }
+            REC_LAYOUT => {
+                if i.layout.is_some() {
+                    return Err(LoadError::Invalid { offset: at, what: "layout declared twice".into() });
+                }
+                let name = r.name("layout name")?;
+                let version = r.u32("layout version")?;
+                let n = r.u16("accepted version count")? as usize;
+                if n > limits::MAX_INTERFACE {
+                    return Err(LoadError::Invalid { offset: at, what: format!("{n} accepted versions above {}", limits::MAX_INTERFACE) });
+                }
+                let accepts = (0..n).map(|_| r.u32("accepted version")).collect::<Result<_, _>>()?;
+                i.layout = Some(Layout { name, version, accepts });
+            }
+            k => return Err(LoadError::Invalid { offset: at, what: format!("unknown interface record kind {k}") }),
+        }
+    }
+    Ok(i)
 }
 
 /// Why a binary module cannot be loaded.
@@ -309,6 +524,7 @@ mod tests {
             copros: vec![CoproDecl { name: "c".into(), kind: "counters".into() }],
             init: Some(vec![0x52]),
             push: Some(vec![0x02, 0x51]),
+            interface: Interface::default(),
         };
         let b = m.to_bytes();
         assert_eq!(Module::from_bytes(&b).unwrap(), m);

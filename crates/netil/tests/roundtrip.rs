@@ -273,3 +273,69 @@ fn verified_modules_with_odd_unreachable_code_roundtrip() {
         assert_eq!(e.offset, Some(1), "{what}: {e}");
     }
 }
+
+/// The binding interface: assembly -> binary (format 1.1) -> disassembly ->
+/// the same module; a module without one is still written as 1.0.
+#[test]
+fn interface_declarations_round_trip() {
+    let text = "\
+.datasize 16
+.ports 2
+.inport net 0
+.outport pass 0
+.outport blocked 1
+.arg limit 0 4
+.global seen 8 8
+.layout ratelimit 2 accepts 1 0
+segment .push
+    pop
+    ret 0
+ends
+";
+    let m = netil::assemble(text).unwrap().module;
+    let i = &m.interface;
+    assert_eq!(i.inputs, vec![("net".to_string(), 0)]);
+    assert_eq!(i.outputs.len(), 2);
+    assert_eq!(i.args, vec![netil::Var { name: "limit".into(), offset: 0, size: 4 }]);
+    assert_eq!(i.layout, Some(netil::Layout { name: "ratelimit".into(), version: 2, accepts: vec![1, 0] }));
+    let bytes = m.to_bytes();
+    assert_eq!(&bytes[8..12], &[1, 0, 1, 0], "format 1.1");
+    assert_eq!(Module::from_bytes(&bytes).unwrap(), m);
+    let again = netil::assemble(&netil::disassemble(&m).unwrap()).unwrap().module;
+    assert_eq!(again, m);
+    // A cut inside the section is an error; a cut before it is a module without it.
+    let code_end = bytes.iter().rposition(|&b| b == netil::module::INTERFACE_TAG).unwrap();
+    for n in 0..bytes.len() {
+        match Module::from_bytes(&bytes[..n]) {
+            Ok(cut) => assert!(n == code_end && cut.interface.is_empty(), "prefix {n} accepted"),
+            Err(_) => assert_ne!(n, code_end),
+        }
+    }
+    // Without an interface: 1.0, and no section.
+    let plain = netil::assemble("segment .push\n    pop\n    ret 0\nends\n").unwrap().module;
+    assert_eq!(&plain.to_bytes()[8..12], &[1, 0, 0, 0]);
+    // A 1.0 header cannot carry the section.
+    let mut old = bytes.clone();
+    old[10] = 0;
+    assert!(Module::from_bytes(&old).is_err());
+}
+
+#[test]
+fn interface_declarations_are_checked() {
+    let bad = [
+        (".ports 1\n.outport a 1\n", "output port"),
+        (".datasize 4\n.arg a 2 4\n", "past the data memory"),
+        (".datasize 16\n.arg a 0 9\n", "out of range"),
+        (".datasize 16\n.arg a 0 4\n.global a 4 4\n", "twice"),
+        (".layout l 1 accepts 1\n", "accepts itself"),
+        (".layout l 1\n.layout l 2\n", "twice"),
+        (".layout l 1 except 2\n", "accepts"),
+        (".inport 9x 0\n", "identifier"),
+        (".arg a 0\n", ".arg NAME OFFSET SIZE"),
+    ];
+    for (decl, want) in bad {
+        let text = format!("{decl}segment .push\n    pop\n    ret 0\nends\n");
+        let e = netil::assemble(&text).expect_err(decl);
+        assert!(e.message.contains(want), "{decl}: {}", e.message);
+    }
+}

@@ -18,6 +18,7 @@ fn module_with(push: Vec<u8>, init: Option<Vec<u8>>, params: (u16, u16, u32, u32
         copros: (0..ncopros).map(|i| CoproDecl { name: format!("c{i}"), kind: "counters".into() }).collect(),
         init,
         push: Some(push),
+        interface: Default::default(),
     }
 }
 
