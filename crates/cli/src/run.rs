@@ -114,10 +114,10 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     }
     let r = result.map_err(|e| report(&e))?;
     let exit = common::finish_report(&r);
-    if r.output_closed || !write_dumps(driver.app(), &dumps)? {
+    if r.output_closed || !write_dumps(&driver.app(), &dumps)? {
         return Ok(exit);
     }
-    let text = stats_output(args.stats, driver.app(), &r, args.repeat);
+    let text = stats_output(args.stats, &driver.app(), &r, args.repeat);
     if !text.is_empty() {
         common::stdout_write(&text)?;
     }

@@ -66,7 +66,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 4. Ports: the capture on input port 0; our counter on every output port.
     let source = CaptureSource::open(&trace, 0, driver.block_pool())?;
     driver.add_source(Box::new(source));
-    for port in 0..driver.app().graph().sink_ports as u16 {
+    let sink_ports = driver.app().graph().sink_ports as u16;
+    for port in 0..sink_ports {
         driver.add_sink(port, Box::new(Counter::default()));
     }
 

@@ -14,6 +14,7 @@
 //! dumps cover every worker.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use netil::Mem;
@@ -56,6 +57,38 @@ struct AppMeta {
     distribution: Option<Distribution>,
     /// Which coprocessor slots share another NetPE's instance.
     shares: Shares,
+    /// Per NetPE: the identities of its state (see [`StateIds`]).
+    ids: Vec<StateIds>,
+    /// Per NetPE: its program (what the control plane compares a new
+    /// version's with).
+    modules: Vec<netil::Module>,
+}
+
+/// The identities of one NetPE's state: its data memory's and each of its
+/// coprocessor slots'. A new version of a running application
+/// (`crate::live`) carries over the state whose identity it keeps, and
+/// starts afresh where it has a new one; identities are unique in the
+/// process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct StateIds {
+    /// The data memory.
+    pub data: u64,
+    /// Each coprocessor slot, in declaration order (an alias slot's handle
+    /// has an identity of its own, carried only with its owner's).
+    pub copros: Vec<u64>,
+}
+
+impl StateIds {
+    /// New identities for a NetPE with `copros` coprocessor slots.
+    pub(crate) fn fresh(copros: usize) -> StateIds {
+        StateIds { data: fresh_id(), copros: (0..copros).map(|_| fresh_id()).collect() }
+    }
+}
+
+/// An identity no state had before.
+pub(crate) fn fresh_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A built NetVM application: one worker's instance (see the module docs).
@@ -82,6 +115,9 @@ pub struct Application {
     next_tick: Option<Timestamp>,
     /// The packet pool and batch of [`Application::process_batch`], made on first use.
     convenience: Option<(PacketPool, Batch, BatchOutput, u64)>,
+    /// The version of the running application this instance is (0 until
+    /// the control plane installs another, see `crate::live`).
+    pub(crate) epoch: u64,
 }
 
 /// One coprocessor instance's statistics: (NetPE, instance name, named values).
@@ -128,6 +164,10 @@ pub struct AppPlan {
     /// (`instance = "NETPE.NAME"`): their handles in `states` reach the
     /// owner's instance, so the states of a plan go (and run) together.
     pub(crate) shares: Shares,
+    /// Per NetPE, the identities of its state: fresh ones from
+    /// [`Application::plan`]; the control plane keeps those of state it
+    /// carries over.
+    pub(crate) ids: Vec<StateIds>,
 }
 
 impl Application {
@@ -221,16 +261,26 @@ impl Application {
         let names: Vec<String> = manifest.netpes.iter().map(|n| n.name.clone()).collect();
         let shares = resolve_shares(&aliases, &copros, &verified, &index, &names)?;
         shares.bind(&mut copros, &names);
-        let states = verified
-            .iter()
-            .zip(copros)
-            .map(|(v, slots)| {
-                let mut st = PeState::new(&v.module);
-                st.copros = slots.into_iter().map(|c| c.expect("every slot bound")).collect();
-                st
-            })
-            .collect();
+        let mut states = Vec::with_capacity(verified.len());
+        for ((v, slots), spec) in verified.iter().zip(copros).zip(&manifest.netpes) {
+            let mut st = PeState::new(&v.module);
+            st.copros = slots.into_iter().map(|c| c.expect("every slot bound")).collect();
+            set_args(&mut st.data, &v.module.interface, &spec.args).map_err(|e| bad(format!("NetPE `{}`: {e}", spec.name)))?;
+            states.push(st);
+        }
+        // `NETPE.NAME` for a port the NetPE's program names (`.inport`, `.outport`).
+        let by_name = |s: &str, outputs: bool| -> String {
+            let Some((pe, port)) = s.rsplit_once('.') else { return s.to_string() };
+            if port.parse::<u16>().is_ok() {
+                return s.to_string();
+            }
+            let Some(&n) = index.get(pe) else { return s.to_string() };
+            let i = &verified[n as usize].module.interface;
+            let named = if outputs { &i.outputs } else { &i.inputs };
+            named.iter().find(|(name, _)| name == port).map_or_else(|| s.to_string(), |(_, p)| format!("{pe}.{p}"))
+        };
         let lookup_out = |s: &str, what: &str, out: &[Vec<Vec<Dest>>]| -> Result<(u32, u16), RuntimeError> {
+            let s = &by_name(s, true);
             let (name, port) = parse_endpoint(s, None).map_err(|e| bad(format!("{what}: {e}")))?;
             let &n = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
             let ports = out[n as usize].len();
@@ -240,6 +290,7 @@ impl Application {
             Ok((n, port))
         };
         let lookup_in = |s: &str, what: &str| -> Result<Dest, RuntimeError> {
+            let s = &by_name(s, false);
             let (name, in_port) = parse_endpoint(s, Some(0)).map_err(|e| bad(format!("{what}: {e}")))?;
             let &node = index.get(name).ok_or_else(|| bad(format!("{what}: unknown NetPE `{name}`")))?;
             Ok(Dest::Pe { node, in_port })
@@ -273,7 +324,8 @@ impl Application {
                 Some(Distribution::from_name(d).ok_or_else(|| bad(format!("distribution `{d}` is neither `flow` nor `round-robin`")))?)
             }
         };
-        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares })
+        let ids = verified.iter().map(|v| StateIds::fresh(v.module.copros.len())).collect();
+        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids })
     }
 
     /// Builds an application: [`Application::plan`], then compiles it with
@@ -291,7 +343,7 @@ impl Application {
 
     /// Compiles a plan with `engine` and runs every `.init` handler.
     pub fn from_plan(plan: AppPlan, engine: &dyn Engine) -> Result<Application, RuntimeError> {
-        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares } = plan;
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
@@ -309,6 +361,7 @@ impl Application {
         };
         let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
+        let modules = verified.into_iter().map(|v| v.module).collect();
         let meta = AppMeta {
             distribution,
             fanout: graph.has_fanout(),
@@ -321,6 +374,8 @@ impl Application {
             writes_packets,
             writes_data,
             shares,
+            ids,
+            modules,
         };
         let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
         let meta = Arc::clone(&app.meta);
@@ -356,6 +411,7 @@ impl Application {
             exits: Vec::new(),
             next_tick: None,
             convenience: None,
+            epoch: 0,
         }
     }
 
@@ -401,7 +457,46 @@ impl Application {
         let counters = self.counters.iter().map(PeCounters::zeroed).collect();
         let mut app = Application::instance(Arc::clone(&self.meta), binding, self.limits, states, counters);
         app.next_tick = self.next_tick;
+        app.epoch = self.epoch;
         Ok(app)
+    }
+
+    /// Makes `next` (this worker's instance of a new version of the
+    /// application: the version's own, or a [`fork`](Application::fork) of
+    /// it) this worker's instance, carrying over from this one every data
+    /// memory and coprocessor instance whose identity `next` keeps
+    /// ([`StateIds`]): the instance itself, moved (tables, flows, counters
+    /// stay as they are), and the data memory's bytes (a longer new memory
+    /// is zero past them; the control plane carries only memories whose
+    /// layouts are compatible). Everything else `next` has fresh. What this
+    /// instance counted is kept, by NetPE name; state `next` does not carry
+    /// over is dropped.
+    pub(crate) fn succeed(&mut self, mut next: Application) {
+        let mut data: HashMap<u64, Vec<u8>> = HashMap::new();
+        let mut copros: HashMap<u64, Box<dyn Coprocessor>> = HashMap::new();
+        let mut counted = self.stats();
+        for (st, ids) in std::mem::take(&mut self.states).into_iter().zip(&self.meta.ids) {
+            data.insert(ids.data, st.data);
+            copros.extend(ids.copros.iter().copied().zip(st.copros));
+        }
+        let meta = Arc::clone(&next.meta);
+        for (st, ids) in next.states.iter_mut().zip(&meta.ids) {
+            if let Some(mut d) = data.remove(&ids.data) {
+                d.resize(st.data.len(), 0);
+                st.data = d;
+            }
+            for (slot, id) in st.copros.iter_mut().zip(&ids.copros) {
+                if let Some(cp) = copros.remove(id) {
+                    *slot = cp;
+                }
+            }
+        }
+        // The counters of NetPEs the new version no longer has go with
+        // them; the application's totals stay.
+        counted.netpes.retain(|c| meta.names.contains(&c.name));
+        next.absorbed.add_by_name(&counted);
+        next.next_tick = self.next_tick;
+        *self = next;
     }
 
     /// Folds another worker's instance (a [`fork`](Application::fork) of
@@ -410,7 +505,7 @@ impl Application {
     /// ([`Coprocessor::absorb`]). Its data memories are dropped: each worker
     /// had its own.
     pub fn absorb(&mut self, mut other: Application) {
-        self.absorbed.add(&other.stats());
+        self.absorbed.add_by_name(&other.stats());
         for (pe, (mine, theirs)) in self.states.iter_mut().zip(&mut other.states).enumerate() {
             for (c, (a, b)) in mine.copros.iter_mut().zip(&mut theirs.copros).enumerate() {
                 // A shared instance is absorbed once, through its owner.
@@ -419,6 +514,11 @@ impl Application {
                 }
             }
         }
+    }
+
+    /// Per NetPE, in manifest order: its name, program and state identities.
+    pub(crate) fn netpe_records(&self) -> impl Iterator<Item = (&str, &netil::Module, &StateIds)> {
+        self.meta.names.iter().zip(&self.meta.modules).zip(&self.meta.ids).map(|((n, m), i)| (n.as_str(), m, i))
     }
 
     /// The engine the application runs on.
@@ -604,7 +704,7 @@ impl Application {
             }
             Binding::Linked(l) => self.linked_stats(&mut s, &l.flow()),
         }
-        s.add(&self.absorbed);
+        s.add_by_name(&self.absorbed);
         s
     }
 
@@ -626,6 +726,18 @@ impl Application {
     pub fn netpe_state(&mut self, name: &str) -> Option<&mut PeState> {
         let i = self.meta.names.iter().position(|n| n == name)?;
         self.states.get_mut(i)
+    }
+
+    /// The global variable `var` (`.global`) of NetPE `netpe` and the
+    /// NetPE's data memory, for the control plane.
+    pub(crate) fn global(&mut self, netpe: &str, var: &str) -> Result<(netil::Var, &mut [u8]), String> {
+        let i = self.meta.names.iter().position(|n| n == netpe).ok_or_else(|| format!("no NetPE `{netpe}`"))?;
+        let globals = &self.meta.modules[i].interface.globals;
+        let v = globals.iter().find(|g| g.name == var).cloned().ok_or_else(|| {
+            let known: Vec<&str> = globals.iter().map(|g| g.name.as_str()).collect();
+            format!("NetPE `{netpe}` has no global `{var}` (.global: {})", if known.is_empty() { "none".into() } else { known.join(", ") })
+        })?;
+        Ok((v, &mut self.states[i].data))
     }
 
     /// Names of the NetPEs in manifest order.
@@ -791,6 +903,46 @@ impl Application {
         }
         out
     }
+}
+
+/// Writes a NetPE's input arguments (`args` in its manifest entry) into its
+/// data memory, each where its program's `.arg` declares it, as a
+/// big-endian integer of the declared size.
+fn set_args(data: &mut [u8], interface: &netil::Interface, args: &BTreeMap<String, toml::Value>) -> Result<(), String> {
+    for (name, value) in args {
+        let Some(var) = interface.args.iter().find(|a| &a.name == name) else {
+            let known: Vec<&str> = interface.args.iter().map(|a| a.name.as_str()).collect();
+            return Err(format!(
+                "argument `{name}` is not one its program declares (.arg: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ));
+        };
+        let toml::Value::Integer(v) = value else {
+            return Err(format!("argument `{name}` must be an integer, found {}", value.type_str()));
+        };
+        write_var(data, var, *v).map_err(|e| format!("argument `{name}`: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Writes `value` into the data-memory variable `var` (big-endian, `var.size`
+/// bytes): an error if it does not fit (negative values as two's complement).
+pub(crate) fn write_var(data: &mut [u8], var: &netil::Var, value: i64) -> Result<(), String> {
+    let bits = 8 * var.size;
+    let fits = bits >= 64 || (value >= -(1i64 << (bits - 1)) && value < (1i64 << bits));
+    if !fits {
+        return Err(format!("{value} does not fit in {} bytes", var.size));
+    }
+    let bytes = value.to_be_bytes();
+    let at = var.offset as usize..(var.offset + var.size) as usize;
+    data.get_mut(at).ok_or("outside the data memory")?.copy_from_slice(&bytes[8 - var.size as usize..]);
+    Ok(())
+}
+
+/// Reads the data-memory variable `var` (big-endian, unsigned).
+pub(crate) fn read_var(data: &[u8], var: &netil::Var) -> Option<u64> {
+    let b = data.get(var.offset as usize..(var.offset + var.size) as usize)?;
+    Some(b.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x)))
 }
 
 /// The runtime's graph walk over one batch (the `dispatch` binding): the

@@ -24,6 +24,7 @@
 //! so packets leave in the order one worker would emit them.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use netvm_vm::buffer::{Batch, BlockPool, PacketPool, PacketPoolConfig};
@@ -32,6 +33,7 @@ use netvm_vm::port::{Fill, OutPacket, PortError, Sink, Source};
 use netvm_vm::{CoproEvent, Timestamp, XbDesc};
 
 use crate::distribute::{flow_hash, Distribution};
+use crate::live::{lock, Control, Live, Rebuild, RunShape};
 use crate::{Application, RuntimeError};
 use netvm_vm::queue::Queue;
 
@@ -182,7 +184,8 @@ pub type EventSink = Box<dyn FnMut(&[CoproEvent]) -> Result<(), String>>;
 /// The packet engine (see the module docs): an application, its ports, and
 /// the memory packets lie in.
 pub struct Driver {
-    app: Application,
+    /// The application, as the driver and the control plane share it.
+    live: Arc<Live>,
     cfg: DriverConfig,
     blocks: BlockPool,
     /// One packet pool per worker (DPDK's per-lcore mempools): a worker's
@@ -202,7 +205,7 @@ struct Ports {
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").field("app", &self.app).field("cfg", &self.cfg).field("sources", &self.ports.sources.len()).finish()
+        f.debug_struct("Driver").field("app", &*self.app()).field("cfg", &self.cfg).field("sources", &self.ports.sources.len()).finish()
     }
 }
 
@@ -240,7 +243,8 @@ impl Driver {
             pool_cfg.buffers = pool_cfg.buffers.max((copies * job * (cfg.queue_depth + 2)).min(1 << 16));
         }
         let pools = (0..cfg.workers).map(|_| PacketPool::new(pool_cfg)).collect();
-        Driver { app, cfg, blocks, pools, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
+        let live = Arc::new(Live::new(app));
+        Driver { live, cfg, blocks, pools, ports: Ports { sources: Vec::new(), sinks: Vec::new(), events: None } }
     }
 
     /// The memory sources fill.
@@ -275,24 +279,53 @@ impl Driver {
     }
 
     /// The application (after a run: with every worker's counters and
-    /// per-worker coprocessor state folded in).
-    pub fn app(&self) -> &Application {
-        &self.app
+    /// per-worker coprocessor state folded in; the newest version the
+    /// control plane installed).
+    pub fn app(&self) -> MutexGuard<'_, Application> {
+        lock(&self.live.base)
     }
 
-    /// The application, for the control plane.
-    pub fn app_mut(&mut self) -> &mut Application {
-        &mut self.app
+    /// The application, to change between runs (during a run, use [`Driver::control`]).
+    pub fn app_mut(&mut self) -> MutexGuard<'_, Application> {
+        lock(&self.live.base)
     }
 
     /// Ends the driver, returning the application.
     pub fn into_app(self) -> Application {
-        self.app
+        match Arc::try_unwrap(self.live) {
+            Ok(live) => live.base.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner),
+            // A control call holds the application for a moment: wait for it.
+            Err(live) => loop {
+                std::thread::yield_now();
+                if Arc::strong_count(&live) == 1 {
+                    break Arc::try_unwrap(live)
+                        .ok()
+                        .expect("the last reference")
+                        .base
+                        .into_inner()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+            },
+        }
+    }
+
+    /// A handle for the control plane (any thread, during and between
+    /// runs): counters, tables, and, once [`Driver::allow_changes`] gave it
+    /// what to build them from, new versions of the data path.
+    pub fn control(&self) -> Control {
+        Control::new(&self.live)
+    }
+
+    /// Lets the control plane build and install new versions of the
+    /// application ([`Control::apply`]) from `rebuild`: the manifest the
+    /// application was built from, the engine, the coprocessor registry.
+    pub fn allow_changes(&self, rebuild: Rebuild) {
+        self.live.allow_changes(rebuild);
     }
 
     /// How packets would be spread over workers.
     pub fn distribution(&self) -> Distribution {
-        self.cfg.distribution.unwrap_or_else(|| self.app.distribution())
+        self.cfg.distribution.unwrap_or_else(|| self.app().distribution())
     }
 
     /// Runs every source to its end (or until a sink stops the run), then
@@ -303,13 +336,26 @@ impl Driver {
             return Err(RuntimeError::Config("no input".into()));
         }
         let start = Instant::now();
-        let mut st = RunState::new(&self.cfg, self.ports.sinks.len().max(self.app.graph().sink_ports));
+        let sink_ports = self.app().graph().sink_ports;
+        let mut st = RunState::new(&self.cfg, self.ports.sinks.len().max(sink_ports));
         st.distribution = (self.cfg.workers > 1).then(|| self.distribution());
         // An application that writes packet memory runs every repetition
         // on private copies (from the packet pool), so that the kept bytes
         // stay as they were read.
-        st.private = self.cfg.repeat > 1 && self.app.writes_packets();
-        let mut instances = if self.cfg.workers > 1 { fork_apart(&mut self.app, self.cfg.workers)? } else { Vec::new() };
+        st.private = self.cfg.repeat > 1 && self.app().writes_packets();
+        *lock(&self.live.run) =
+            Some(RunShape { workers: self.cfg.workers, distribution: st.distribution, shared_packets: self.cfg.repeat > 1 && !st.private });
+        let instances = if self.cfg.workers > 1 { fork_apart(&mut self.app(), self.cfg.workers) } else { Ok(Vec::new()) };
+        let instances: Vec<Arc<Mutex<Application>>> = match instances {
+            Ok(i) => i.into_iter().map(|a| Arc::new(Mutex::new(a))).collect(),
+            Err(e) => {
+                *lock(&self.live.run) = None;
+                return Err(e);
+            }
+        };
+        *lock(&self.live.workers) = instances.clone();
+        let mut instances = instances;
+        let mut failed = None;
         // The first repetition streams from the sources to the sinks, and
         // keeps its batches for replay where they fit.
         st.retain = self.cfg.repeat > 1;
@@ -342,15 +388,16 @@ impl Driver {
                 st.replay_end = st.trace_len * more;
                 self.run_phase(&mut st, &mut instances);
             } else {
-                for _ in 0..more {
+                'rep: for _ in 0..more {
                     for s in &mut self.ports.sources {
                         match s.rewind() {
                             Ok(true) => {}
                             Ok(false) => {
-                                return Err(RuntimeError::Config(format!(
+                                failed = Some(RuntimeError::Config(format!(
                                     "--repeat: input {} cannot be read again, and its packets do not fit in memory",
                                     s.name()
-                                )))
+                                )));
+                                break 'rep;
                             }
                             Err(e) => st.input_errors.push(e.to_string()),
                         }
@@ -361,8 +408,9 @@ impl Driver {
                 }
             }
         }
-        for w in instances {
-            self.app.absorb(w);
+        self.end_run(instances);
+        if let Some(e) = failed {
+            return Err(e);
         }
         for sinks in &mut self.ports.sinks {
             for s in sinks {
@@ -388,8 +436,31 @@ impl Driver {
         Ok(report)
     }
 
+    /// The end of a run: every instance takes the newest version, the
+    /// workers' fold into the driver's (so that statistics and dumps cover
+    /// them all), and the control plane sees the driver's instance alone.
+    fn end_run(&mut self, instances: Vec<Arc<Mutex<Application>>>) {
+        let live = &self.live;
+        // Under the workers' lock: a control call sees either the workers,
+        // or the driver's instance with them folded in.
+        let mut workers = lock(&live.workers);
+        let mut base = lock(&live.base);
+        let newest = live.newest();
+        for w in &instances {
+            live.adopt(&mut lock(w), Some(newest), false);
+        }
+        live.adopt(&mut base, Some(newest), true);
+        workers.clear();
+        for w in instances {
+            let w = Arc::try_unwrap(w).expect("the workers are done").into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+            base.absorb(w);
+        }
+        live.prune(newest);
+        *lock(&live.run) = None;
+    }
+
     /// One pass over the inputs (or the replayed trace).
-    fn run_phase(&mut self, st: &mut RunState, instances: &mut [Application]) {
+    fn run_phase(&mut self, st: &mut RunState, instances: &mut [Arc<Mutex<Application>>]) {
         if self.cfg.workers == 1 {
             self.run_inline(st);
         } else {
@@ -399,7 +470,8 @@ impl Driver {
 
     /// One worker, on this thread.
     fn run_inline(&mut self, st: &mut RunState) {
-        self.app.reserve(self.cfg.batch);
+        let live = Arc::clone(&self.live);
+        lock(&live.base).reserve(self.cfg.batch);
         self.pools[0].prepare_thread();
         let mut batch = Batch::with_capacity(self.cfg.batch);
         let mut out = BatchOutput::default();
@@ -423,15 +495,26 @@ impl Driver {
             if st.private {
                 privatize(&mut batch, &self.pools[0]);
             }
-            self.app.run_batch(&mut batch, &self.pools[0], &mut out);
+            let want_events = st.rep == 0 && self.ports.events.is_some();
+            {
+                // The control plane reaches the instance between batches.
+                let mut app = lock(&live.base);
+                if live.newest() != app.epoch {
+                    live.adopt(&mut app, None, true);
+                    app.reserve(self.cfg.batch);
+                }
+                app.run_batch(&mut batch, &self.pools[0], &mut out);
+                if want_events {
+                    events.clear();
+                    app.drain_events(&mut events);
+                }
+            }
             let w = &mut st.report.workers[0];
             w.busy += t0.elapsed();
             w.packets += batch.len() as u64;
             w.batches += 1;
             if st.rep == 0 {
-                if self.ports.events.is_some() {
-                    events.clear();
-                    self.app.drain_events(&mut events);
+                if want_events {
                     st.deliver_events(&mut self.ports.events, &mut events);
                 }
                 st.emit(&mut self.ports.sinks, &batch, &out, &self.cfg);
@@ -444,7 +527,7 @@ impl Driver {
     }
 
     /// N workers on their own threads; this thread reads, reorders and writes.
-    fn run_workers(&mut self, st: &mut RunState, instances: &mut [Application]) {
+    fn run_workers(&mut self, st: &mut RunState, instances: &mut [Arc<Mutex<Application>>]) {
         let flight = Flight::new(&self.cfg, st.distribution == Some(Distribution::Flow));
         let Flight { n, flow, job, chunk_size, max_inflight, jobs } = flight;
         let want_events = self.ports.events.is_some() && st.rep == 0;
@@ -467,21 +550,25 @@ impl Driver {
         // The calling thread is the last worker too: between reading and
         // writing, it runs the jobs it would otherwise wait for (as DPDK's
         // main lcore works), so N workers are N threads.
-        for app in instances.iter_mut() {
-            app.reserve(chunk_size);
+        for app in instances.iter() {
+            lock(app).reserve(chunk_size);
         }
+        let live = &*self.live;
+        live.start_workers(n, instances.iter().map(|a| lock(a).epoch));
         self.pools[n - 1].prepare_thread();
-        let (others, mine) = instances.split_at_mut(n - 1);
+        let (others, mine) = instances.split_at(n - 1);
         let me = n - 1;
-        let my_app = &mut mine[0];
+        let my_app = &*mine[0];
         let mut my_report = WorkerReport::default();
         std::thread::scope(|scope| {
             let mut handles = Vec::new();
-            for (w, app) in others.iter_mut().enumerate() {
+            for (w, app) in others.iter().enumerate() {
                 let (rx, done) = (&queues[if flow { w } else { 0 }], &done);
                 let pool = &pools[w];
-                handles.push(scope.spawn(move || worker_loop(app, rx, done, pool, want_events, private, discard)));
+                let worker = Worker { app, live, index: w, reserve: chunk_size, want_events, private, discard };
+                handles.push(scope.spawn(move || worker_loop(&worker, rx, done, pool)));
             }
+            let me_worker = Worker { app: my_app, live, index: me, reserve: chunk_size, want_events, private, discard };
             let mut first_chunk = 0u64;
             let mut input_done = false;
             loop {
@@ -497,6 +584,8 @@ impl Driver {
                     match ports.next_batch(st, cfg, blocks, chunk_size, &mut chunk_batch) {
                         Next::Batch => {
                             let id = first_chunk + inflight.len() as u64;
+                            // Every packet read from now on runs on the newest version.
+                            let epoch = live.newest();
                             let base = chunk_batch.descs[0].seq;
                             let len = chunk_batch.len();
                             if flow {
@@ -524,14 +613,14 @@ impl Driver {
                                     let out = spare_outs.pop().unwrap_or_default();
                                     let t = Instant::now();
                                     // A worker never waits for this thread, so this send ends.
-                                    let _ = queues[w].send(Job { chunk: id, part: w, batch: part, out, events: Vec::new() });
+                                    let _ = queues[w].send(Job { chunk: id, part: w, epoch, batch: part, out, events: Vec::new() });
                                     st.report.io_wait += t.elapsed();
                                 }
                             } else {
                                 inflight.push_back(Chunk::new(base, len, None, spare_parts.pop(), 1, 1));
                                 let out = spare_outs.pop().unwrap_or_default();
                                 let t = Instant::now();
-                                let _ = queues[0].send(Job { chunk: id, part: 0, batch: chunk_batch, out, events: Vec::new() });
+                                let _ = queues[0].send(Job { chunk: id, part: 0, epoch, batch: chunk_batch, out, events: Vec::new() });
                                 st.report.io_wait += t.elapsed();
                             }
                             continue;
@@ -555,7 +644,7 @@ impl Driver {
                 // Nothing to read now: run a job here if one is queued, else
                 // wait for a worker.
                 if let Some(job) = queues[if flow { me } else { 0 }].try_recv() {
-                    let job = run_job(my_app, job, &pools[me], want_events, private, discard, &mut my_report);
+                    let job = run_job(&me_worker, job, &pools[me], &mut my_report);
                     st.complete(&mut inflight, first_chunk, job);
                     continue;
                 }
@@ -868,6 +957,8 @@ impl Spares {
 struct Job {
     chunk: u64,
     part: usize,
+    /// The version of the application its packets run on.
+    epoch: u64,
     batch: Batch,
     out: BatchOutput,
     events: Vec<CoproEvent>,
@@ -907,7 +998,7 @@ impl Chunk {
 /// more than the packet's processing). `base` stays idle during the run and
 /// absorbs the instances at its end.
 fn fork_apart(base: &mut Application, n: usize) -> Result<Vec<Application>, RuntimeError> {
-    let base = std::sync::Mutex::new(base);
+    let base = Mutex::new(base);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..n).map(|_| s.spawn(|| base.lock().unwrap_or_else(|e| e.into_inner()).fork())).collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
@@ -925,22 +1016,14 @@ fn privatize(batch: &mut Batch, pool: &PacketPool) {
 /// One worker: runs the jobs it receives. With `discard` (a repetition
 /// whose output nobody writes), it releases a batch's packets and copies
 /// itself when done, so that buffers return to the thread that used them.
-fn worker_loop(
-    app: &mut Application,
-    jobs: &Queue<Job>,
-    done: &Queue<Job>,
-    pool: &PacketPool,
-    want_events: bool,
-    private: bool,
-    discard: bool,
-) -> WorkerReport {
+fn worker_loop(worker: &Worker<'_>, jobs: &Queue<Job>, done: &Queue<Job>, pool: &PacketPool) -> WorkerReport {
     pool.prepare_thread();
     let mut r = WorkerReport::default();
     loop {
         let t = Instant::now();
         let Some(job) = jobs.recv() else { break };
         r.wait += t.elapsed();
-        let job = run_job(app, job, pool, want_events, private, discard, &mut r);
+        let job = run_job(worker, job, pool, &mut r);
         if done.send(job).is_err() {
             break;
         }
@@ -948,29 +1031,42 @@ fn worker_loop(
     r
 }
 
-/// Runs one job on `app` (see [`worker_loop`]), counting it in `r`.
-fn run_job(
-    app: &mut Application,
-    mut job: Job,
-    pool: &PacketPool,
+/// One worker's instance and how it runs jobs.
+struct Worker<'a> {
+    app: &'a Mutex<Application>,
+    live: &'a Live,
+    /// Its index among the workers.
+    index: usize,
+    /// Packets per job (what a new version's instance makes room for).
+    reserve: usize,
     want_events: bool,
     private: bool,
     discard: bool,
-    r: &mut WorkerReport,
-) -> Job {
+}
+
+/// Runs one job on the worker's instance (see [`worker_loop`]), first
+/// taking the version the job was stamped with; counts it in `r`.
+fn run_job(worker: &Worker<'_>, mut job: Job, pool: &PacketPool, r: &mut WorkerReport) -> Job {
     let t0 = Instant::now();
-    if private {
+    if worker.private {
         privatize(&mut job.batch, pool);
+    }
+    // The control plane reaches the instance between jobs.
+    let mut app = lock(worker.app);
+    if job.epoch > app.epoch {
+        worker.live.adopt_worker(&mut app, job.epoch, worker.index);
+        app.reserve(worker.reserve);
     }
     app.run_batch(&mut job.batch, pool, &mut job.out);
     r.busy += t0.elapsed();
     r.packets += job.batch.len() as u64;
     r.batches += 1;
-    if want_events {
+    if worker.want_events {
         job.events.clear();
         app.drain_events(&mut job.events);
     }
-    if discard {
+    drop(app);
+    if worker.discard {
         job.out.clear();
         job.batch.clear();
     }

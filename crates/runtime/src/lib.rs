@@ -25,6 +25,7 @@ mod alias;
 mod app;
 mod distribute;
 mod driver;
+mod live;
 pub mod manifest;
 pub mod parallel;
 pub mod program;
@@ -33,6 +34,7 @@ mod stats;
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};
 pub use distribute::{flow_hash, Distribution};
 pub use driver::{Driver, DriverConfig, RunReport, WorkerReport, MAX_BATCH};
+pub use live::{Change, Control, ControlError, Installed, Listing, NetPeInfo, ProgramRef, Rebuild};
 pub use manifest::Manifest;
 #[cfg(feature = "interp")]
 pub use netvm_interp::InterpEngine;

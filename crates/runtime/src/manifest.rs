@@ -15,6 +15,7 @@
 //! name = "count"
 //! program = "count.nil"
 //! copro = { hits = { size = 16 } }  # configuration of `.copro hits counters`
+//! args = { limit = 1000 }         # input arguments the program declares (`.arg`)
 //!
 //! [[netpe]]
 //! name = "report"
@@ -27,7 +28,7 @@
 //! to = "classify"                 # NetPE[.inport], inport default 0
 //!
 //! [[connect]]
-//! from = "classify.1"             # NetPE.outport
+//! from = "classify.1"             # NetPE.outport (or a name the program gives it: `.outport`)
 //! to = "count"                    # NetPE[.inport]
 //!
 //! [[sink]]
@@ -119,6 +120,10 @@ pub struct NetPeSpec {
     /// for another NetPE's instance (see the module documentation).
     #[serde(default)]
     pub copro: BTreeMap<String, BTreeMap<String, toml::Value>>,
+    /// Input arguments, by the names the program declares (`.arg`):
+    /// integers written into its data memory before `.init` runs.
+    #[serde(default)]
+    pub args: BTreeMap<String, toml::Value>,
     /// The program itself, when it was made in memory (a compiled filter
     /// expression); `program` then only names it.
     #[serde(skip)]
@@ -185,7 +190,13 @@ impl Manifest {
             name: Some(program.display().to_string()),
             budget,
             distribution: None,
-            netpes: vec![NetPeSpec { name: "main".into(), program: program.to_path_buf(), copro: BTreeMap::new(), module: None }],
+            netpes: vec![NetPeSpec {
+                name: "main".into(),
+                program: program.to_path_buf(),
+                copro: BTreeMap::new(),
+                args: BTreeMap::new(),
+                module: None,
+            }],
             sources: in_ports.iter().map(|p| SourceSpec { port: *p, to: format!("main.{p}") }).collect(),
             connections: Vec::new(),
             sinks: (0..out_ports).map(|p| SinkSpec { from: format!("main.{p}"), port: p, file: None }).collect(),

@@ -81,4 +81,28 @@ impl AppStats {
             }
         }
     }
+
+    /// Adds `other`'s counts, matching NetPEs by name (an earlier version
+    /// of the application, whose NetPEs may differ): a NetPE only `other`
+    /// has is appended.
+    pub fn add_by_name(&mut self, other: &AppStats) {
+        let mut mine = std::mem::take(&mut self.netpes);
+        let mut totals = other.clone();
+        totals.netpes.clear();
+        self.add(&totals);
+        if mine.len() == other.netpes.len() && mine.iter().zip(&other.netpes).all(|(a, b)| a.name == b.name) {
+            for (a, b) in mine.iter_mut().zip(&other.netpes) {
+                a.flow.add(&b.flow);
+            }
+        } else {
+            let at: std::collections::HashMap<String, usize> = mine.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect();
+            for b in &other.netpes {
+                match at.get(&b.name) {
+                    Some(&i) => mine[i].flow.add(&b.flow),
+                    None => mine.push(b.clone()),
+                }
+            }
+        }
+        self.netpes = mine;
+    }
 }

@@ -101,7 +101,8 @@ fn steady_allocations(app_toml: &Path, engine: &dyn Engine, cfg: DriverConfig, p
     let src = CaptureSource::open(&input, 0, driver.block_pool()).unwrap();
     let spec = src.header();
     driver.add_source(Box::new(src));
-    for p in 0..driver.app().graph().sink_ports as u16 {
+    let sink_ports = driver.app().graph().sink_ports as u16;
+    for p in 0..sink_ports {
         let inner = PcapSink::create(&dir.path().join(format!("out-{p}.pcap")), spec).unwrap();
         if p == port {
             driver.add_sink(p, Box::new(Probe { inner, marks: &MARKS }));

@@ -71,7 +71,8 @@ fn run(manifest: &Manifest, engine: &dyn Engine, inputs: &[(u16, std::path::Path
     let report = driver.run().map_err(|e| e.to_string())?;
     assert!(report.input_errors.is_empty(), "{:?}", report.input_errors);
     let exits = std::mem::take(&mut *exits.lock().unwrap());
-    Ok(Observed { exits, stats: driver.app().stats() })
+    let stats = driver.app().stats();
+    Ok(Observed { exits, stats })
 }
 
 /// Writes `packets` to one pcap file per input port; returns `(port, path)`.

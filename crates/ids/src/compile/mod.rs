@@ -354,8 +354,20 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
     // The prefilter only asks which fast patterns occur: Hyperscan reports each once.
     let distinct = [("searches".to_string(), toml::Value::String("distinct".into()))].into_iter().collect();
     let mut netpes = vec![
-        NetPeSpec { name: "decode".into(), program: "decode.nil".into(), copro: Default::default(), module: None },
-        NetPeSpec { name: "prefilter".into(), program: "prefilter.nil".into(), copro: [("sm".to_string(), distinct)].into(), module: None },
+        NetPeSpec {
+            name: "decode".into(),
+            program: "decode.nil".into(),
+            copro: Default::default(),
+            args: Default::default(),
+            module: None,
+        },
+        NetPeSpec {
+            name: "prefilter".into(),
+            program: "prefilter.nil".into(),
+            copro: [("sm".to_string(), distinct)].into(),
+            args: Default::default(),
+            module: None,
+        },
     ];
     let mut listings = vec![("decode".to_string(), decode_listing(track, http_fields(rules), words)), ("prefilter".to_string(), pre.text)];
     let mut tables = Vec::new();
@@ -384,7 +396,7 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
             let names = [("size", "1"), ("names", "retry_limit")].map(|(k, v)| (k.to_string(), toml::Value::String(v.into())));
             copro.insert("unins".to_string(), names.into_iter().collect());
         }
-        netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro, module: None });
+        netpes.push(NetPeSpec { name: name.clone(), program: format!("{name}.nil").into(), copro, args: Default::default(), module: None });
         listings.push((name, d.text));
     }
     let mut verdict_copro = std::collections::BTreeMap::new();
@@ -392,7 +404,13 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         // The verdict NetPE changes the bits of the flows decode tracks.
         verdict_copro.insert("fl".to_string(), [("instance".to_string(), toml::Value::String("decode.fl".into()))].into_iter().collect());
     }
-    netpes.push(NetPeSpec { name: "verdict".into(), program: "verdict.nil".into(), copro: verdict_copro, module: None });
+    netpes.push(NetPeSpec {
+        name: "verdict".into(),
+        program: "verdict.nil".into(),
+        copro: verdict_copro,
+        args: Default::default(),
+        module: None,
+    });
     listings.push(("verdict".into(), verdict_listing(words)));
     for (spec, module) in netpes.iter_mut().zip(assemble_all(&listings)?) {
         spec.module = Some(module);

@@ -1,0 +1,773 @@
+//! The running application as the control plane reaches it (NetBind, §III):
+//! read its counters and tables, change its tables, and replace it, in
+//! part or whole, while packets flow.
+//!
+//! ```text
+//!  control thread                          packet thread(s)
+//!  ──────────────                          ────────────────
+//!  Change ─► new manifest ─► plan, verify,
+//!            compile, .init (a template)
+//!            ─► Version { epoch E } ─┐
+//!                                    ├───► before a batch stamped E (one worker: before the next
+//!                                    │     batch): the worker's instance is succeeded by the
+//!                                    │     version's, carrying the state it keeps (Application::succeed)
+//!  reads, table changes ─► lock one instance between two batches
+//! ```
+//!
+//! A new version is built off the packet path, on the caller's thread,
+//! and installed by publishing its epoch: no worker stops, each finishes
+//! the batch it holds on the version it has and takes the new one before
+//! the next. With several workers the I/O stage stamps each job with the
+//! epoch current when it was read, and a worker adopts exactly that
+//! version, so every packet read before the install runs on the old
+//! version and every packet after on the new one, whichever worker runs
+//! it; the reorder stage keeps their order. Nothing is dropped or
+//! duplicated: a version change is between two batches.
+//!
+//! State moves with the swap by identity (`StateIds`): a NetPE whose name
+//! the new version keeps carries over its coprocessor instances when
+//! their kind and configuration are the same (tables are kept, not
+//! copied), and its data memory when its program is the same or declares
+//! a layout compatible with the old one's (`netil::Module::layout`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use netil::Opcode;
+use netvm_vm::{CoproRegistry, Engine};
+
+use crate::app::StateIds;
+use crate::manifest::{Manifest, NetPeSpec};
+use crate::{AppStats, Application, Distribution, RuntimeError};
+
+/// Locks `m`, whatever a thread that panicked holding it left.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the control plane builds new versions of an application from
+/// ([`crate::Driver::allow_changes`]).
+#[derive(Clone)]
+pub struct Rebuild {
+    /// The manifest the running application was built from.
+    pub manifest: Manifest,
+    /// The engine that compiles new versions.
+    pub engine: Arc<dyn Engine>,
+    /// The coprocessor kinds new NetPEs may declare.
+    pub registry: CoproRegistry,
+    /// The execution budget that overrides the manifest's, if any.
+    pub budget: Option<u64>,
+}
+
+impl std::fmt::Debug for Rebuild {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rebuild").field("manifest", &self.manifest.name).field("engine", &self.engine.name()).finish()
+    }
+}
+
+/// A change of the running application's data path (what `netvm ctl`
+/// sends); each makes a new version of the whole application.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// Adds a NetPE, not connected to anything yet.
+    AddNetPe {
+        /// Its name, new in the application.
+        name: String,
+        /// Its program: a file, or a module loaded with [`Control::load_module`].
+        program: ProgramRef,
+        /// Its coprocessors' configuration, as a manifest's `copro` table.
+        copro: std::collections::BTreeMap<String, std::collections::BTreeMap<String, toml::Value>>,
+        /// Its input arguments, as a manifest's `args` table.
+        args: std::collections::BTreeMap<String, toml::Value>,
+    },
+    /// Removes a NetPE and every connection, source and sink that touches it.
+    RemoveNetPe {
+        /// The NetPE.
+        name: String,
+    },
+    /// Connects an output to an input: `NETPE.PORT` or `in:PORT` (an
+    /// application input port) to `NETPE[.PORT]` or `out:PORT` (an
+    /// application output port).
+    Connect {
+        /// `NETPE.PORT` or `in:PORT`.
+        from: String,
+        /// `NETPE[.PORT]` or `out:PORT`.
+        to: String,
+    },
+    /// Removes a connection [`Change::Connect`] would make.
+    Disconnect {
+        /// As for [`Change::Connect`].
+        from: String,
+        /// As for [`Change::Connect`].
+        to: String,
+    },
+    /// Gives a NetPE another program; its connections stay.
+    Replace {
+        /// The NetPE.
+        name: String,
+        /// The new program.
+        program: ProgramRef,
+    },
+    /// Replaces the whole application by another manifest's (NetPEs the two
+    /// share by name carry their state over as for any change).
+    ReplaceApp {
+        /// The new manifest.
+        manifest: Manifest,
+    },
+}
+
+/// Where a NetPE's program comes from.
+#[derive(Clone, Debug)]
+pub enum ProgramRef {
+    /// A `.nil` or `.nvm` file.
+    File(std::path::PathBuf),
+    /// A module loaded earlier with [`Control::load_module`], by name.
+    Module(String),
+}
+
+/// What installing a change did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installed {
+    /// The new version's epoch (versions count from 0, the one the run started with).
+    pub epoch: u64,
+    /// Time to build it (plan, verify, compile, `.init`), off the packet path.
+    pub build: Duration,
+    /// Its NetPEs.
+    pub netpes: usize,
+    /// NetPEs whose data memory was carried over.
+    pub data_carried: Vec<String>,
+    /// Coprocessor instances carried over (`NETPE.NAME`).
+    pub copros_carried: Vec<String>,
+}
+
+/// Errors of the control plane: the request changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The request is malformed or names something that does not exist.
+    #[error("{0}")]
+    Bad(String),
+    /// The new version does not build.
+    #[error("{0}")]
+    Build(#[from] RuntimeError),
+    /// The driver is gone, or was not given what building versions needs.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// One installed version of the application.
+pub(crate) struct Version {
+    pub(crate) epoch: u64,
+    /// The version's own instance: taken by the one instance that runs
+    /// alone (one worker, or the driver's at the end of a run), forked by
+    /// each worker.
+    template: Mutex<Option<Application>>,
+    /// When the request that made it arrived.
+    requested: Instant,
+    /// When the first batch ran on it.
+    first_batch: OnceLock<Instant>,
+}
+
+/// Install latencies kept for [`Control::wait_running`] (the newest ones).
+const LATENCIES_KEPT: usize = 4096;
+
+/// How the current run constrains new versions.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunShape {
+    /// Worker threads (1: the driver's instance runs alone).
+    pub workers: usize,
+    /// How packets are spread over them (several workers).
+    pub distribution: Option<Distribution>,
+    /// Packets are replayed from memory without private copies: a new
+    /// version may not write packet memory.
+    pub shared_packets: bool,
+}
+
+/// The state the driver and the control plane share (see the module docs).
+pub(crate) struct Live {
+    /// The driver's instance: the one that runs with one worker, and the
+    /// one the workers' are forked from and folded back into.
+    pub(crate) base: Mutex<Application>,
+    /// The workers' instances during a run with several workers.
+    pub(crate) workers: Mutex<Vec<Arc<Mutex<Application>>>>,
+    /// The newest version's epoch.
+    pub(crate) epoch: AtomicU64,
+    /// Installed versions that some instance may still adopt.
+    versions: Mutex<Vec<Arc<Version>>>,
+    /// What builds new versions, and the newest version's manifest.
+    setup: Mutex<Option<Setup>>,
+    /// The run in progress, if any.
+    pub(crate) run: Mutex<Option<RunShape>>,
+    /// Modules loaded by name ([`Control::load_module`]).
+    modules: Mutex<HashMap<String, netil::Module>>,
+    /// Each worker's epoch, during a run with several.
+    worker_epochs: Mutex<Vec<u64>>,
+    /// Per version, the time from its request to its first batch.
+    latencies: Mutex<std::collections::BTreeMap<u64, Duration>>,
+}
+
+/// [`Rebuild`] with the newest version's manifest.
+struct Setup {
+    rebuild: Rebuild,
+}
+
+impl Live {
+    pub(crate) fn new(app: Application) -> Live {
+        Live {
+            base: Mutex::new(app),
+            workers: Mutex::new(Vec::new()),
+            epoch: AtomicU64::new(0),
+            versions: Mutex::new(Vec::new()),
+            setup: Mutex::new(None),
+            run: Mutex::new(None),
+            modules: Mutex::new(HashMap::new()),
+            latencies: Mutex::new(std::collections::BTreeMap::new()),
+            worker_epochs: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The newest version's NetPEs (name, program, state identities): the
+    /// newest installed version's, else the driver's instance's.
+    fn newest_netpes(&self) -> Vec<(String, netil::Module, StateIds)> {
+        let records = |a: &Application| a.netpe_records().map(|(n, m, i)| (n.to_string(), m.clone(), i.clone())).collect();
+        let versions = lock(&self.versions);
+        match versions.last().and_then(|v| lock(&v.template).as_ref().map(records)) {
+            Some(r) => r,
+            None => records(&lock(&self.base)),
+        }
+    }
+
+    pub(crate) fn allow_changes(&self, rebuild: Rebuild) {
+        *lock(&self.setup) = Some(Setup { rebuild });
+    }
+
+    /// The newest epoch.
+    pub(crate) fn newest(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Makes `app` the instance of version `epoch` (the newest, when
+    /// `epoch` is `None`), carrying its state over. `alone`: the instance
+    /// runs alone (takes the version's own instance) rather than as one of
+    /// several workers (forks it). No-op if `app` is that version already
+    /// or the version is gone.
+    pub(crate) fn adopt(&self, app: &mut Application, epoch: Option<u64>, alone: bool) {
+        let version = {
+            let versions = lock(&self.versions);
+            let v = match epoch {
+                Some(e) => versions.iter().find(|v| v.epoch == e),
+                None => versions.last(),
+            };
+            match v {
+                Some(v) if v.epoch > app.epoch => Arc::clone(v),
+                _ => return,
+            }
+        };
+        let next = {
+            let mut t = lock(&version.template);
+            if alone {
+                t.take()
+            } else {
+                // Fork support was checked when the version was installed.
+                t.as_mut().and_then(|t| t.fork().ok())
+            }
+        };
+        let Some(mut next) = next else { return };
+        next.epoch = version.epoch;
+        app.succeed(next);
+        if version.first_batch.set(Instant::now()).is_ok() {
+            let mut l = lock(&self.latencies);
+            l.insert(version.epoch, version.requested.elapsed());
+            while l.len() > LATENCIES_KEPT {
+                l.pop_first();
+            }
+        }
+        if alone {
+            // Every older version is superseded for this instance; with one
+            // instance, for all.
+            lock(&self.versions).retain(|v| v.epoch > version.epoch);
+        }
+    }
+
+    /// A run with workers starts: their instances' epochs, in worker order.
+    pub(crate) fn start_workers(&self, n: usize, epochs: impl Iterator<Item = u64>) {
+        let mut e = lock(&self.worker_epochs);
+        e.clear();
+        e.extend(epochs.take(n));
+    }
+
+    /// [`Live::adopt`] for worker `w` of several: takes version `epoch`
+    /// (a fork of it), then drops the versions every worker has passed.
+    pub(crate) fn adopt_worker(&self, app: &mut Application, epoch: u64, w: usize) {
+        self.adopt(app, Some(epoch), false);
+        let oldest = {
+            let mut e = lock(&self.worker_epochs);
+            if let Some(x) = e.get_mut(w) {
+                *x = app.epoch;
+            }
+            e.iter().copied().min().unwrap_or(app.epoch)
+        };
+        self.prune(oldest);
+    }
+
+    /// Drops the versions every instance has passed (`oldest`: the oldest
+    /// epoch an instance runs), but the newest.
+    pub(crate) fn prune(&self, oldest: u64) {
+        let mut versions = lock(&self.versions);
+        let newest = versions.last().map(|v| v.epoch);
+        versions.retain(|v| v.epoch >= oldest || Some(v.epoch) == newest);
+    }
+}
+
+/// A handle on a driver's application for the control plane: cheap to
+/// clone, usable from any thread while the driver runs (or between runs).
+/// Reads and table changes take effect between two batches; data path
+/// changes build a new version off the packet path and install it (see
+/// the module docs). Every call that fails changes nothing.
+#[derive(Clone)]
+pub struct Control {
+    live: Weak<Live>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control").field("alive", &(self.live.strong_count() > 0)).finish()
+    }
+}
+
+/// One NetPE as [`Control::list`] shows it.
+#[derive(Clone, Debug)]
+pub struct NetPeInfo {
+    /// Its name.
+    pub name: String,
+    /// Its program's file (or name, for a loaded module).
+    pub program: String,
+    /// Output ports.
+    pub out_ports: u16,
+    /// Coprocessor instances: (name, kind).
+    pub copros: Vec<(String, String)>,
+}
+
+/// What [`Control::list`] returns: the data path and its counters.
+#[derive(Clone, Debug)]
+pub struct Listing {
+    /// The version running (or about to).
+    pub epoch: u64,
+    /// The application's name.
+    pub name: Option<String>,
+    /// NetPEs, in manifest order.
+    pub netpes: Vec<NetPeInfo>,
+    /// Connections `NETPE.PORT -> NETPE.PORT`.
+    pub connections: Vec<(String, String)>,
+    /// Sources `in:PORT -> NETPE.PORT`.
+    pub sources: Vec<(String, String)>,
+    /// Sinks `NETPE.PORT -> out:PORT`.
+    pub sinks: Vec<(String, String)>,
+    /// Counters of every worker, summed.
+    pub stats: AppStats,
+    /// Workers running.
+    pub workers: usize,
+}
+
+impl Control {
+    pub(crate) fn new(live: &Arc<Live>) -> Control {
+        Control { live: Arc::downgrade(live) }
+    }
+
+    fn live(&self) -> Result<Arc<Live>, ControlError> {
+        self.live.upgrade().ok_or_else(|| ControlError::Unavailable("the application is gone".into()))
+    }
+
+    /// Runs `f` on every instance that runs now (the driver's alone, or
+    /// every worker's), each between two batches, in order.
+    fn each_instance<R>(live: &Live, mut f: impl FnMut(&mut Application) -> R) -> Vec<R> {
+        let workers = lock(&live.workers);
+        if workers.is_empty() {
+            return vec![f(&mut lock(&live.base))];
+        }
+        workers.iter().map(|w| f(&mut lock(w))).collect()
+    }
+
+    /// Counters of the whole application (every worker's, summed).
+    pub fn stats(&self) -> Result<AppStats, ControlError> {
+        let live = self.live()?;
+        let workers = lock(&live.workers);
+        let mut s = lock(&live.base).stats();
+        for w in workers.iter() {
+            s.add_by_name(&lock(w).stats());
+        }
+        Ok(s)
+    }
+
+    /// The data path (NetPEs, connections, sources, sinks) and its counters.
+    pub fn list(&self) -> Result<Listing, ControlError> {
+        let live = self.live()?;
+        let stats = self.stats()?;
+        let workers = lock(&live.workers).len().max(1);
+        let newest = live.newest_netpes();
+        let setup = lock(&live.setup);
+        let manifest = setup.as_ref().map(|s| &s.rebuild.manifest);
+        let mut netpes = Vec::new();
+        for (name, module, _) in &newest {
+            let program = manifest
+                .and_then(|m| m.netpes.iter().find(|n| n.name == *name))
+                .map_or_else(String::new, |n| n.program.display().to_string());
+            netpes.push(NetPeInfo {
+                name: name.clone(),
+                program,
+                out_ports: module.out_ports,
+                copros: module.copros.iter().map(|d| (d.name.clone(), d.kind.clone())).collect(),
+            });
+        }
+        let (mut connections, mut sources, mut sinks) = (Vec::new(), Vec::new(), Vec::new());
+        if let Some(m) = manifest {
+            connections = m.connections.iter().map(|c| (c.from.clone(), c.to.clone())).collect();
+            sources = m.sources.iter().map(|s| (format!("in:{}", s.port), s.to.clone())).collect();
+            sinks = m.sinks.iter().map(|s| (s.from.clone(), format!("out:{}", s.port))).collect();
+        }
+        let name = manifest.and_then(|m| m.name.clone());
+        Ok(Listing { epoch: live.newest(), name, netpes, connections, sources, sinks, stats, workers })
+    }
+
+    /// Loads a table file's text into the instance `name` (`INSTANCE` or
+    /// `NETPE.INSTANCE`) of every instance running; returns the entries
+    /// loaded.
+    pub fn table_load(&self, name: &str, text: &str) -> Result<usize, ControlError> {
+        let live = self.live()?;
+        let results = Control::each_instance(&live, |app| app.load_table(name, text));
+        let mut n = 0;
+        for r in results {
+            n = r.map_err(ControlError::Bad)?;
+        }
+        Ok(n)
+    }
+
+    /// The instance `name`'s table (its file format). With several
+    /// workers, a per-worker instance's is the first worker's part.
+    pub fn table_dump(&self, name: &str) -> Result<String, ControlError> {
+        let live = self.live()?;
+        let workers = lock(&live.workers);
+        let r = match workers.first() {
+            Some(w) => lock(w).dump_table(name),
+            None => lock(&live.base).dump_table(name),
+        };
+        r.map_err(ControlError::Bad)
+    }
+
+    /// Empties (tables) or zeroes (counters) the instance `name` in every instance running.
+    pub fn table_clear(&self, name: &str) -> Result<(), ControlError> {
+        let live = self.live()?;
+        for r in Control::each_instance(&live, |app| app.clear_table(name)) {
+            r.map_err(ControlError::Bad)?;
+        }
+        Ok(())
+    }
+
+    /// The global variable `var` (`.global`) of NetPE `netpe`: its value in
+    /// every instance running (one per worker: each has its own data memory).
+    pub fn global_get(&self, netpe: &str, var: &str) -> Result<Vec<u64>, ControlError> {
+        let live = self.live()?;
+        Control::each_instance(&live, |app| app.global(netpe, var).map(|(v, data)| crate::app::read_var(data, &v).unwrap_or(0)))
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(ControlError::Bad)
+    }
+
+    /// Sets the global variable `var` of NetPE `netpe` to `value` in every instance running.
+    pub fn global_set(&self, netpe: &str, var: &str, value: i64) -> Result<(), ControlError> {
+        let live = self.live()?;
+        // Checked on one instance first, so that an error changes nothing.
+        {
+            let workers = lock(&live.workers);
+            let mut base = lock(&live.base);
+            let app: &mut Application = match workers.first() {
+                Some(w) => &mut lock(w),
+                None => &mut base,
+            };
+            let (v, data) = app.global(netpe, var).map_err(ControlError::Bad)?;
+            let mut scratch = data.to_vec();
+            crate::app::write_var(&mut scratch, &v, value).map_err(|e| ControlError::Bad(format!("{netpe}.{var}: {e}")))?;
+        }
+        for r in Control::each_instance(&live, |app| app.global(netpe, var).and_then(|(v, data)| crate::app::write_var(data, &v, value))) {
+            r.map_err(ControlError::Bad)?;
+        }
+        Ok(())
+    }
+
+    /// Reads and verifies a program file and keeps it under `name`, for
+    /// [`Change::AddNetPe`] and [`Change::Replace`] ([`ProgramRef::Module`]).
+    pub fn load_module(&self, name: &str, path: &std::path::Path) -> Result<(), ControlError> {
+        let live = self.live()?;
+        let loaded = crate::program::load_program(path)?;
+        loaded.verify()?;
+        lock(&live.modules).insert(name.to_string(), loaded.module);
+        Ok(())
+    }
+
+    /// Builds the application `change` makes of the newest version and
+    /// installs it (see the module docs); returns once it is installed,
+    /// not waiting for a batch to run on it ([`Control::wait_running`]).
+    pub fn apply(&self, change: Change) -> Result<Installed, ControlError> {
+        let requested = Instant::now();
+        let live = self.live()?;
+        let mut setup = lock(&live.setup);
+        let Some(setup) = setup.as_mut() else {
+            return Err(ControlError::Unavailable(
+                "this application cannot be changed while it runs (its driver was given no manifest and engine to build versions)".into(),
+            ));
+        };
+        let manifest = edit(&setup.rebuild.manifest, change, &lock(&live.modules))?;
+        let t0 = Instant::now();
+        let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest)?;
+        let build_time = t0.elapsed();
+        let netpes = manifest.netpes.len();
+        let epoch = {
+            let mut versions = lock(&live.versions);
+            let epoch = live.newest() + 1;
+            let mut template = template;
+            template.epoch = epoch;
+            versions.push(Arc::new(Version { epoch, template: Mutex::new(Some(template)), requested, first_batch: OnceLock::new() }));
+            live.epoch.store(epoch, Ordering::Release);
+            epoch
+        };
+        setup.rebuild.manifest = manifest;
+        Ok(Installed { epoch, build: build_time, netpes, data_carried, copros_carried })
+    }
+
+    /// Waits until a batch runs on version `epoch` (or a later one), at
+    /// most `timeout`: the time from the request that made it to that
+    /// batch, or `None` if no batch ran on it in time (the version may
+    /// already be superseded, or nothing runs).
+    pub fn wait_running(&self, epoch: u64, timeout: Duration) -> Option<Duration> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let live = self.live.upgrade()?;
+            if let Some(d) = lock(&live.latencies).get(&epoch) {
+                return Some(*d);
+            }
+            if epoch > live.newest() {
+                return None;
+            }
+            drop(live);
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}
+
+/// The manifest `change` makes of `m`.
+fn edit(m: &Manifest, change: Change, modules: &HashMap<String, netil::Module>) -> Result<Manifest, ControlError> {
+    let bad = |s: String| Err(ControlError::Bad(s));
+    let mut m = m.clone();
+    let has = |m: &Manifest, name: &str| m.netpes.iter().any(|n| n.name == name);
+    let program = |p: ProgramRef| -> Result<(std::path::PathBuf, Option<netil::Module>), ControlError> {
+        match p {
+            ProgramRef::File(path) => {
+                // Relative to the working directory of the caller, as on the command line.
+                let path = std::path::absolute(&path).unwrap_or(path);
+                Ok((path, None))
+            }
+            ProgramRef::Module(name) => match modules.get(&name) {
+                Some(module) => Ok((std::path::PathBuf::from(format!("module:{name}")), Some(module.clone()))),
+                None => Err(ControlError::Bad(format!("no module `{name}` is loaded"))),
+            },
+        }
+    };
+    match change {
+        Change::AddNetPe { name, program: p, copro, args } => {
+            if has(&m, &name) {
+                return bad(format!("NetPE `{name}` exists already"));
+            }
+            if name.is_empty() || name.contains(['.', ':']) || name.chars().any(char::is_whitespace) {
+                return bad(format!("`{name}` is not a NetPE name (no dots, colons or spaces)"));
+            }
+            let (program, module) = program(p)?;
+            m.netpes.push(NetPeSpec { name, program, copro, args, module });
+        }
+        Change::RemoveNetPe { name } => {
+            if !has(&m, &name) {
+                return bad(format!("no NetPE `{name}`"));
+            }
+            let touches = |end: &str| end == name || end.rsplit_once('.').is_some_and(|(n, _)| n == name);
+            m.netpes.retain(|n| n.name != name);
+            m.connections.retain(|c| !touches(&c.from) && !touches(&c.to));
+            m.sources.retain(|s| !touches(&s.to));
+            m.sinks.retain(|s| !touches(&s.from));
+        }
+        Change::Replace { name, program: p } => {
+            let (program, module) = program(p)?;
+            match m.netpes.iter_mut().find(|n| n.name == name) {
+                Some(n) => {
+                    n.program = program;
+                    n.module = module;
+                }
+                None => return bad(format!("no NetPE `{name}`")),
+            }
+        }
+        Change::Connect { from, to } => {
+            let e = endpoints(&from, &to)?;
+            if connected(&m, &e) {
+                return bad(format!("{from} is connected to {to} already"));
+            }
+            match e {
+                Ends::Inner(from, to) => m.connections.push(crate::manifest::ConnectSpec { from, to }),
+                Ends::Source(port, to) => m.sources.push(crate::manifest::SourceSpec { port, to }),
+                Ends::Sink(from, port) => m.sinks.push(crate::manifest::SinkSpec { from, port, file: None }),
+            }
+        }
+        Change::Disconnect { from, to } => {
+            let e = endpoints(&from, &to)?;
+            if !connected(&m, &e) {
+                return bad(format!("{from} is not connected to {to}"));
+            }
+            match e {
+                Ends::Inner(f, t) => m.connections.retain(|c| !(c.from == f && same_input(&c.to, &t))),
+                Ends::Source(p, t) => m.sources.retain(|s| !(s.port == p && same_input(&s.to, &t))),
+                Ends::Sink(f, p) => m.sinks.retain(|s| !(s.from == f && s.port == p)),
+            }
+        }
+        Change::ReplaceApp { manifest } => m = manifest,
+    }
+    Ok(m)
+}
+
+/// The two ends of a connection.
+enum Ends {
+    Inner(String, String),
+    Source(u16, String),
+    Sink(String, u16),
+}
+
+fn endpoints(from: &str, to: &str) -> Result<Ends, ControlError> {
+    let port = |s: &str, what: &str| -> Result<u16, ControlError> {
+        s.parse().map_err(|_| ControlError::Bad(format!("`{what}:{s}`: `{s}` is not a port number")))
+    };
+    match (from.strip_prefix("in:"), to.strip_prefix("out:")) {
+        (Some(_), Some(_)) => Err(ControlError::Bad("an input port cannot be connected to an output port".into())),
+        (Some(p), None) => Ok(Ends::Source(port(p, "in")?, to.to_string())),
+        (None, Some(p)) => Ok(Ends::Sink(from.to_string(), port(p, "out")?)),
+        (None, None) => Ok(Ends::Inner(from.to_string(), to.to_string())),
+    }
+}
+
+/// `a` and `b` name the same NetPE input (`X` is `X.0`).
+fn same_input(a: &str, b: &str) -> bool {
+    let full = |s: &str| if s.rsplit_once('.').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) { s.to_string() } else { format!("{s}.0") };
+    full(a) == full(b)
+}
+
+fn connected(m: &Manifest, e: &Ends) -> bool {
+    match e {
+        Ends::Inner(f, t) => m.connections.iter().any(|c| &c.from == f && same_input(&c.to, t)),
+        Ends::Source(p, t) => m.sources.iter().any(|s| s.port == *p && same_input(&s.to, t)),
+        Ends::Sink(f, p) => m.sinks.iter().any(|s| &s.from == f && s.port == *p),
+    }
+}
+
+/// A coprocessor declaration's configuration in `spec`, as text (equal
+/// texts: equal configurations).
+fn slot_config(spec: Option<&NetPeSpec>, slot: &str) -> String {
+    spec.and_then(|s| s.copro.get(slot)).map_or_else(String::new, |t| format!("{t:?}"))
+}
+
+/// Builds `manifest` as the successor of the newest version: plans it,
+/// keeps the identities of the state it carries over, compiles it and
+/// runs the fresh NetPEs' `.init`; checks it against the run in progress.
+/// Returns the version's instance and what it carries over.
+fn build(live: &Live, rebuild: &Rebuild, manifest: &Manifest) -> Result<(Application, Vec<String>, Vec<String>), ControlError> {
+    let mut plan = Application::plan(manifest, &rebuild.registry, rebuild.budget)?;
+    let newest = live.newest_netpes();
+    let old_manifest = &rebuild.manifest;
+    let (mut data_carried, mut copros_carried) = (Vec::new(), Vec::new());
+    for (i, name) in plan.names.iter().enumerate() {
+        let Some((_, old, old_ids)) = newest.iter().find(|(n, _, _)| n == name) else { continue };
+        let new = &plan.verified[i].module;
+        let old_spec = old_manifest.netpes.iter().find(|n| &n.name == name);
+        let new_spec = manifest.netpes.iter().find(|n| &n.name == name);
+        // The same program, or one whose layout takes over the old one's (`.layout ... accepts`).
+        let carry_data = old == new || new.interface.accepts_layout(&old.interface);
+        if carry_data {
+            plan.ids[i].data = old_ids.data;
+            data_carried.push(name.clone());
+        }
+        for (c, d) in new.copros.iter().enumerate() {
+            let Some(oc) = old.copros.iter().position(|o| o.name == d.name && o.kind == d.kind) else { continue };
+            if slot_config(old_spec, &d.name) == slot_config(new_spec, &d.name) {
+                plan.ids[i].copros[c] = old_ids.copros[oc];
+                copros_carried.push(format!("{name}.{}", d.name));
+            }
+        }
+        if !carry_data {
+            if let Some(c) =
+                init_copro_use(new).into_iter().find(|&c| newest.iter().any(|(_, _, ids)| ids.copros.contains(&plan.ids[i].copros[c])))
+            {
+                return Err(ControlError::Bad(format!(
+                    "NetPE `{name}`: its new program's .init uses coprocessor `{}`, whose instance is carried over from the running version, \
+                     while its data memory starts afresh: .init would run on a fresh instance and its effect be lost \
+                     (declare the data layout compatible, so that .init does not run, or configure the instance differently so that it starts afresh)",
+                    new.copros[c].name
+                )));
+            }
+        }
+    }
+    // A shared instance goes over whole: its owner and aliases all carried, or none.
+    for g in &plan.shares.groups {
+        let carried = |(pe, c): (usize, usize)| newest.iter().any(|(_, _, ids)| ids.copros.contains(&plan.ids[pe].copros[c]));
+        let owner = carried(g.owner);
+        if let Some(&(pe, c)) = g.aliases.iter().find(|&&a| carried(a) != owner) {
+            let what = format!("{}.{}", plan.names[pe], plan.copro_names[pe][c]);
+            if owner {
+                return Err(ControlError::Bad(format!(
+                    "`{what}` would share the instance `{}.{}`, which is carried over from the running version: a new NetPE cannot join a running shared instance (replace the application, or configure the owner afresh)",
+                    plan.names[g.owner.0], plan.copro_names[g.owner.0][g.owner.1]
+                )));
+            }
+            // The owner starts afresh: so do its aliases.
+            for &(pe, c) in &g.aliases {
+                plan.ids[pe].copros[c] = crate::app::fresh_id();
+            }
+            copros_carried.retain(|s| s != &what);
+        }
+    }
+    let mut template = Application::from_plan(plan, rebuild.engine.as_ref())?;
+    if let Some(shape) = *lock(&live.run) {
+        if shape.workers > 1 {
+            if Some(template.distribution()) != shape.distribution {
+                return Err(ControlError::Bad(format!(
+                    "the new version spreads packets over workers by {}, the run by {}: it cannot run in this run",
+                    template.distribution().name(),
+                    shape.distribution.map_or("-", Distribution::name)
+                )));
+            }
+            // Every worker forks it: each fresh instance must fork.
+            template.fork().map_err(ControlError::Build)?;
+        }
+        if shape.shared_packets && template.writes_packets() {
+            return Err(ControlError::Bad(
+                "the new version writes packet memory, and this run replays packets from memory without copies: it cannot run in this run"
+                    .into(),
+            ));
+        }
+    }
+    Ok((template, data_carried, copros_carried))
+}
+
+/// The coprocessor slots a module's `.init` handler uses.
+fn init_copro_use(m: &netil::Module) -> Vec<usize> {
+    let Some(code) = &m.init else { return Vec::new() };
+    let Ok(insns) = netil::insn::decode(code) else { return Vec::new() };
+    let mut used: Vec<usize> = insns
+        .iter()
+        .filter(|i| matches!(i.op, Opcode::CoproIn | Opcode::CoproOut | Opcode::CoproInvoke))
+        .filter_map(|i| match i.operands {
+            netil::insn::Operands::CoproReg { copro, .. } | netil::insn::Operands::CoproOp { copro, .. } => Some(usize::from(copro)),
+            _ => None,
+        })
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    used
+}
