@@ -45,15 +45,15 @@ impl LinkArg {
 }
 
 /// The engine an `--engine` (and `--link`) choice names.
-pub fn engine(e: EngineArg, link: LinkArg) -> Box<dyn Engine> {
+pub fn engine(e: EngineArg, link: LinkArg) -> std::sync::Arc<dyn Engine> {
     engine_batching(e, link, Batching::default())
 }
 
 /// The engine an `--engine`, `--link` and `--batching` choice names.
-pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> Box<dyn Engine> {
+pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> std::sync::Arc<dyn Engine> {
     match e {
-        EngineArg::Interp => Box::new(InterpEngine),
-        EngineArg::Jit => Box::new(JitEngine { batching, ..JitEngine::with_link(link.mode()) }),
+        EngineArg::Interp => std::sync::Arc::new(InterpEngine),
+        EngineArg::Jit => std::sync::Arc::new(JitEngine { batching, ..JitEngine::with_link(link.mode()) }),
     }
 }
 

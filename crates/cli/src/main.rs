@@ -6,6 +6,7 @@
 
 mod common;
 mod compile;
+mod ctl;
 mod filter;
 mod ids;
 mod run;
@@ -70,6 +71,10 @@ enum Command {
     /// NetVMSnort: compile Snort rules (a subset, see docs/ids.md) to a
     /// NetIL application, run a capture through it, write alerts as JSON lines.
     Ids(ids::IdsArgs),
+    /// Talk to a running `netvm run --control PATH`: list the data path and
+    /// its counters (JSON), change tables and globals, add, remove, connect
+    /// and replace NetPEs or the whole application while packets flow.
+    Ctl(ctl::CtlArgs),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +94,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => compile::cmd_compile(args),
         Command::Filter(args) => filter::cmd_filter(args),
         Command::Ids(args) => ids::cmd_ids(args),
+        Command::Ctl(args) => ctl::cmd_ctl(args),
     };
     ExitCode::from(code)
 }

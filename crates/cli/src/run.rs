@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use netvm_io::PcapHeaderSpec;
-use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, RunReport};
+use netvm_runtime::socket::ControlServer;
+use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, Rebuild, RunReport};
 use netvm_vm::FaultCounts;
 
 use crate::common::{self, BatchingArg, EngineArg, EngineOpts, LinkArg};
@@ -73,6 +74,12 @@ pub struct RunArgs {
     /// Print statistics on stdout: `json` (one object) or `text`.
     #[arg(long, value_enum)]
     stats: Option<StatsFormat>,
+    /// Open a control socket (Unix domain, mode 0600, this user only) at
+    /// PATH while the run lasts: `netvm ctl PATH ...` lists the data path
+    /// and its counters, changes tables and globals, and replaces NetPEs or
+    /// the whole data path without stopping the packets.
+    #[arg(long, value_name = "PATH")]
+    control: Option<PathBuf>,
     #[command(flatten)]
     engine_opts: EngineOpts,
 }
@@ -94,7 +101,8 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     in_ports.sort_unstable();
     in_ports.dedup();
     let manifest = load_manifest(args, &in_ports)?;
-    let app = build_app(args, &manifest, &in_ports)?;
+    let engine = common::engine_batching(args.engine, args.link, args.batching.batching(args.sub_batch));
+    let app = build_app(args, &manifest, engine.as_ref(), &in_ports)?;
     let dumps = dump_targets(&app, &args.dump)?;
 
     // The packet engine, its inputs and outputs.
@@ -106,9 +114,20 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
         specs.push(common::open_source(&mut driver, path, *port)?);
     }
     add_sinks(&mut driver, args.write.as_deref(), &manifest, common::merge_specs(&specs))?;
+    let server = match &args.control {
+        Some(path) => {
+            driver.allow_changes(Rebuild { manifest: manifest.clone(), engine, registry: netvm_copro::registry(), budget: args.budget });
+            Some(ControlServer::start(path, driver.control()).map_err(|e| {
+                eprintln!("netvm: {e}");
+                EXIT_ERROR
+            })?)
+        }
+        None => None,
+    };
 
     let bar = progress_bar(args.repeat);
     let result = driver.run();
+    drop(server);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -166,10 +185,9 @@ fn load_manifest(args: &RunArgs, in_ports: &[u16]) -> Result<Manifest, u8> {
 
 /// Builds the application on the chosen engine, with its links up on
 /// `in_ports` and the `--load` tables loaded; every input port must have a source.
-fn build_app(args: &RunArgs, manifest: &Manifest, in_ports: &[u16]) -> Result<Application, u8> {
-    let engine = common::engine_batching(args.engine, args.link, args.batching.batching(args.sub_batch));
+fn build_app(args: &RunArgs, manifest: &Manifest, engine: &dyn netvm_runtime::Engine, in_ports: &[u16]) -> Result<Application, u8> {
     let registry = netvm_copro::registry();
-    let mut app = Application::build(manifest, engine.as_ref(), &registry, args.budget).map_err(|e| report(&e))?;
+    let mut app = Application::build(manifest, engine, &registry, args.budget).map_err(|e| report(&e))?;
     app.set_link_state(in_ports);
     for spec in &args.load {
         let Some((name, file)) = spec.split_once('=') else {

@@ -6,6 +6,9 @@
 //! - [`Application`]: the DAG of NetPE instances, compiled by an [`Engine`]
 //!   (the whole application linked into one function, or walked by the
 //!   runtime), with its counters and control plane;
+//! - [`Control`]: the control plane of a running application (counters,
+//!   tables, globals, new versions of the data path installed while
+//!   packets flow), and [`socket`], the control socket `netvm ctl` talks to;
 //! - [`Driver`]: the packet engine: sources and sinks (ports), the packet
 //!   memory, batching, workers, the reorder stage, ticks and statistics.
 //!   `netvm run`, `netvm filter` and `netvm ids` are argument parsing over
@@ -29,6 +32,7 @@ mod live;
 pub mod manifest;
 pub mod parallel;
 pub mod program;
+pub mod socket;
 mod stats;
 
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};

@@ -1,0 +1,330 @@
+//! The control socket: a Unix domain socket over which `netvm ctl` (or any
+//! client) drives a running application's [`Control`].
+//!
+//! The protocol is one JSON object per line each way: a request
+//! `{"cmd": "...", ...}`, then its reply, `{"ok": true, ...}` or
+//! `{"ok": false, "error": "..."}`; a connection may send several requests
+//! in turn. The commands and their fields are documented in
+//! docs/applications.md ("Changing a running application").
+//!
+//! Access: the socket file is created with mode 0600 (only its owner may
+//! connect), and every connection's peer is checked (`SO_PEERCRED`): a
+//! process of another user than the server's (root aside) is refused.
+//! Nothing listens on the network. A request line is at most
+//! [`MAX_REQUEST`] bytes; a client that sends nothing for
+//! [`IDLE_TIMEOUT`] is disconnected.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use crate::live::{Change, Control, ControlError, Installed, Listing, ProgramRef};
+use crate::stats::AppStats;
+use crate::Manifest;
+
+/// The longest request line accepted.
+pub const MAX_REQUEST: usize = 1 << 20;
+/// How long a connection may stay silent.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a change's reply waits for the first batch on the new version.
+const WAIT_RUNNING: Duration = Duration::from_secs(2);
+
+/// A control socket being served (on a thread of its own); dropping it
+/// stops the server and removes the socket file.
+#[derive(Debug)]
+pub struct ControlServer {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlServer {
+    /// Creates the socket at `path` (mode 0600; an existing socket file
+    /// there is replaced only if nothing answers on it) and serves
+    /// `control` on it.
+    pub fn start(path: &Path, control: Control) -> Result<ControlServer, String> {
+        let what = |e: std::io::Error| format!("control socket {}: {e}", path.display());
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(format!("control socket {}: another process serves it", path.display()));
+            }
+            std::fs::remove_file(path).map_err(what)?;
+        }
+        // The socket is created with the mode the umask leaves: none for
+        // group and others (set around the bind, so the file never exists
+        // with wider access).
+        // SAFETY: umask only changes the process's file-creation mask.
+        let old = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        // SAFETY: as above, restoring the previous mask.
+        unsafe { libc::umask(old) };
+        let listener = bound.map_err(what)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("netvm-control".into())
+                .spawn(move || serve(&listener, &control, &stop))
+                .map_err(|e| format!("control socket: cannot start its thread: {e}"))?
+        };
+        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Wake the accept.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn serve(listener: &UnixListener, control: &Control, stop: &AtomicBool) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(conn) = conn else { continue };
+        // One client at a time: control requests are applied in turn anyway.
+        let _ = handle(conn, control, stop);
+    }
+}
+
+/// The user id of the process at the other end of `s`.
+fn peer_uid(s: &UnixStream) -> std::io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`, a ucred
+    // of that size, for the socket descriptor `s` keeps open.
+    let r = unsafe { libc::getsockopt(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_PEERCRED, (&raw mut cred).cast(), &raw mut len) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(cred.uid)
+}
+
+fn handle(conn: UnixStream, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    let peer = peer_uid(&conn)?;
+    let mut out = conn.try_clone()?;
+    if peer != me && peer != 0 {
+        let reply = json!({"ok": false, "error": format!("user {peer} may not control this application (its owner is user {me})")});
+        return writeln!(out, "{reply}");
+    }
+    conn.set_read_timeout(Some(IDLE_TIMEOUT))?;
+    let mut input = BufReader::new(conn);
+    let mut line = Vec::new();
+    loop {
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        line.clear();
+        let n = (&mut input).take(MAX_REQUEST as u64 + 1).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(());
+        }
+        if line.len() > MAX_REQUEST {
+            writeln!(out, "{}", json!({"ok": false, "error": format!("request longer than {MAX_REQUEST} bytes")}))?;
+            return Ok(());
+        }
+        let reply = match serde_json::from_slice::<Value>(&line) {
+            Ok(Value::Object(req)) => answer(control, &req),
+            Ok(_) => Err("a request is a JSON object".to_string()),
+            Err(e) => Err(format!("not JSON: {e}")),
+        };
+        let reply = match reply {
+            Ok(Value::Object(mut m)) => {
+                m.insert("ok".into(), Value::Bool(true));
+                Value::Object(m)
+            }
+            Ok(v) => json!({"ok": true, "result": v}),
+            Err(e) => json!({"ok": false, "error": e}),
+        };
+        writeln!(out, "{reply}")?;
+    }
+}
+
+fn field<'a>(req: &'a Map<String, Value>, key: &str) -> Result<&'a str, String> {
+    req.get(key).and_then(Value::as_str).ok_or_else(|| format!("missing string field `{key}`"))
+}
+
+fn program(req: &Map<String, Value>) -> Result<ProgramRef, String> {
+    match (req.get("program").and_then(Value::as_str), req.get("module").and_then(Value::as_str)) {
+        (Some(p), None) => Ok(ProgramRef::File(PathBuf::from(p))),
+        (None, Some(m)) => Ok(ProgramRef::Module(m.to_string())),
+        _ => Err("give exactly one of `program` (a file) and `module` (a loaded module's name)".into()),
+    }
+}
+
+/// A JSON object as a TOML table (a manifest's `copro` or `args`).
+fn toml_table(v: Option<&Value>, what: &str) -> Result<toml::Table, String> {
+    match v {
+        None => Ok(toml::Table::new()),
+        Some(v) => {
+            let t: toml::Value = serde_json::from_value(v.clone()).map_err(|e| format!("`{what}`: {e}"))?;
+            match t {
+                toml::Value::Table(t) => Ok(t),
+                _ => Err(format!("`{what}` must be an object")),
+            }
+        }
+    }
+}
+
+fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> {
+    let err = |e: ControlError| e.to_string();
+    let cmd = field(req, "cmd")?;
+    let change = |c: Change| -> Result<Value, String> {
+        let installed = control.apply(c).map_err(err)?;
+        let running = control.wait_running(installed.epoch, WAIT_RUNNING);
+        Ok(installed_json(&installed, running))
+    };
+    match cmd {
+        "list" => Ok(listing_json(&control.list().map_err(err)?)),
+        "stats" => Ok(json!({"stats": stats_json(&control.stats().map_err(err)?)})),
+        "load-module" => {
+            control.load_module(field(req, "name")?, Path::new(field(req, "path")?)).map_err(err)?;
+            Ok(json!({}))
+        }
+        "add" => {
+            let copro: std::collections::BTreeMap<String, std::collections::BTreeMap<String, toml::Value>> =
+                toml_table(req.get("copro"), "copro")?
+                    .into_iter()
+                    .map(|(k, v)| match v {
+                        toml::Value::Table(t) => Ok((k, t.into_iter().collect())),
+                        _ => Err(format!("`copro.{k}` must be an object")),
+                    })
+                    .collect::<Result<_, _>>()?;
+            let args = toml_table(req.get("args"), "args")?.into_iter().collect();
+            change(Change::AddNetPe { name: field(req, "name")?.to_string(), program: program(req)?, copro, args })
+        }
+        "remove" => change(Change::RemoveNetPe { name: field(req, "name")?.to_string() }),
+        "connect" => change(Change::Connect { from: field(req, "from")?.to_string(), to: field(req, "to")?.to_string() }),
+        "disconnect" => change(Change::Disconnect { from: field(req, "from")?.to_string(), to: field(req, "to")?.to_string() }),
+        "replace" => change(Change::Replace { name: field(req, "name")?.to_string(), program: program(req)? }),
+        "replace-app" => {
+            let manifest = Manifest::load(Path::new(field(req, "manifest")?)).map_err(|e| e.to_string())?;
+            change(Change::ReplaceApp { manifest })
+        }
+        "table-load" => {
+            let text = match (req.get("file").and_then(Value::as_str), req.get("text").and_then(Value::as_str)) {
+                (Some(f), None) => std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?,
+                (None, Some(t)) => t.to_string(),
+                _ => return Err("give exactly one of `file` and `text`".into()),
+            };
+            let n = control.table_load(field(req, "instance")?, &text).map_err(err)?;
+            Ok(json!({"entries": n}))
+        }
+        "table-dump" => Ok(json!({"table": control.table_dump(field(req, "instance")?).map_err(err)?})),
+        "table-clear" => {
+            control.table_clear(field(req, "instance")?).map_err(err)?;
+            Ok(json!({}))
+        }
+        "global-get" => Ok(json!({"values": control.global_get(field(req, "netpe")?, field(req, "var")?).map_err(err)?})),
+        "global-set" => {
+            let value = req.get("value").and_then(Value::as_i64).ok_or("missing integer field `value`")?;
+            control.global_set(field(req, "netpe")?, field(req, "var")?, value).map_err(err)?;
+            Ok(json!({}))
+        }
+        other => Err(format!(
+            "unknown command `{other}` (list, stats, load-module, add, remove, connect, disconnect, replace, replace-app, \
+             table-load, table-dump, table-clear, global-get, global-set)"
+        )),
+    }
+}
+
+fn installed_json(i: &Installed, running: Option<Duration>) -> Value {
+    json!({
+        "epoch": i.epoch,
+        "netpes": i.netpes,
+        "build_us": i.build.as_micros() as u64,
+        "first_batch_us": running.map(|d| d.as_micros() as u64),
+        "data_carried": i.data_carried,
+        "copros_carried": i.copros_carried,
+    })
+}
+
+/// Counters as `netvm run --stats json` names them.
+pub fn stats_json(s: &AppStats) -> Value {
+    let netpes: Vec<Value> = s
+        .netpes
+        .iter()
+        .map(|n| {
+            json!({
+                "name": n.name,
+                "packets_in": n.flow.packets_in,
+                "packets_out": n.flow.packets_out,
+                "dropped": n.flow.dropped,
+                "unconnected": n.flow.unconnected,
+                "faults": n.flow.faults.total(),
+                "budget_used": n.flow.budget_used,
+            })
+        })
+        .collect();
+    let ports: Map<String, Value> = s.ports.iter().map(|(p, n)| (p.to_string(), json!(n))).collect();
+    json!({
+        "packets": s.packets,
+        "ports": ports,
+        "dropped": s.dropped,
+        "faults": s.total_faults(),
+        "netpes": netpes,
+    })
+}
+
+fn listing_json(l: &Listing) -> Value {
+    let netpes: Vec<Value> = l
+        .netpes
+        .iter()
+        .map(|n| {
+            let counters = l.stats.netpes.iter().find(|c| c.name == n.name);
+            json!({
+                "name": n.name,
+                "program": n.program,
+                "out_ports": n.out_ports,
+                "copros": n.copros.iter().map(|(name, kind)| json!({"name": name, "kind": kind})).collect::<Vec<_>>(),
+                "packets_in": counters.map_or(0, |c| c.flow.packets_in.iter().sum::<u64>()),
+                "packets_out": counters.map(|c| c.flow.packets_out.clone()).unwrap_or_default(),
+                "dropped": counters.map_or(0, |c| c.flow.dropped + c.flow.unconnected),
+                "faults": counters.map_or(0, |c| c.flow.faults.total()),
+            })
+        })
+        .collect();
+    let pairs = |v: &[(String, String)]| v.iter().map(|(f, t)| json!({"from": f, "to": t})).collect::<Vec<_>>();
+    json!({
+        "name": l.name,
+        "epoch": l.epoch,
+        "workers": l.workers,
+        "netpes": netpes,
+        "connections": pairs(&l.connections),
+        "sources": pairs(&l.sources),
+        "sinks": pairs(&l.sinks),
+        "stats": stats_json(&l.stats),
+    })
+}
+
+/// Sends one request to the control socket at `path` and returns the reply
+/// (what `netvm ctl` does).
+pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
+    let what = |e: std::io::Error| format!("control socket {}: {e}", path.display());
+    let mut s = UnixStream::connect(path).map_err(what)?;
+    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(what)?;
+    writeln!(s, "{req}").map_err(what)?;
+    let mut line = String::new();
+    BufReader::new(s).take(64 << 20).read_line(&mut line).map_err(what)?;
+    serde_json::from_str(&line).map_err(|e| format!("control socket {}: a reply that is not JSON ({e})", path.display()))
+}
