@@ -62,6 +62,8 @@ struct AppMeta {
     /// Per NetPE: its program (what the control plane compares a new
     /// version's with).
     modules: Vec<netil::Module>,
+    /// Per NetPE, per coprocessor slot: how its instance serves several workers.
+    worker_shares: Vec<Vec<WorkerShare>>,
 }
 
 /// The identities of one NetPE's state: its data memory's and each of its
@@ -177,6 +179,19 @@ impl Application {
     /// [`crate::manifest`]), and checks the graph (known names, existing
     /// ports, no cycle). Nothing is compiled or run.
     pub fn plan(manifest: &Manifest, registry: &CoproRegistry, budget: Option<u64>) -> Result<AppPlan, RuntimeError> {
+        Application::plan_with(manifest, registry, budget, &|_, _, _| None)
+    }
+
+    /// [`Application::plan`], but a coprocessor slot for which `instead`
+    /// (given the NetPE's name, its program and the declaration) returns
+    /// an instance gets that one rather than a new one from the registry
+    /// (the control plane's stand-in for an instance it carries over).
+    pub(crate) fn plan_with(
+        manifest: &Manifest,
+        registry: &CoproRegistry,
+        budget: Option<u64>,
+        instead: &dyn Fn(&str, &netil::Module, &netil::CoproDecl) -> Option<Box<dyn Coprocessor>>,
+    ) -> Result<AppPlan, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
         if manifest.netpes.is_empty() {
@@ -243,6 +258,10 @@ impl Application {
                 if let Some(target) = instances.get(d.name.as_str()) {
                     aliases.push((i, c, target.clone()));
                     slots.push(None);
+                    continue;
+                }
+                if let Some(instance) = instead(&spec.name, module, d) {
+                    slots.push(Some(instance));
                     continue;
                 }
                 let cfg = configs.get(d.name.as_str()).cloned().unwrap_or_default();
@@ -362,6 +381,7 @@ impl Application {
         let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
         let modules = verified.into_iter().map(|v| v.module).collect();
+        let worker_shares = states.iter().map(|s| s.copros.iter().map(|c| c.share()).collect()).collect();
         let meta = AppMeta {
             distribution,
             fanout: graph.has_fanout(),
@@ -376,6 +396,7 @@ impl Application {
             shares,
             ids,
             modules,
+            worker_shares,
         };
         let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
         let meta = Arc::clone(&app.meta);
@@ -516,9 +537,11 @@ impl Application {
         }
     }
 
-    /// Per NetPE, in manifest order: its name, program and state identities.
-    pub(crate) fn netpe_records(&self) -> impl Iterator<Item = (&str, &netil::Module, &StateIds)> {
-        self.meta.names.iter().zip(&self.meta.modules).zip(&self.meta.ids).map(|((n, m), i)| (n.as_str(), m, i))
+    /// Per NetPE, in manifest order: its name, program, state identities,
+    /// and how each of its coprocessor instances serves several workers.
+    pub(crate) fn netpe_records(&self) -> impl Iterator<Item = (&str, &netil::Module, &StateIds, &[WorkerShare])> {
+        let m = &self.meta;
+        m.names.iter().zip(&m.modules).zip(&m.ids).zip(&m.worker_shares).map(|(((n, md), i), w)| (n.as_str(), md, i, w.as_slice()))
     }
 
     /// The engine the application runs on.

@@ -447,15 +447,15 @@ impl Driver {
         let mut base = lock(&live.base);
         let newest = live.newest();
         for w in &instances {
-            live.adopt(&mut lock(w), Some(newest), false);
+            live.adopt(&mut lock(w), Some(newest), false, false);
         }
-        live.adopt(&mut base, Some(newest), true);
+        // The driver's instance takes every version the workers passed, in turn.
+        live.adopt(&mut base, Some(newest), true, false);
         workers.clear();
         for w in instances {
             let w = Arc::try_unwrap(w).expect("the workers are done").into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
             base.absorb(w);
         }
-        live.prune(newest);
         *lock(&live.run) = None;
     }
 
@@ -500,7 +500,7 @@ impl Driver {
                 // The control plane reaches the instance between batches.
                 let mut app = lock(&live.base);
                 if live.newest() != app.epoch {
-                    live.adopt(&mut app, None, true);
+                    live.adopt(&mut app, None, true, true);
                     app.reserve(self.cfg.batch);
                 }
                 app.run_batch(&mut batch, &self.pools[0], &mut out);

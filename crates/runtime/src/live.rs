@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use netil::Opcode;
-use netvm_vm::{CoproRegistry, Engine};
+use netvm_vm::{CoproError, CoproRegistry, Coprocessor, Engine, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::app::StateIds;
 use crate::manifest::{Manifest, NetPeSpec};
@@ -207,6 +207,64 @@ pub(crate) struct Live {
     latencies: Mutex<std::collections::BTreeMap<u64, Duration>>,
 }
 
+/// One NetPE of a version, as a new version is planned against it.
+struct PeRecord {
+    name: String,
+    module: netil::Module,
+    ids: StateIds,
+    /// How each coprocessor instance serves several workers.
+    shares: Vec<WorkerShare>,
+}
+
+/// The stand-in a new version is built with for a coprocessor instance it
+/// carries over from the running one (which only the packet threads
+/// hold): every worker's instance of the version gets the carried instance
+/// in its place ([`Application::succeed`]) before a packet runs. Only the
+/// `.init` of a NetPE whose data memory is carried over too (its result
+/// is dropped) can reach it: operations do nothing and read zeros.
+pub(crate) struct Vacant {
+    kind: String,
+    share: WorkerShare,
+    input: [u32; 16],
+    output: [u32; 16],
+}
+
+impl Vacant {
+    fn new(kind: &str, share: WorkerShare) -> Vacant {
+        Vacant { kind: kind.to_string(), share, input: [0; 16], output: [0; 16] }
+    }
+}
+
+impl Coprocessor for Vacant {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn write(&mut self, _: u8, _: u32) -> Result<(), CoproError> {
+        Ok(())
+    }
+
+    fn read(&mut self, _: u8) -> Result<u32, CoproError> {
+        Ok(0)
+    }
+
+    fn invoke(&mut self, _: u8, _: &InvokeContext<'_>) -> Result<(), CoproError> {
+        Ok(())
+    }
+
+    fn registers(&mut self) -> RegisterFile {
+        RegisterFile::over(&mut self.input, &mut self.output)
+    }
+
+    fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(Vacant::new(&self.kind, self.share)))
+    }
+
+    fn share(&self) -> WorkerShare {
+        self.share
+    }
+}
+
 /// [`Rebuild`] with the newest version's manifest.
 struct Setup {
     rebuild: Rebuild,
@@ -227,12 +285,18 @@ impl Live {
         }
     }
 
-    /// The newest version's NetPEs (name, program, state identities): the
-    /// newest installed version's, else the driver's instance's.
-    fn newest_netpes(&self) -> Vec<(String, netil::Module, StateIds)> {
-        let records = |a: &Application| a.netpe_records().map(|(n, m, i)| (n.to_string(), m.clone(), i.clone())).collect();
-        let versions = lock(&self.versions);
-        match versions.last().and_then(|v| lock(&v.template).as_ref().map(records)) {
+    /// The newest version's NetPEs: the newest installed version's, else
+    /// the driver's instance's.
+    fn newest_netpes(&self) -> Vec<PeRecord> {
+        let records = |a: &Application| {
+            a.netpe_records()
+                .map(|(n, m, i, w)| PeRecord { name: n.to_string(), module: m.clone(), ids: i.clone(), shares: w.to_vec() })
+                .collect()
+        };
+        // Not holding the versions while locking the driver's instance: a
+        // packet thread holds that one while it takes a version.
+        let newest = lock(&self.versions).last().cloned();
+        match newest.and_then(|v| lock(&v.template).as_ref().map(records)) {
             Some(r) => r,
             None => records(&lock(&self.base)),
         }
@@ -248,45 +312,39 @@ impl Live {
     }
 
     /// Makes `app` the instance of version `epoch` (the newest, when
-    /// `epoch` is `None`), carrying its state over. `alone`: the instance
-    /// runs alone (takes the version's own instance) rather than as one of
-    /// several workers (forks it). No-op if `app` is that version already
-    /// or the version is gone.
-    pub(crate) fn adopt(&self, app: &mut Application, epoch: Option<u64>, alone: bool) {
-        let version = {
-            let versions = lock(&self.versions);
-            let v = match epoch {
-                Some(e) => versions.iter().find(|v| v.epoch == e),
-                None => versions.last(),
+    /// `epoch` is `None`), carrying its state over, through every version
+    /// between (a version carries over state that an earlier one made).
+    /// `alone`: the instance runs alone and takes each version's own
+    /// instance, rather than one worker of several, which forks it. `first`:
+    /// a batch runs on it now (its install latency is taken).
+    pub(crate) fn adopt(&self, app: &mut Application, epoch: Option<u64>, alone: bool, first: bool) {
+        let target = epoch.unwrap_or_else(|| self.newest());
+        let steps: Vec<Arc<Version>> = lock(&self.versions).iter().filter(|v| v.epoch > app.epoch && v.epoch <= target).cloned().collect();
+        for version in &steps {
+            let next = {
+                let mut t = lock(&version.template);
+                if alone {
+                    t.take()
+                } else {
+                    // Fork support was checked when the version was installed.
+                    t.as_mut().and_then(|t| t.fork().ok())
+                }
             };
-            match v {
-                Some(v) if v.epoch > app.epoch => Arc::clone(v),
-                _ => return,
-            }
-        };
-        let next = {
-            let mut t = lock(&version.template);
-            if alone {
-                t.take()
-            } else {
-                // Fork support was checked when the version was installed.
-                t.as_mut().and_then(|t| t.fork().ok())
-            }
-        };
-        let Some(mut next) = next else { return };
-        next.epoch = version.epoch;
-        app.succeed(next);
-        if version.first_batch.set(Instant::now()).is_ok() {
+            let Some(mut next) = next else { continue };
+            next.epoch = version.epoch;
+            app.succeed(next);
+        }
+        let Some(last) = steps.last() else { return };
+        if first && last.first_batch.set(Instant::now()).is_ok() {
             let mut l = lock(&self.latencies);
-            l.insert(version.epoch, version.requested.elapsed());
+            l.insert(last.epoch, last.requested.elapsed());
             while l.len() > LATENCIES_KEPT {
                 l.pop_first();
             }
         }
         if alone {
-            // Every older version is superseded for this instance; with one
-            // instance, for all.
-            lock(&self.versions).retain(|v| v.epoch > version.epoch);
+            // With one instance, the versions it passed are done with.
+            lock(&self.versions).retain(|v| v.epoch > last.epoch);
         }
     }
 
@@ -298,9 +356,9 @@ impl Live {
     }
 
     /// [`Live::adopt`] for worker `w` of several: takes version `epoch`
-    /// (a fork of it), then drops the versions every worker has passed.
+    /// (a fork of it), then retires the versions every worker has passed.
     pub(crate) fn adopt_worker(&self, app: &mut Application, epoch: u64, w: usize) {
-        self.adopt(app, Some(epoch), false);
+        self.adopt(app, Some(epoch), false, true);
         let oldest = {
             let mut e = lock(&self.worker_epochs);
             if let Some(x) = e.get_mut(w) {
@@ -308,15 +366,18 @@ impl Live {
             }
             e.iter().copied().min().unwrap_or(app.epoch)
         };
-        self.prune(oldest);
+        self.retire(oldest);
     }
 
-    /// Drops the versions every instance has passed (`oldest`: the oldest
-    /// epoch an instance runs), but the newest.
-    pub(crate) fn prune(&self, oldest: u64) {
-        let mut versions = lock(&self.versions);
-        let newest = versions.last().map(|v| v.epoch);
-        versions.retain(|v| v.epoch >= oldest || Some(v.epoch) == newest);
+    /// Retires the versions below `oldest` (no worker runs or will take
+    /// them): the driver's instance, which waits while the workers run,
+    /// takes each in turn (their own instances, not forks), so that it
+    /// keeps every piece of state a version made, and their memory goes.
+    pub(crate) fn retire(&self, oldest: u64) {
+        let newest_below = lock(&self.versions).iter().map(|v| v.epoch).filter(|&e| e < oldest).max();
+        if let Some(e) = newest_below {
+            self.adopt(&mut lock(&self.base), Some(e), true, false);
+        }
     }
 }
 
@@ -409,7 +470,7 @@ impl Control {
         let setup = lock(&live.setup);
         let manifest = setup.as_ref().map(|s| &s.rebuild.manifest);
         let mut netpes = Vec::new();
-        for (name, module, _) in &newest {
+        for PeRecord { name, module, .. } in &newest {
             let program = manifest
                 .and_then(|m| m.netpes.iter().find(|n| n.name == *name))
                 .map_or_else(String::new, |n| n.program.display().to_string());
@@ -478,16 +539,17 @@ impl Control {
     pub fn global_set(&self, netpe: &str, var: &str, value: i64) -> Result<(), ControlError> {
         let live = self.live()?;
         // Checked on one instance first, so that an error changes nothing.
-        {
-            let workers = lock(&live.workers);
-            let mut base = lock(&live.base);
-            let app: &mut Application = match workers.first() {
-                Some(w) => &mut lock(w),
-                None => &mut base,
-            };
+        let check = |app: &mut Application| -> Result<(), ControlError> {
             let (v, data) = app.global(netpe, var).map_err(ControlError::Bad)?;
-            let mut scratch = data.to_vec();
-            crate::app::write_var(&mut scratch, &v, value).map_err(|e| ControlError::Bad(format!("{netpe}.{var}: {e}")))?;
+            crate::app::write_var(&mut data.to_vec(), &v, value).map_err(|e| ControlError::Bad(format!("{netpe}.{var}: {e}")))
+        };
+        {
+            // One lock at a time (a worker taking a version locks the driver's instance).
+            let workers = lock(&live.workers);
+            match workers.first() {
+                Some(w) => check(&mut lock(w))?,
+                None => check(&mut lock(&live.base))?,
+            }
         }
         for r in Control::each_instance(&live, |app| app.global(netpe, var).and_then(|(v, data)| crate::app::write_var(data, &v, value))) {
             r.map_err(ControlError::Bad)?;
@@ -517,10 +579,14 @@ impl Control {
                 "this application cannot be changed while it runs (its driver was given no manifest and engine to build versions)".into(),
             ));
         };
-        let manifest = edit(&setup.rebuild.manifest, change, &lock(&live.modules))?;
+        let mut manifest = edit(&setup.rebuild.manifest, change, &lock(&live.modules))?;
         let t0 = Instant::now();
         let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest)?;
         let build_time = t0.elapsed();
+        // Later versions take the programs from memory, not from their files again.
+        for (spec, (_, module, _, _)) in manifest.netpes.iter_mut().zip(template.netpe_records()) {
+            spec.module.get_or_insert_with(|| module.clone());
+        }
         let netpes = manifest.netpes.len();
         let epoch = {
             let mut versions = lock(&live.versions);
@@ -678,31 +744,50 @@ fn slot_config(spec: Option<&NetPeSpec>, slot: &str) -> String {
 /// runs the fresh NetPEs' `.init`; checks it against the run in progress.
 /// Returns the version's instance and what it carries over.
 fn build(live: &Live, rebuild: &Rebuild, manifest: &Manifest) -> Result<(Application, Vec<String>, Vec<String>), ControlError> {
-    let mut plan = Application::plan(manifest, &rebuild.registry, rebuild.budget)?;
     let newest = live.newest_netpes();
     let old_manifest = &rebuild.manifest;
+    // The slot of the running NetPE `name` that declaration `d` of its new program carries over.
+    let carried_slot = |name: &str, d: &netil::CoproDecl| -> Option<(&PeRecord, usize)> {
+        let old = newest.iter().find(|r| r.name == name)?;
+        let oc = old.module.copros.iter().position(|o| o.name == d.name && o.kind == d.kind)?;
+        let (old_spec, new_spec) = (old_manifest.netpes.iter().find(|n| n.name == name), manifest.netpes.iter().find(|n| n.name == name));
+        (slot_config(old_spec, &d.name) == slot_config(new_spec, &d.name)).then_some((old, oc))
+    };
+    // A carried instance is not made anew, only stood in for.
+    let instead = |name: &str, _: &netil::Module, d: &netil::CoproDecl| -> Option<Box<dyn Coprocessor>> {
+        carried_slot(name, d).map(|(old, oc)| Box::new(Vacant::new(&d.kind, old.shares[oc])) as Box<dyn Coprocessor>)
+    };
+    let mut plan = Application::plan_with(manifest, &rebuild.registry, rebuild.budget, &instead)?;
     let (mut data_carried, mut copros_carried) = (Vec::new(), Vec::new());
     for (i, name) in plan.names.iter().enumerate() {
-        let Some((_, old, old_ids)) = newest.iter().find(|(n, _, _)| n == name) else { continue };
+        let Some(old) = newest.iter().find(|r| &r.name == name) else { continue };
         let new = &plan.verified[i].module;
-        let old_spec = old_manifest.netpes.iter().find(|n| &n.name == name);
-        let new_spec = manifest.netpes.iter().find(|n| &n.name == name);
         // The same program, or one whose layout takes over the old one's (`.layout ... accepts`).
-        let carry_data = old == new || new.interface.accepts_layout(&old.interface);
+        let carry_data = old.module == *new || new.interface.accepts_layout(&old.module.interface);
         if carry_data {
-            plan.ids[i].data = old_ids.data;
+            plan.ids[i].data = old.ids.data;
             data_carried.push(name.clone());
         }
         for (c, d) in new.copros.iter().enumerate() {
-            let Some(oc) = old.copros.iter().position(|o| o.name == d.name && o.kind == d.kind) else { continue };
-            if slot_config(old_spec, &d.name) == slot_config(new_spec, &d.name) {
-                plan.ids[i].copros[c] = old_ids.copros[oc];
+            if plan.shares.is_alias(i, c) {
+                // An alias goes with its owner (checked below): the same declaration, the same target.
+                let old_alias = old.module.copros.iter().position(|o| o.name == d.name && o.kind == d.kind);
+                let same = old_alias.is_some()
+                    && slot_config(old_manifest.netpes.iter().find(|n| &n.name == name), &d.name)
+                        == slot_config(manifest.netpes.iter().find(|n| &n.name == name), &d.name);
+                if let (true, Some(oc)) = (same, old_alias) {
+                    plan.ids[i].copros[c] = old.ids.copros[oc];
+                    copros_carried.push(format!("{name}.{}", d.name));
+                }
+                continue;
+            }
+            if let Some((_, oc)) = carried_slot(name, d) {
+                plan.ids[i].copros[c] = old.ids.copros[oc];
                 copros_carried.push(format!("{name}.{}", d.name));
             }
         }
         if !carry_data {
-            if let Some(c) =
-                init_copro_use(new).into_iter().find(|&c| newest.iter().any(|(_, _, ids)| ids.copros.contains(&plan.ids[i].copros[c])))
+            if let Some(c) = init_copro_use(new).into_iter().find(|&c| newest.iter().any(|r| r.ids.copros.contains(&plan.ids[i].copros[c])))
             {
                 return Err(ControlError::Bad(format!(
                     "NetPE `{name}`: its new program's .init uses coprocessor `{}`, whose instance is carried over from the running version, \
@@ -715,7 +800,7 @@ fn build(live: &Live, rebuild: &Rebuild, manifest: &Manifest) -> Result<(Applica
     }
     // A shared instance goes over whole: its owner and aliases all carried, or none.
     for g in &plan.shares.groups {
-        let carried = |(pe, c): (usize, usize)| newest.iter().any(|(_, _, ids)| ids.copros.contains(&plan.ids[pe].copros[c]));
+        let carried = |(pe, c): (usize, usize)| newest.iter().any(|r| r.ids.copros.contains(&plan.ids[pe].copros[c]));
         let owner = carried(g.owner);
         if let Some(&(pe, c)) = g.aliases.iter().find(|&&a| carried(a) != owner) {
             let what = format!("{}.{}", plan.names[pe], plan.copro_names[pe][c]);
