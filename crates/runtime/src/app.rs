@@ -362,15 +362,39 @@ impl Application {
 
     /// Compiles a plan with `engine` and runs every `.init` handler.
     pub fn from_plan(plan: AppPlan, engine: &dyn Engine) -> Result<Application, RuntimeError> {
+        Application::from_plan_with(plan, engine, None)
+    }
+
+    /// [`Application::from_plan`]; with `prepared`, bound by the runtime's
+    /// graph walk (`dispatch`) over each NetPE's code: `prepared` gives the
+    /// code of a program the engine compiled before (the control plane's
+    /// quick versions, `crate::live`), the engine prepares the others.
+    pub(crate) fn from_plan_with(
+        plan: AppPlan,
+        engine: &dyn Engine,
+        prepared: Option<&dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>>>,
+    ) -> Result<Application, RuntimeError> {
         let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
-        let binding = match engine.link(&graph, &verified, &limits) {
+        let linked = if prepared.is_some() { None } else { engine.link(&graph, &verified, &limits) };
+        let binding = match linked {
             Some(linked) => Binding::Linked(linked.map_err(|error| RuntimeError::Engine { netpe: None, error })?),
             None => {
-                let codes =
-                    engine.prepare_all(&verified).map_err(|(i, error)| RuntimeError::Engine { netpe: Some(names[i].clone()), error })?;
+                let codes = match prepared {
+                    None => {
+                        engine.prepare_all(&verified).map_err(|(i, error)| RuntimeError::Engine { netpe: Some(names[i].clone()), error })?
+                    }
+                    Some(cached) => verified
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| match cached(&v.module) {
+                            Some(code) => Ok(code),
+                            None => engine.prepare(v).map_err(|error| RuntimeError::Engine { netpe: Some(names[i].clone()), error }),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?,
+                };
                 Binding::Dispatch(codes.into())
             }
         };
@@ -547,6 +571,15 @@ impl Application {
     /// The engine the application runs on.
     pub fn engine(&self) -> &'static str {
         self.meta.engine
+    }
+
+    /// Each NetPE's program and its code, when the runtime walks the graph
+    /// (`dispatch`): what the control plane keeps to build quick versions.
+    pub(crate) fn prepared_codes(&self) -> Vec<(netil::Module, Arc<dyn PeCode>)> {
+        match &self.binding {
+            Binding::Dispatch(codes) => self.meta.modules.iter().cloned().zip(codes.iter().cloned()).collect(),
+            Binding::Linked(_) => Vec::new(),
+        }
     }
 
     /// How its NetPEs are bound: `direct` or `table` (compiled by the

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use netil::Opcode;
-use netvm_vm::{CoproError, CoproRegistry, Coprocessor, Engine, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{CoproError, CoproRegistry, Coprocessor, Engine, InvokeContext, PeCode, RegisterFile, WorkerShare};
 
 use crate::app::StateIds;
 use crate::manifest::{Manifest, NetPeSpec};
@@ -130,10 +130,20 @@ pub enum ProgramRef {
 /// What installing a change did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Installed {
-    /// The new version's epoch (versions count from 0, the one the run started with).
+    /// The epoch of the version the change ends with (versions count from
+    /// 0, the one the run started with).
     pub epoch: u64,
-    /// Time to build it (plan, verify, compile, `.init`), off the packet path.
+    /// The epoch of the first version that has the change: a quick one
+    /// (each NetPE's code alone, bound by the runtime's graph walk) when
+    /// the engine links whole applications, which `epoch` then replaces
+    /// with the whole data path compiled; else `epoch`.
+    pub first: u64,
+    /// Time to build the first version (plan, verify, compile what
+    /// changed, `.init`), off the packet path.
     pub build: Duration,
+    /// Time to compile the whole data path and install it, when there was
+    /// a quick version first (or why it failed: the quick version stays).
+    pub compiled: Option<Result<Duration, String>>,
     /// Its NetPEs.
     pub netpes: usize,
     /// NetPEs whose data memory was carried over.
@@ -268,6 +278,17 @@ impl Coprocessor for Vacant {
 /// [`Rebuild`] with the newest version's manifest.
 struct Setup {
     rebuild: Rebuild,
+    /// The code of each program of the newest version, compiled alone
+    /// (what quick versions are bound from).
+    codes: HashMap<netil::Module, Arc<dyn PeCode>>,
+}
+
+impl Setup {
+    /// Whether changes install a quick version first: the engine links
+    /// whole applications (which takes a compile of the whole data path).
+    fn quick(&self) -> bool {
+        self.rebuild.engine.link_name() != "dispatch"
+    }
 }
 
 impl Live {
@@ -302,8 +323,31 @@ impl Live {
         }
     }
 
+    /// Lets the control plane build versions from `rebuild`. Compiles the
+    /// running programs one by one for quick versions (holding the setup,
+    /// so that the first change waits for it).
     pub(crate) fn allow_changes(&self, rebuild: Rebuild) {
-        *lock(&self.setup) = Some(Setup { rebuild });
+        let mut setup = Setup { rebuild, codes: HashMap::new() };
+        if setup.quick() {
+            for r in self.newest_netpes() {
+                if let Ok(v) = netvm_verify::verify(&r.module) {
+                    if let Ok(code) = setup.rebuild.engine.prepare(&v) {
+                        setup.codes.insert(r.module, code);
+                    }
+                }
+            }
+        }
+        *lock(&self.setup) = Some(setup);
+    }
+
+    /// Installs `template` as the next version (requested at `requested`): its epoch.
+    fn publish(&self, mut template: Application, requested: Instant) -> u64 {
+        let mut versions = lock(&self.versions);
+        let epoch = self.newest() + 1;
+        template.epoch = epoch;
+        versions.push(Arc::new(Version { epoch, template: Mutex::new(Some(template)), requested, first_batch: OnceLock::new() }));
+        self.epoch.store(epoch, Ordering::Release);
+        epoch
     }
 
     /// The newest epoch.
@@ -581,24 +625,34 @@ impl Control {
         };
         let mut manifest = edit(&setup.rebuild.manifest, change, &lock(&live.modules))?;
         let t0 = Instant::now();
-        let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest)?;
+        // A quick version first (each NetPE's code alone, the unchanged
+        // ones' as they are, bound by the runtime's graph walk), then the
+        // whole data path compiled (`direct`) in its place.
+        let quick = setup.quick().then_some(&setup.codes);
+        let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest, quick)?;
         let build_time = t0.elapsed();
         // Later versions take the programs from memory, not from their files again.
         for (spec, (_, module, _, _)) in manifest.netpes.iter_mut().zip(template.netpe_records()) {
             spec.module.get_or_insert_with(|| module.clone());
         }
-        let netpes = manifest.netpes.len();
-        let epoch = {
-            let mut versions = lock(&live.versions);
-            let epoch = live.newest() + 1;
-            let mut template = template;
-            template.epoch = epoch;
-            versions.push(Arc::new(Version { epoch, template: Mutex::new(Some(template)), requested, first_batch: OnceLock::new() }));
-            live.epoch.store(epoch, Ordering::Release);
-            epoch
-        };
+        let codes: HashMap<netil::Module, Arc<dyn PeCode>> = template.prepared_codes().into_iter().collect();
+        let first = live.publish(template, requested);
         setup.rebuild.manifest = manifest;
-        Ok(Installed { epoch, build: build_time, netpes, data_carried, copros_carried })
+        let (mut epoch, mut compiled) = (first, None);
+        if setup.quick() {
+            setup.codes = codes;
+            let t1 = Instant::now();
+            match build(&live, &setup.rebuild, &setup.rebuild.manifest, None) {
+                Ok((linked, _, _)) => {
+                    epoch = live.publish(linked, Instant::now());
+                    compiled = Some(Ok(t1.elapsed()));
+                }
+                // The quick version stays: correct, slower.
+                Err(e) => compiled = Some(Err(e.to_string())),
+            }
+        }
+        let netpes = setup.rebuild.manifest.netpes.len();
+        Ok(Installed { epoch, first, build: build_time, compiled, netpes, data_carried, copros_carried })
     }
 
     /// Waits until a batch runs on version `epoch` (or a later one), at
@@ -743,7 +797,12 @@ fn slot_config(spec: Option<&NetPeSpec>, slot: &str) -> String {
 /// keeps the identities of the state it carries over, compiles it and
 /// runs the fresh NetPEs' `.init`; checks it against the run in progress.
 /// Returns the version's instance and what it carries over.
-fn build(live: &Live, rebuild: &Rebuild, manifest: &Manifest) -> Result<(Application, Vec<String>, Vec<String>), ControlError> {
+fn build(
+    live: &Live,
+    rebuild: &Rebuild,
+    manifest: &Manifest,
+    quick: Option<&HashMap<netil::Module, Arc<dyn PeCode>>>,
+) -> Result<(Application, Vec<String>, Vec<String>), ControlError> {
     let newest = live.newest_netpes();
     let old_manifest = &rebuild.manifest;
     // The slot of the running NetPE `name` that declaration `d` of its new program carries over.
@@ -817,7 +876,9 @@ fn build(live: &Live, rebuild: &Rebuild, manifest: &Manifest) -> Result<(Applica
             copros_carried.retain(|s| s != &what);
         }
     }
-    let mut template = Application::from_plan(plan, rebuild.engine.as_ref())?;
+    let cached = |m: &netil::Module| quick.and_then(|q| q.get(m).cloned());
+    let prepared: Option<&dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>>> = quick.map(|_| &cached as _);
+    let mut template = Application::from_plan_with(plan, rebuild.engine.as_ref(), prepared)?;
     if let Some(shape) = *lock(&live.run) {
         if shape.workers > 1 {
             if Some(template.distribution()) != shape.distribution {

@@ -6,6 +6,12 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
+/// At most this many items are mapped on the calling thread: starting
+/// threads costs more than a handful of programs to verify (and, on a busy
+/// host, waits for the scheduler: the control plane's versions of a small
+/// data path are built while the workers run).
+const INLINE_ITEMS: usize = 8;
+
 /// Threads to use for `jobs` jobs: the host's available parallelism, at most one per job.
 fn threads(jobs: usize) -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs).max(1)
@@ -15,6 +21,9 @@ fn threads(jobs: usize) -> usize {
 /// thread takes the next `block` items in turn (small blocks balance work
 /// that clusters in parts of the input).
 pub fn map_ordered<T: Sync, R: Send>(items: &[T], block: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() <= INLINE_ITEMS {
+        return items.iter().map(f).collect();
+    }
     let block = block.max(1);
     let next = AtomicUsize::new(0);
     let mut done: Vec<(usize, Vec<R>)> = std::thread::scope(|scope| {

@@ -191,7 +191,7 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
     let cmd = field(req, "cmd")?;
     let change = |c: Change| -> Result<Value, String> {
         let installed = control.apply(c).map_err(err)?;
-        let running = control.wait_running(installed.epoch, WAIT_RUNNING);
+        let running = control.wait_running(installed.first, WAIT_RUNNING);
         Ok(installed_json(&installed, running))
     };
     match cmd {
@@ -251,9 +251,12 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
 fn installed_json(i: &Installed, running: Option<Duration>) -> Value {
     json!({
         "epoch": i.epoch,
+        "first_epoch": i.first,
         "netpes": i.netpes,
         "build_us": i.build.as_micros() as u64,
         "first_batch_us": running.map(|d| d.as_micros() as u64),
+        "compiled_us": i.compiled.as_ref().and_then(|c| c.as_ref().ok()).map(|d| d.as_micros() as u64),
+        "compile_error": i.compiled.as_ref().and_then(|c| c.as_ref().err()),
         "data_carried": i.data_carried,
         "copros_carried": i.copros_carried,
     })

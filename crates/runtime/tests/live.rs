@@ -172,12 +172,16 @@ fn storm(workers: usize, swaps: u64) {
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
             let mut latencies = Vec::new();
-            for (k, p) in programs.into_iter().enumerate() {
+            let mut last = 0;
+            for p in programs {
                 let installed = control.apply(Change::Replace { name: "tag".into(), program: ProgramRef::File(p) }).unwrap();
-                assert_eq!(installed.epoch, k as u64 + 1);
+                // A quick version, then the data path compiled whole.
+                assert!(installed.first == last + 1 && installed.epoch == last + 2, "{installed:?}");
+                assert!(matches!(installed.compiled, Some(Ok(_))), "{installed:?}");
+                last = installed.epoch;
                 // The counter NetPE is the same program: its instance and data go over.
                 assert!(installed.copros_carried.contains(&"count.n".to_string()), "{installed:?}");
-                if let Some(l) = control.wait_running(installed.epoch, Duration::from_secs(5)) {
+                if let Some(l) = control.wait_running(installed.first, Duration::from_secs(5)) {
                     latencies.push(l);
                 }
             }
@@ -293,7 +297,7 @@ fn edits_make_the_data_path_they_say() {
     c.apply(Change::Connect { from: "tag.0".into(), to: "seven".into() }).unwrap();
     c.apply(Change::Connect { from: "seven.0".into(), to: "out:2".into() }).unwrap();
     let l = c.list().unwrap();
-    assert_eq!(l.epoch, 4);
+    assert_eq!(l.epoch, 8, "a quick and a compiled version per change");
     assert_eq!(l.connections, vec![("count.0".to_string(), "tag".to_string()), ("tag.0".to_string(), "seven".to_string())]);
     assert_eq!(l.sinks, vec![("seven.0".to_string(), "out:2".to_string())]);
     // The versions apply to the packets that follow.
