@@ -122,6 +122,13 @@ pub struct Application {
     pub(crate) epoch: u64,
 }
 
+/// What [`Application::plan_with`] asks for a coprocessor slot (NetPE name,
+/// program, declaration): an instance to use instead of a new one.
+pub(crate) type StandIn<'a> = dyn Fn(&str, &netil::Module, &netil::CoproDecl) -> Option<Box<dyn Coprocessor>> + 'a;
+
+/// What [`Application::from_plan_with`] asks for a program: its code, compiled before.
+pub(crate) type Prepared<'a> = dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>> + 'a;
+
 /// One coprocessor instance's statistics: (NetPE, instance name, named values).
 pub type CoproStats = (String, String, Vec<(String, u64)>);
 
@@ -190,7 +197,7 @@ impl Application {
         manifest: &Manifest,
         registry: &CoproRegistry,
         budget: Option<u64>,
-        instead: &dyn Fn(&str, &netil::Module, &netil::CoproDecl) -> Option<Box<dyn Coprocessor>>,
+        instead: &StandIn<'_>,
     ) -> Result<AppPlan, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
@@ -372,7 +379,7 @@ impl Application {
     pub(crate) fn from_plan_with(
         plan: AppPlan,
         engine: &dyn Engine,
-        prepared: Option<&dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>>>,
+        prepared: Option<&Prepared<'_>>,
     ) -> Result<Application, RuntimeError> {
         let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids } = plan;
         let wired = graph.wired_inputs();

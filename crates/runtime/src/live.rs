@@ -877,7 +877,7 @@ fn build(
         }
     }
     let cached = |m: &netil::Module| quick.and_then(|q| q.get(m).cloned());
-    let prepared: Option<&dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>>> = quick.map(|_| &cached as _);
+    let prepared: Option<&crate::app::Prepared<'_>> = quick.map(|_| &cached as _);
     let mut template = Application::from_plan_with(plan, rebuild.engine.as_ref(), prepared)?;
     if let Some(shape) = *lock(&live.run) {
         if shape.workers > 1 {
