@@ -57,6 +57,21 @@ pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> std::
     }
 }
 
+/// The engine that builds the control plane's new versions of a running
+/// application (`--control`): `engine_batching`'s, compiling on the calling
+/// thread only, so that a build never takes more than one core from the
+/// workers.
+pub fn control_engine(e: EngineArg, link: LinkArg, batching: Batching) -> std::sync::Arc<dyn Engine> {
+    match e {
+        EngineArg::Interp => std::sync::Arc::new(InterpEngine),
+        EngineArg::Jit => {
+            let mut j = JitEngine { batching, ..JitEngine::with_link(link.mode()) };
+            j.opts.threads = 1;
+            std::sync::Arc::new(j)
+        }
+    }
+}
+
 /// `--batching`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BatchingArg {

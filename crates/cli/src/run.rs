@@ -116,6 +116,7 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     add_sinks(&mut driver, args.write.as_deref(), &manifest, common::merge_specs(&specs))?;
     let server = match &args.control {
         Some(path) => {
+            let engine = common::control_engine(args.engine, args.link, args.batching.batching(args.sub_batch));
             driver.allow_changes(Rebuild { manifest: manifest.clone(), engine, registry: netvm_copro::registry(), budget: args.budget });
             Some(ControlServer::start(path, driver.control()).map_err(|e| {
                 eprintln!("netvm: {e}");

@@ -376,11 +376,7 @@ impl Application {
     /// graph walk (`dispatch`) over each NetPE's code: `prepared` gives the
     /// code of a program the engine compiled before (the control plane's
     /// quick versions, `crate::live`), the engine prepares the others.
-    pub(crate) fn from_plan_with(
-        plan: AppPlan,
-        engine: &dyn Engine,
-        prepared: Option<&Prepared<'_>>,
-    ) -> Result<Application, RuntimeError> {
+    pub(crate) fn from_plan_with(plan: AppPlan, engine: &dyn Engine, prepared: Option<&Prepared<'_>>) -> Result<Application, RuntimeError> {
         let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();

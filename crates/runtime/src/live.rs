@@ -644,7 +644,7 @@ impl Control {
             let t1 = Instant::now();
             match build(&live, &setup.rebuild, &setup.rebuild.manifest, None) {
                 Ok((linked, _, _)) => {
-                    epoch = live.publish(linked, Instant::now());
+                    epoch = live.publish(linked, requested);
                     compiled = Some(Ok(t1.elapsed()));
                 }
                 // The quick version stays: correct, slower.
@@ -655,15 +655,15 @@ impl Control {
         Ok(Installed { epoch, first, build: build_time, compiled, netpes, data_carried, copros_carried })
     }
 
-    /// Waits until a batch runs on version `epoch` (or a later one), at
-    /// most `timeout`: the time from the request that made it to that
-    /// batch, or `None` if no batch ran on it in time (the version may
-    /// already be superseded, or nothing runs).
+    /// Waits until a batch runs on version `epoch` or a later one (a
+    /// worker that finds several new versions takes the newest), at most
+    /// `timeout`: the time from the request that made that version to the
+    /// batch, or `None` if no batch ran on them in time (nothing runs).
     pub fn wait_running(&self, epoch: u64, timeout: Duration) -> Option<Duration> {
         let deadline = Instant::now() + timeout;
         loop {
             let live = self.live.upgrade()?;
-            if let Some(d) = lock(&live.latencies).get(&epoch) {
+            if let Some((_, d)) = lock(&live.latencies).range(epoch..).next() {
                 return Some(*d);
             }
             if epoch > live.newest() {
