@@ -148,8 +148,21 @@ fn cmd_verify(input: &Path) -> u8 {
         Ok(v) => {
             let count = |s: &netvm_verify::SegmentInfo| s.insns.len();
             let init = v.init.as_ref().map_or(0, count);
+            // The costliest packet, with packets of up to 64 KiB and the default budget.
+            let sizes = netvm_verify::cost::Sizes { packet: 65_535, info: v.module.info_size.into(), data: v.module.data_size.into() };
+            let worst = netvm_verify::cost::worst_case(&v.push, netvm_vm::DEFAULT_BUDGET, &Default::default(), &sizes);
+            let bound = if worst.loops {
+                format!("a loop: at most {} instructions under the default budget", worst.total_insns())
+            } else {
+                format!(
+                    "at most {} instructions, {} coprocessor operations, {} region bytes",
+                    worst.total_insns(),
+                    worst.copro_ops,
+                    worst.region_bytes
+                )
+            };
             let line = format!(
-                "{}: ok ({} instructions in .push, {} in .init; max stack {}, {} locals, info {} B, data {} B, {} output ports)\n",
+                "{}: ok ({} instructions in .push, {} in .init; max stack {}, {} locals, info {} B, data {} B, {} output ports; per packet {bound})\n",
                 input.display(),
                 count(&v.push),
                 init,

@@ -96,6 +96,7 @@
 //! gives up with a "too complex" error. docs/verifier.md has the details.
 
 mod absint;
+pub mod cost;
 mod error;
 mod segment;
 
