@@ -75,6 +75,20 @@ enum Command {
     /// its counters (JSON), change tables and globals, add, remove, connect
     /// and replace NetPEs or the whole application while packets flow.
     Ctl(ctl::CtlArgs),
+    /// Measure what an engine's work costs on this machine (nanoseconds per
+    /// NetIL instruction class, per region byte, per coprocessor operation,
+    /// per packet and per NetPE): the weights of admission control, as JSON.
+    Calibrate {
+        /// The engine.
+        #[arg(long, value_enum, default_value_t = common::EngineArg::Jit)]
+        engine: common::EngineArg,
+        /// Rounds per figure (the median is kept).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Write it to FILE (for `netvm run --calibration FILE`) instead of standard output.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -95,8 +109,31 @@ fn main() -> ExitCode {
         Command::Filter(args) => filter::cmd_filter(args),
         Command::Ids(args) => ids::cmd_ids(args),
         Command::Ctl(args) => ctl::cmd_ctl(args),
+        Command::Calibrate { engine, rounds, output } => cmd_calibrate(engine, rounds, output.as_deref()),
     };
     ExitCode::from(code)
+}
+
+fn cmd_calibrate(engine: common::EngineArg, rounds: usize, output: Option<&Path>) -> u8 {
+    let e = common::engine(engine, common::LinkArg::Direct);
+    let cal = match netvm_runtime::admission::Calibration::measure(e.as_ref(), e.name(), rounds) {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("netvm calibrate: {err}");
+            return EXIT_ERROR;
+        }
+    };
+    let text = serde_json::to_string_pretty(&cal).unwrap_or_default() + "\n";
+    match output {
+        Some(path) => match std::fs::write(path, text) {
+            Ok(()) => 0,
+            Err(err) => {
+                eprintln!("netvm calibrate: {}: {err}", path.display());
+                EXIT_ERROR
+            }
+        },
+        None => common::stdout_write(&text).map_or_else(|code| code, |_| 0),
+    }
 }
 
 /// Prints an error and returns the exit code that fits it.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use netvm_io::PcapHeaderSpec;
+use netvm_runtime::admission::{self, Admission, Calibration};
 use netvm_runtime::socket::ControlServer;
 use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, Rebuild, RunReport};
 use netvm_vm::FaultCounts;
@@ -80,6 +81,10 @@ pub struct RunArgs {
     /// the whole data path without stopping the packets.
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// The machine's costs for admission control (`netvm calibrate -o FILE`),
+    /// where the manifest declares `[admission]`; default: the figures built in.
+    #[arg(long, value_name = "FILE")]
+    calibration: Option<PathBuf>,
     #[command(flatten)]
     engine_opts: EngineOpts,
 }
@@ -108,6 +113,24 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     // The packet engine, its inputs and outputs.
     let mut cfg = args.engine_opts.config(app.keeps_state(), true);
     cfg.repeat = args.repeat;
+    let calibration = match &args.calibration {
+        Some(p) => Some(Calibration::load(p).map_err(|e| {
+            eprintln!("netvm: --calibration {e}");
+            EXIT_ERROR
+        })?),
+        None => None,
+    };
+    let admission = match &manifest.admission {
+        Some(headroom) => {
+            let cal = calibration.clone().unwrap_or_else(|| Calibration::builtin(engine.name()));
+            let plan = Application::plan(&manifest, &netvm_copro::registry(), args.budget).map_err(|e| report(&e))?;
+            Some(admission::admit(&plan, headroom, &cal, cfg.workers).map_err(|e| {
+                eprintln!("netvm: {e}");
+                EXIT_ERROR
+            })?)
+        }
+        None => None,
+    };
     let mut driver = Driver::new(app, cfg);
     let mut specs = Vec::new();
     for (port, path) in &inputs {
@@ -117,7 +140,13 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     let server = match &args.control {
         Some(path) => {
             let engine = common::control_engine(args.engine, args.link, args.batching.batching(args.sub_batch));
-            driver.allow_changes(Rebuild { manifest: manifest.clone(), engine, registry: netvm_copro::registry(), budget: args.budget });
+            driver.allow_changes(Rebuild {
+                manifest: manifest.clone(),
+                engine,
+                registry: netvm_copro::registry(),
+                budget: args.budget,
+                calibration,
+            });
             Some(ControlServer::start(path, driver.control()).map_err(|e| {
                 eprintln!("netvm: {e}");
                 EXIT_ERROR
@@ -137,7 +166,7 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     if r.output_closed || !write_dumps(&driver.app(), &dumps)? {
         return Ok(exit);
     }
-    let text = stats_output(args.stats, &driver.app(), &r, args.repeat);
+    let text = stats_output(args.stats, &driver.app(), &r, args.repeat, admission.as_ref());
     if !text.is_empty() {
         common::stdout_write(&text)?;
     }
@@ -271,7 +300,7 @@ fn write_dumps(app: &Application, dumps: &[(String, String)]) -> Result<bool, u8
 
 /// The `--stats` text (empty without `--stats`): the run's statistics with
 /// the coprocessors' own.
-fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, repeat: u64) -> String {
+fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, repeat: u64, admission: Option<&Admission>) -> String {
     let stats = app.stats();
     match format {
         Some(StatsFormat::Json) => {
@@ -289,6 +318,15 @@ fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, r
                 all.insert(format!("{netpe}.{name}"), obj.into());
             }
             j["copro"] = all.into();
+            if let Some(a) = admission {
+                j["admission"] = serde_json::json!({
+                    "packet_ns": a.packet_ns,
+                    "headroom_ns": a.headroom_ns,
+                    "load": a.load(),
+                    "path": a.path,
+                    "memory": a.memory,
+                });
+            }
             format!("{j}\n")
         }
         Some(StatsFormat::Text) => {

@@ -24,6 +24,7 @@
 //! the next one starts. With several workers, packets are processed in
 //! parallel and leave every sink in arrival order.
 
+pub mod admission;
 mod alias;
 mod app;
 mod distribute;

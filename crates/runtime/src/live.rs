@@ -59,6 +59,10 @@ pub struct Rebuild {
     pub registry: CoproRegistry,
     /// The execution budget that overrides the manifest's, if any.
     pub budget: Option<u64>,
+    /// What admission control weighs a new version with, where its
+    /// manifest declares `[admission]` (default: the engine's built-in
+    /// figures, [`crate::admission::Calibration::builtin`]).
+    pub calibration: Option<crate::admission::Calibration>,
 }
 
 impl std::fmt::Debug for Rebuild {
@@ -817,6 +821,11 @@ fn build(
         carried_slot(name, d).map(|(old, oc)| Box::new(Vacant::new(&d.kind, old.shares[oc])) as Box<dyn Coprocessor>)
     };
     let mut plan = Application::plan_with(manifest, &rebuild.registry, rebuild.budget, &instead)?;
+    if let Some(headroom) = &manifest.admission {
+        let cal = rebuild.calibration.clone().unwrap_or_else(|| crate::admission::Calibration::builtin(rebuild.engine.name()));
+        let workers = lock(&live.run).map_or(1, |r| r.workers);
+        crate::admission::admit(&plan, headroom, &cal, workers).map_err(ControlError::Bad)?;
+    }
     let (mut data_carried, mut copros_carried) = (Vec::new(), Vec::new());
     for (i, name) in plan.names.iter().enumerate() {
         let Some(old) = newest.iter().find(|r| &r.name == name) else { continue };

@@ -31,6 +31,13 @@
 //! from = "classify.1"             # NetPE.outport (or a name the program gives it: `.outport`)
 //! to = "count"                    # NetPE[.inport]
 //!
+//! [admission]                     # optional: refuse a data path that cannot keep up
+//! line_rate = "10G"               # bits per second packets arrive at
+//! min_frame = 64                  # smallest frame (bytes; default 64)
+//! max_frame = 1518                # largest frame (bytes; default 1518)
+//! utilization = 0.96              # share of a worker's time it may use (default 0.96)
+//! memory = "64M"                  # most data and info memory, every worker's (optional)
+//!
 //! [[sink]]
 //! from = "count.0"                # NetPE.outport
 //! port = 1                        # application output port (stats key, `{port}` in -w)
@@ -102,6 +109,10 @@ pub struct Manifest {
     /// Where packets leave.
     #[serde(default, rename = "sink")]
     pub sinks: Vec<SinkSpec>,
+    /// Admission control: the line rate and memory the data path must fit
+    /// ([`crate::admission`]); none by default.
+    #[serde(default)]
+    pub admission: Option<crate::admission::Headroom>,
     /// Directory that relative program paths are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -200,6 +211,7 @@ impl Manifest {
             sources: in_ports.iter().map(|p| SourceSpec { port: *p, to: format!("main.{p}") }).collect(),
             connections: Vec::new(),
             sinks: (0..out_ports).map(|p| SinkSpec { from: format!("main.{p}"), port: p, file: None }).collect(),
+            admission: None,
             base_dir: PathBuf::new(),
         }
     }

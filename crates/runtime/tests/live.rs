@@ -152,7 +152,7 @@ fn driver(dir: &Path, workers: usize) -> Driver {
     let app = Application::build(&m, engine.as_ref(), &registry, None).unwrap();
     let cfg = DriverConfig { workers, batch: 64, ..DriverConfig::default() };
     let d = Driver::new(app, cfg);
-    d.allow_changes(Rebuild { manifest: m, engine, registry, budget: None });
+    d.allow_changes(Rebuild { manifest: m, engine, registry, budget: None, calibration: None });
     d
 }
 

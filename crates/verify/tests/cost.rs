@@ -92,10 +92,42 @@ ends
 ";
     let w = Weights { region_byte: 0.5, copro_op: 100.0, ..Weights::default() };
     let c = bound(text, 100, &w);
-    assert_eq!(c.region_bytes, 1518, "the largest packet");
+    assert_eq!(c.region_bytes, 20, "a constant length");
     assert_eq!(c.copro_ops, 1);
     assert_eq!(c.insns[class_index(Class::Copro)], 3);
-    assert_eq!(c.weight, c.total_insns() as f64 + 759.0 + 100.0);
+    assert_eq!(c.weight, c.total_insns() as f64 + 10.0 + 100.0);
+}
+
+#[test]
+fn region_lengths_are_bounded_by_what_the_program_computes() {
+    // The IPv4 header checksum of examples/ipv4-router: IHL x 4, at most 60 bytes.
+    let ihl = "segment .push\n    pop\n    push 14\n    push 14\n    upload.8\n    push 0x0f\n    and\n    push 4\n    mul\n    csum pkt\n    ret 0\nends\n";
+    assert_eq!(bound(ihl, 100, &Weights::default()).region_bytes, 60);
+    // Through a local, and joined over two paths: the larger.
+    let two = "\
+.locals 1
+segment .push
+    pop
+    push 0
+    upload.8
+    jz small
+    push 100
+    locstore 0
+    jump sum
+small:
+    push 8
+    locstore 0
+sum:
+    push 0
+    locload 0
+    crc32 pkt
+    ret 0
+ends
+";
+    assert_eq!(bound(two, 100, &Weights::default()).region_bytes, 100);
+    // A length read from the packet: at most the largest packet.
+    let any = "segment .push\n    pop\n    push 0\n    push 16\n    upload.16\n    hash pkt\n    ret 0\nends\n";
+    assert_eq!(bound(any, 100, &Weights::default()).region_bytes, 1518);
 }
 
 #[test]

@@ -69,7 +69,7 @@ fn driver(manifest: &Manifest, engine: &Arc<dyn Engine>, loads: &[(String, Strin
     // Versions compile on the control thread alone (as `netvm run --control`).
     let mut control_engine = JitEngine::default();
     control_engine.opts.threads = 1;
-    d.allow_changes(Rebuild { manifest: manifest.clone(), engine: Arc::new(control_engine), registry, budget: None });
+    d.allow_changes(Rebuild { manifest: manifest.clone(), engine: Arc::new(control_engine), registry, budget: None, calibration: None });
     d
 }
 

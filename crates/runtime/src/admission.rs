@@ -1,0 +1,461 @@
+//! Admission control (NetBind §II-B and §IV-B-2, issue 17): a data path
+//! runs only if what a packet can cost in it fits the time a packet may
+//! take at the declared line rate, and its memory fits what it may use.
+//!
+//! - **What a packet costs at most.** Each NetPE's bound comes from the
+//!   verifier ([`netvm_verify::cost`]): the costliest path of a loop-free
+//!   handler per instruction class, region bytes and coprocessor
+//!   operations, or the budget's bound where it loops. A [`Calibration`]
+//!   turns it into nanoseconds on this machine and engine. A packet's bound
+//!   through the graph is its NetPE's own plus, over its output ports, the
+//!   costliest port's destinations (all of them: a port with several
+//!   duplicates the packet), plus the engine's cost per packet and per NetPE
+//!   crossing.
+//! - **The time a packet may take** ([`Headroom`], the paper's Eq. 1-3):
+//!   at line rate `C` with frames of at least `m` bytes (plus Ethernet's 20
+//!   bytes of preamble and gap), a packet arrives every `T = (m + 20)·8 / C`
+//!   (Eq. 1). The paper's `n` contexts share one engine, so each gets
+//!   `T / n`. Here `W` workers are cores of their own and packets are
+//!   spread over them, so each packet may take `W·T` on its worker
+//!   (Eq. 2). A utilization `ρ` (the paper's 0.96) keeps a margin:
+//!   `H = ρ·W·T` (Eq. 3, in nanoseconds instead of engine cycles).
+//! - **Memory:** every worker's data memories, and one info memory per
+//!   worker, within the declared `memory`.
+//!
+//! A refusal names the resource and the numbers.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use netvm_verify::cost::{worst_case, Sizes, Weights, WorstCase, CLASSES};
+use netvm_vm::graph::Dest;
+use serde::{Deserialize, Serialize};
+
+use crate::app::AppPlan;
+
+/// What a data path may use: the manifest's `[admission]` table.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Headroom {
+    /// The line rate packets arrive at, in bits per second: a number, or
+    /// text with a unit (`"10G"`, `"100M"`, `"2.5Gbit"`).
+    #[serde(deserialize_with = "rate")]
+    pub line_rate: f64,
+    /// The smallest frame, in bytes (default 64).
+    #[serde(default = "min_frame")]
+    pub min_frame: u32,
+    /// The largest frame, in bytes (default 1518): what region instructions
+    /// over the packet may cover.
+    #[serde(default = "max_frame")]
+    pub max_frame: u32,
+    /// The share of the time a worker may be busy (default 0.96, the paper's ρ).
+    #[serde(default = "utilization")]
+    pub utilization: f64,
+    /// The most memory the data path's NetPEs may hold, in bytes (a number
+    /// or text with a unit: `"64M"`); none by default.
+    #[serde(default, deserialize_with = "bytes_opt")]
+    pub memory: Option<u64>,
+}
+
+fn min_frame() -> u32 {
+    64
+}
+fn max_frame() -> u32 {
+    1518
+}
+fn utilization() -> f64 {
+    0.96
+}
+
+/// A number with an optional SI unit (`k`, `M`, `G`, `T`; binary `Ki`,
+/// `Mi`, `Gi` for bytes), and an optional `bit`, `bps`, `B`.
+fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let cut = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(cut);
+    let v: f64 = num.parse().ok()?;
+    let unit = unit.trim();
+    let unit = unit.strip_suffix("bps").or_else(|| unit.strip_suffix("bit")).or_else(|| unit.strip_suffix('B')).unwrap_or(unit);
+    let m = match unit {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    (v.is_finite() && v >= 0.0).then_some(v * m)
+}
+
+fn rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    let r = match &v {
+        toml::Value::Integer(i) => Some(*i as f64),
+        toml::Value::Float(f) => Some(*f),
+        toml::Value::String(s) => parse_quantity(s),
+        _ => None,
+    };
+    r.filter(|r| *r > 0.0)
+        .ok_or_else(|| serde::de::Error::custom(format!("line_rate: `{v}` is not a rate (bits per second, or like \"10G\")")))
+}
+
+fn bytes_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let v = toml::Value::deserialize(d)?;
+    let b = match &v {
+        toml::Value::Integer(i) if *i >= 0 => Some(*i as f64),
+        toml::Value::String(s) => parse_quantity(s),
+        _ => None,
+    };
+    b.map(|b| Some(b as u64)).ok_or_else(|| serde::de::Error::custom(format!("memory: `{v}` is not a size (bytes, or like \"64M\")")))
+}
+
+impl Headroom {
+    /// The time between two packets at line rate (Eq. 1), in nanoseconds.
+    pub fn arrival_ns(&self) -> f64 {
+        f64::from(self.min_frame + 20) * 8.0 / self.line_rate * 1e9
+    }
+
+    /// The time a packet may take on its worker with `workers` workers (Eq. 2-3), in nanoseconds.
+    pub fn per_packet_ns(&self, workers: usize) -> f64 {
+        self.utilization * workers.max(1) as f64 * self.arrival_ns()
+    }
+}
+
+/// What an engine's work costs on this machine: nanoseconds per NetIL
+/// instruction of each class, per region byte, per coprocessor operation,
+/// and the engine's own cost per packet and per NetPE a packet crosses.
+/// `netvm calibrate` measures them.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    /// The engine (`jit`, `interp`).
+    pub engine: String,
+    /// Nanoseconds per instruction, by class name (`stack`, `alu`, ...).
+    pub class_ns: std::collections::BTreeMap<String, f64>,
+    /// Nanoseconds per byte a region instruction covers.
+    pub region_byte_ns: f64,
+    /// Nanoseconds per coprocessor operation (a `counters` add), on top of its instructions.
+    pub copro_op_ns: f64,
+    /// The engine's cost per packet (a one-NetPE application that forwards it).
+    pub packet_ns: f64,
+    /// The cost of each further NetPE a packet crosses.
+    pub netpe_ns: f64,
+    /// Where and when it was measured.
+    pub measured: String,
+}
+
+/// The name of a class in a [`Calibration`].
+pub fn class_name(c: netil::Class) -> &'static str {
+    use netil::Class::*;
+    match c {
+        Stack => "stack",
+        Alu => "alu",
+        Compare => "compare",
+        Control => "control",
+        Packet => "packet",
+        Info => "info",
+        Data => "data",
+        Local => "local",
+        Region => "region",
+        Meta => "meta",
+        Copro => "copro",
+    }
+}
+
+impl Calibration {
+    /// The weights of the cost bound.
+    pub fn weights(&self) -> Weights {
+        let mut w = Weights { region_byte: self.region_byte_ns, copro_op: self.copro_op_ns, ..Weights::default() };
+        for (i, c) in CLASSES.iter().enumerate() {
+            w.class[i] = self.class_ns.get(class_name(*c)).copied().unwrap_or(1.0);
+        }
+        w
+    }
+
+    /// The figures `netvm calibrate` measured for `engine` (`jit`, else the
+    /// interpreter's) on the development machine (a 2-vCPU Intel Xeon VM,
+    /// 2026-11-25, docs/applications.md): what admission control uses
+    /// unless given a calibration of its own machine.
+    pub fn builtin(engine: &str) -> Calibration {
+        let jit = engine == "jit";
+        let classes: [(&str, f64, f64); 11] = [
+            ("alu", 0.150, 0.843),
+            ("compare", 0.313, 0.932),
+            ("control", 0.055, 1.346),
+            ("copro", 0.265, 2.399),
+            ("data", 0.123, 2.293),
+            ("info", 0.113, 1.994),
+            ("local", 0.055, 2.194),
+            ("meta", 0.055, 1.713),
+            ("packet", 0.091, 1.590),
+            ("region", 0.465, 2.880),
+            ("stack", 0.055, 2.049),
+        ];
+        let pick = |j: f64, i: f64| if jit { j } else { i };
+        Calibration {
+            engine: if jit { "jit" } else { "interp" }.to_string(),
+            class_ns: classes.iter().map(|&(c, j, i)| (c.to_string(), pick(j, i))).collect(),
+            region_byte_ns: pick(0.267, 0.094),
+            copro_op_ns: pick(6.171, 1.333),
+            packet_ns: pick(13.553, 71.725),
+            netpe_ns: pick(0.0, 23.598),
+            measured: "built in: netvm calibrate on a 2-vCPU Intel Xeon VM, 2026-11-25".to_string(),
+        }
+    }
+
+    /// Reads a calibration file (`netvm calibrate -o FILE`).
+    pub fn load(path: &std::path::Path) -> Result<Calibration, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{}: not a calibration: {e}", path.display()))
+    }
+
+    /// Measures `engine` on this machine (about a second): small
+    /// applications whose handlers repeat one class's instructions, timed
+    /// per packet against an empty handler; each class's figure is the
+    /// median of `rounds` rounds, after the classes measured before it are
+    /// taken out of its snippet.
+    pub fn measure(engine: &dyn netvm_vm::Engine, name: &str, rounds: usize) -> Result<Calibration, String> {
+        let time = |pushes: &str, decl: &str, netpes: usize| -> Result<f64, String> {
+            let mut samples = Vec::new();
+            for _ in 0..rounds.max(1) {
+                samples.push(time_handler(engine, pushes, decl, netpes)?);
+            }
+            samples.sort_by(f64::total_cmp);
+            Ok(samples[samples.len() / 2])
+        };
+        let base = time("", "", 1)?;
+        // Per instruction of a snippet repeated REPS times: its time over
+        // its instructions (the class it exercises weighs what the mix
+        // around it costs per instruction).
+        let per = |snippet: &str, insns: f64, decl: &str| -> Result<f64, String> {
+            let body: String = (0..REPS).map(|i| snippet.replace("{i}", &i.to_string()).replace("{off}", &(i % 48).to_string())).collect();
+            Ok(((time(&body, decl, 1)? - base) / (REPS as f64 * insns)).max(0.0))
+        };
+        let mut class_ns = std::collections::BTreeMap::new();
+        for (class, snippet, insns, decl) in [
+            ("stack", "    dup\n    pop\n", 2.0, ""),
+            ("alu", "    push 3\n    mul\n    push 7\n    add\n", 4.0, ""),
+            ("compare", "    push 1000\n    cmp.lt\n", 2.0, ""),
+            ("control", "    dup\n    jz l{i}\n    push 1\n    add\nl{i}:\n", 4.0, ""),
+            ("packet", "    push {off}\n    upload.8\n    add\n", 3.0, ""),
+            ("info", "    push {off}\n    iload.8\n    add\n", 3.0, ".infosize 64\n"),
+            ("data", "    push {off}\n    dload.8\n    add\n", 3.0, ".datasize 64\n"),
+            ("local", "    locstore 0\n    locload 0\n", 2.0, ".locals 1\n"),
+            ("meta", "    inport\n    add\n", 2.0, ""),
+            ("region", "    push 0\n    push 0\n    csum pkt\n    add\n", 4.0, ""),
+            ("copro", "    dup\n    copro.in c, 1\n", 2.0, ".copro c counters\n"),
+        ] {
+            class_ns.insert(class.to_string(), per(snippet, insns, decl)?);
+        }
+        // No class is free: where the engine hides an instruction entirely
+        // (a JIT keeps stack slots in registers), the cheapest figure
+        // measured stands for it.
+        let floor = class_ns.values().copied().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+        let floor = if floor.is_finite() { floor.max(MIN_NS) } else { MIN_NS };
+        for v in class_ns.values_mut() {
+            *v = round(v.max(floor));
+        }
+        let region = class_ns["region"];
+        let region_bytes = per("    push 0\n    push 60\n    csum pkt\n    add\n", 4.0, "")? * 4.0;
+        let op = per("    push 0\n    copro.in c, 0\n    copro.invoke c, 0\n", 1.0, ".copro c counters\n")?;
+        let copro_op = op - class_ns["stack"] - 2.0 * class_ns["copro"];
+        let two = time("", "", 2)?;
+        Ok(Calibration {
+            engine: name.to_string(),
+            class_ns,
+            region_byte_ns: round(((region_bytes - 4.0 * region) / 60.0).max(0.0)),
+            copro_op_ns: round(copro_op.max(0.0)),
+            packet_ns: round(base),
+            netpe_ns: round((two - base).max(0.0)),
+            measured: format!("{} cores; {} rounds", std::thread::available_parallelism().map_or(1, |n| n.get()), rounds.max(1)),
+        })
+    }
+}
+
+/// Snippet repetitions per calibration handler.
+const REPS: usize = 64;
+
+/// The least a calibrated instruction weighs, in nanoseconds.
+const MIN_NS: f64 = 0.05;
+
+/// Rounded to picoseconds.
+fn round(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// Nanoseconds per packet of an application of `netpes` NetPEs in a chain,
+/// the first running `body` (on a value from the packet, stored to data
+/// memory at the end) and the others forwarding.
+fn time_handler(engine: &dyn netvm_vm::Engine, body: &str, decl: &str, netpes: usize) -> Result<f64, String> {
+    let dir = tempdir()?;
+    let decl = if decl.contains(".datasize") { decl.to_string() } else { format!("{decl}.datasize 4\n") };
+    let first =
+        format!("{decl}.ports 1\nsegment .push\n    pop\n    push 0\n    push 14\n    upload.16\n{body}    dstore.32\n    ret 0\nends\n");
+    std::fs::write(dir.join("first.nil"), first).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("fwd.nil"), ".ports 1\nsegment .push\n    pop\n    ret 0\nends\n").map_err(|e| e.to_string())?;
+    let mut m = String::from("[[netpe]]\nname = \"n0\"\nprogram = \"first.nil\"\n[[source]]\nto = \"n0\"\n");
+    for i in 1..netpes {
+        let _ = write!(m, "[[netpe]]\nname = \"n{i}\"\nprogram = \"fwd.nil\"\n[[connect]]\nfrom = \"n{}.0\"\nto = \"n{i}\"\n", i - 1);
+    }
+    let _ = write!(m, "[[sink]]\nfrom = \"n{}.0\"\nport = 1\n", netpes - 1);
+    std::fs::write(dir.join("app.toml"), m).map_err(|e| e.to_string())?;
+    let manifest = crate::Manifest::load(&dir.join("app.toml")).map_err(|e| e.to_string())?;
+    let mut registry = netvm_vm::CoproRegistry::new();
+    registry.register("counters", counters);
+    let mut app = crate::Application::build(&manifest, engine, &registry, None).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let frame: Vec<u8> = (0..64u8).collect();
+    let mut packets: Vec<netvm_vm::Packet> = (0..256).map(|_| netvm_vm::Packet::from_bytes(frame.clone())).collect();
+    let mut verdicts = Vec::new();
+    let mut run = |n: usize| {
+        let t = Instant::now();
+        for _ in 0..n {
+            app.process_batch(&mut packets, &mut verdicts, &mut |_, _| {});
+        }
+        t.elapsed().as_secs_f64() * 1e9 / (n * packets.len()) as f64
+    };
+    run(20);
+    // About 20 ms per measurement.
+    let probe = run(20).max(1.0);
+    Ok(run(((20e6 / probe) as usize / 256).clamp(20, 20_000)))
+}
+
+/// A scratch directory for calibration programs.
+fn tempdir() -> Result<std::path::PathBuf, String> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("netvm-calibrate-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+    Ok(d)
+}
+
+/// The `counters` kind, for calibration (the runtime does not depend on
+/// the coprocessor crate): an array of 16 counters, `add` only.
+fn counters(_: &netvm_vm::CoproConfig) -> Result<Box<dyn netvm_vm::Coprocessor>, String> {
+    Ok(Box::new(Counters { input: [0; 2], output: [0; 2], values: [0; 16] }))
+}
+
+struct Counters {
+    input: [u32; 2],
+    output: [u32; 2],
+    values: [u64; 16],
+}
+
+impl netvm_vm::Coprocessor for Counters {
+    fn kind(&self) -> &str {
+        "counters"
+    }
+    fn write(&mut self, reg: u8, value: u32) -> Result<(), netvm_vm::CoproError> {
+        *self.input.get_mut(usize::from(reg)).ok_or(netvm_vm::CoproError::NoRegister(reg))? = value;
+        Ok(())
+    }
+    fn read(&mut self, reg: u8) -> Result<u32, netvm_vm::CoproError> {
+        self.output.get(usize::from(reg)).copied().ok_or(netvm_vm::CoproError::NoRegister(reg))
+    }
+    fn registers(&mut self) -> netvm_vm::RegisterFile {
+        netvm_vm::RegisterFile::over(&mut self.input, &mut self.output)
+    }
+    fn invoke(&mut self, _: u8, _: &netvm_vm::InvokeContext<'_>) -> Result<(), netvm_vm::CoproError> {
+        let i = (self.input[0] as usize) % self.values.len();
+        self.values[i] = self.values[i].wrapping_add(u64::from(self.input[1]));
+        Ok(())
+    }
+}
+
+/// The admission of a data path: what a packet costs at most, and what it may take.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admission {
+    /// What a packet can cost, in nanoseconds (the costliest way through the graph).
+    pub packet_ns: f64,
+    /// What a packet may take (the headroom), in nanoseconds.
+    pub headroom_ns: f64,
+    /// The costliest way's NetPEs, in order.
+    pub path: Vec<String>,
+    /// Each NetPE's own bound: (name, bound, nanoseconds).
+    pub netpes: Vec<(String, WorstCase)>,
+    /// The memory the data path's NetPEs hold (every worker's), in bytes.
+    pub memory: u64,
+}
+
+impl Admission {
+    /// The bound's share of the headroom.
+    pub fn load(&self) -> f64 {
+        self.packet_ns / self.headroom_ns
+    }
+}
+
+/// Checks a planned data path against `headroom` with `workers` workers,
+/// its costs weighed by `cal`: the admission, or a refusal naming the
+/// resource and the numbers.
+pub fn admit(plan: &AppPlan, headroom: &Headroom, cal: &Calibration, workers: usize) -> Result<Admission, String> {
+    let w = cal.weights();
+    let budget = plan.limits.budget;
+    let mut own = Vec::with_capacity(plan.verified.len());
+    for (name, v) in plan.names.iter().zip(&plan.verified) {
+        let sizes = Sizes { packet: headroom.max_frame.into(), info: plan.info_size as u64, data: v.module.data_size.into() };
+        let mut c = worst_case(&v.push, budget, &w, &sizes);
+        c.weight += cal.netpe_ns;
+        own.push((name.clone(), c));
+    }
+    // The costliest way from each NetPE (reverse topological order).
+    let g = &plan.graph;
+    let n = own.len();
+    let mut from: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); n];
+    let dests_cost = |dests: &[Dest], from: &[(f64, Vec<usize>)]| -> (f64, Vec<usize>) {
+        let mut total = 0.0;
+        let mut path = Vec::new();
+        for d in dests {
+            if let Dest::Pe { node, .. } = d {
+                let (c, p) = &from[*node as usize];
+                total += c;
+                path.extend(p);
+            }
+        }
+        (total, path)
+    };
+    for &i in g.order.iter().rev() {
+        let best = g.out[i].iter().map(|d| dests_cost(d, &from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default();
+        let mut path = vec![i];
+        path.extend(best.1);
+        from[i] = (own[i].1.weight + best.0, path);
+    }
+    let (worst, path) = g.sources.iter().map(|d| dests_cost(d, &from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default();
+    let packet_ns = cal.packet_ns - cal.netpe_ns.min(cal.packet_ns) + worst;
+    let headroom_ns = headroom.per_packet_ns(workers);
+    let memory = (plan.verified.iter().map(|v| u64::from(v.module.data_size)).sum::<u64>() + plan.info_size as u64) * workers.max(1) as u64;
+    let admission = Admission { packet_ns, headroom_ns, path: path.iter().map(|&i| plan.names[i].clone()).collect(), netpes: own, memory };
+    if packet_ns > headroom_ns {
+        let loops: Vec<&str> = admission.netpes.iter().filter(|(_, c)| c.loops).map(|(n, _)| n.as_str()).collect();
+        return Err(format!(
+            "admission refused: processing time per packet: the data path can take {packet_ns:.1} ns per packet (through {}), \
+             more than the {headroom_ns:.1} ns a packet may take at {} with {}-byte frames on {} worker(s) (utilization {}){}",
+            admission.path.join(" -> "),
+            show_rate(headroom.line_rate),
+            headroom.min_frame,
+            workers.max(1),
+            headroom.utilization,
+            if loops.is_empty() { String::new() } else { format!("; {} loop, bounded only by the budget ({budget})", loops.join(", ")) }
+        ));
+    }
+    if let Some(limit) = headroom.memory {
+        if memory > limit {
+            return Err(format!(
+                "admission refused: memory: the data path's NetPEs hold {memory} bytes (data and info memory, {} worker(s)), more than the {limit} bytes allowed",
+                workers.max(1)
+            ));
+        }
+    }
+    Ok(admission)
+}
+
+/// A rate in bits per second, with a unit.
+fn show_rate(r: f64) -> String {
+    for (m, u) in [(1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")] {
+        if r >= m {
+            return format!("{} {u}", (r / m * 100.0).round() / 100.0);
+        }
+    }
+    format!("{r} bit/s")
+}
