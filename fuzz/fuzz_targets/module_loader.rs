@@ -17,6 +17,10 @@ fuzz_target!(|data: &[u8]| {
     if data[10..12] == [0, 0] {
         assert_eq!(m.to_bytes(), data, "to_bytes(from_bytes(b)) != b");
     }
+    // Any version it accepts (a 1.1 interface section in any record order)
+    // it writes in a form that reads back to the same module.
+    let again = Module::from_bytes(&m.to_bytes()).expect("what to_bytes writes loads");
+    assert_eq!(again, m, "from_bytes(to_bytes(m)) != m");
     let _ = netil::disassemble(&m);
     let Ok(v) = netvm_verify::verify(&m) else { return };
     let code = InterpCode::new(&v);

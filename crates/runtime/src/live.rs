@@ -670,7 +670,8 @@ impl Control {
             if let Some((_, d)) = lock(&live.latencies).range(epoch..).next() {
                 return Some(*d);
             }
-            if epoch > live.newest() {
+            // Not installed, or nothing runs to take it.
+            if epoch > live.newest() || lock(&live.run).is_none() {
                 return None;
             }
             drop(live);

@@ -79,6 +79,9 @@ use serde::Deserialize;
 
 use crate::RuntimeError;
 
+/// Largest manifest file.
+pub const MAX_MANIFEST: u64 = 16 << 20;
+
 /// Largest number of NetPEs in one application.
 pub const MAX_NETPES: usize = 4096;
 
@@ -178,7 +181,14 @@ pub struct SinkSpec {
 impl Manifest {
     /// Reads and parses a manifest file.
     pub fn load(path: &Path) -> Result<Manifest, RuntimeError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RuntimeError::Io { path: path.to_path_buf(), error: e.to_string() })?;
+        let io = |e: String| RuntimeError::Io { path: path.to_path_buf(), error: e };
+        let mut bytes = Vec::new();
+        let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_MANIFEST + 1), &mut bytes).map_err(|e| io(e.to_string()))?;
+        if bytes.len() as u64 > MAX_MANIFEST {
+            return Err(io(format!("a manifest larger than {MAX_MANIFEST} bytes")));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| io("a manifest is UTF-8 text".into()))?;
         let mut m = Manifest::parse(&text).map_err(|e| RuntimeError::Manifest(format!("{}: {e}", path.display())))?;
         m.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(m)

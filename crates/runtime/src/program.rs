@@ -34,11 +34,13 @@ impl LoadedProgram {
 /// Reads a program file: a binary module if it starts with the NetIL magic, else assembly text.
 pub fn load_program(path: &Path) -> Result<LoadedProgram, RuntimeError> {
     let io = |e: std::io::Error| RuntimeError::Io { path: path.to_path_buf(), error: e.to_string() };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_PROGRAM_FILE {
-        return Err(RuntimeError::Io { path: path.to_path_buf(), error: format!("program file of {len} bytes is too large") });
+    // Read with a bound, whatever the file claims (a device or a pipe has no length).
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(std::fs::File::open(path).map_err(io)?, MAX_PROGRAM_FILE + 1), &mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_PROGRAM_FILE {
+        return Err(RuntimeError::Io { path: path.to_path_buf(), error: format!("program file larger than {MAX_PROGRAM_FILE} bytes") });
     }
-    let bytes = std::fs::read(path).map_err(io)?;
     parse_program(path, &bytes)
 }
 

@@ -31,6 +31,8 @@ use crate::Manifest;
 pub const MAX_REQUEST: usize = 1 << 20;
 /// How long a connection may stay silent.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest table file `table-load` reads.
+pub const MAX_TABLE_FILE: u64 = 1 << 30;
 /// How long a change's reply waits for the first batch on the new version.
 const WAIT_RUNNING: Duration = Duration::from_secs(2);
 
@@ -143,20 +145,25 @@ fn handle(conn: UnixStream, control: &Control, stop: &AtomicBool) -> std::io::Re
             writeln!(out, "{}", json!({"ok": false, "error": format!("request longer than {MAX_REQUEST} bytes")}))?;
             return Ok(());
         }
-        let reply = match serde_json::from_slice::<Value>(&line) {
-            Ok(Value::Object(req)) => answer(control, &req),
-            Ok(_) => Err("a request is a JSON object".to_string()),
-            Err(e) => Err(format!("not JSON: {e}")),
-        };
-        let reply = match reply {
-            Ok(Value::Object(mut m)) => {
-                m.insert("ok".into(), Value::Bool(true));
-                Value::Object(m)
-            }
-            Ok(v) => json!({"ok": true, "result": v}),
-            Err(e) => json!({"ok": false, "error": e}),
-        };
-        writeln!(out, "{reply}")?;
+        writeln!(out, "{}", answer_line(control, &line))?;
+    }
+}
+
+/// The reply to one request line (what the server sends back for it):
+/// `{"ok": true, ...}` or `{"ok": false, "error": "..."}`.
+pub fn answer_line(control: &Control, line: &[u8]) -> Value {
+    let reply = match serde_json::from_slice::<Value>(line) {
+        Ok(Value::Object(req)) => answer(control, &req),
+        Ok(_) => Err("a request is a JSON object".to_string()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    };
+    match reply {
+        Ok(Value::Object(mut m)) => {
+            m.insert("ok".into(), Value::Bool(true));
+            Value::Object(m)
+        }
+        Ok(v) => json!({"ok": true, "result": v}),
+        Err(e) => json!({"ok": false, "error": e}),
     }
 }
 
@@ -223,7 +230,7 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
         }
         "table-load" => {
             let text = match (req.get("file").and_then(Value::as_str), req.get("text").and_then(Value::as_str)) {
-                (Some(f), None) => std::fs::read_to_string(f).map_err(|e| format!("{f}: {e}"))?,
+                (Some(f), None) => read_bounded(Path::new(f), MAX_TABLE_FILE)?,
                 (None, Some(t)) => t.to_string(),
                 _ => return Err("give exactly one of `file` and `text`".into()),
             };
@@ -246,6 +253,17 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
              table-load, table-dump, table-clear, global-get, global-set)"
         )),
     }
+}
+
+/// A text file of at most `max` bytes (a device or a pipe included).
+fn read_bounded(path: &Path, max: u64) -> Result<String, String> {
+    let what = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).map_err(what)?.take(max + 1).read_to_end(&mut bytes).map_err(what)?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{}: larger than {max} bytes", path.display()));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))
 }
 
 fn installed_json(i: &Installed, running: Option<Duration>) -> Value {
