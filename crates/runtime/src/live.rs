@@ -24,11 +24,19 @@
 //! it; the reorder stage keeps their order. Nothing is dropped or
 //! duplicated: a version change is between two batches.
 //!
+//! With an engine that links whole applications (the JIT), a change makes
+//! two versions: a quick one first (each NetPE's code compiled alone, the
+//! unchanged ones' kept from before, bound by the runtime's graph walk),
+//! installed within about a millisecond, then the whole data path compiled
+//! `direct`, installed in its place a few milliseconds later. A new
+//! version is admitted ([`crate::admission`]) where its manifest declares
+//! `[admission]`.
+//!
 //! State moves with the swap by identity (`StateIds`): a NetPE whose name
 //! the new version keeps carries over its coprocessor instances when
 //! their kind and configuration are the same (tables are kept, not
 //! copied), and its data memory when its program is the same or declares
-//! a layout compatible with the old one's (`netil::Module::layout`).
+//! a layout compatible with the old one's (`.layout ... accepts`, [`netil::Interface::accepts_layout`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
