@@ -386,24 +386,41 @@ impl Admission {
     }
 }
 
-/// Checks a planned data path against `headroom` with `workers` workers,
-/// its costs weighed by `cal`: the admission, or a refusal naming the
-/// resource and the numbers.
-pub fn admit(plan: &AppPlan, headroom: &Headroom, cal: &Calibration, workers: usize) -> Result<Admission, String> {
-    let w = cal.weights();
-    let budget = plan.limits.budget;
-    let mut own = Vec::with_capacity(plan.verified.len());
-    for (name, v) in plan.names.iter().zip(&plan.verified) {
-        let sizes = Sizes { packet: headroom.max_frame.into(), info: plan.info_size as u64, data: v.module.data_size.into() };
-        let mut c = worst_case(&v.push, budget, &w, &sizes);
-        c.weight += cal.netpe_ns;
-        own.push((name.clone(), c));
+/// What a packet costs in a planned application: each NetPE's own bound,
+/// and the costliest way onward from each NetPE.
+struct Costs {
+    own: Vec<(String, WorstCase)>,
+    /// Per NetPE: the cost from it on (its own and its costliest port's
+    /// destinations), and the NetPEs of that way.
+    from: Vec<(f64, Vec<usize>)>,
+}
+
+impl Costs {
+    fn of(plan: &AppPlan, headroom: &Headroom, cal: &Calibration) -> Costs {
+        let w = cal.weights();
+        let budget = plan.limits.budget;
+        let mut own = Vec::with_capacity(plan.verified.len());
+        for (name, v) in plan.names.iter().zip(&plan.verified) {
+            let sizes = Sizes { packet: headroom.max_frame.into(), info: plan.info_size as u64, data: v.module.data_size.into() };
+            let mut c = worst_case(&v.push, budget, &w, &sizes);
+            c.weight += cal.netpe_ns;
+            own.push((name.clone(), c));
+        }
+        // The costliest way from each NetPE (reverse topological order).
+        let g = &plan.graph;
+        let mut from: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); own.len()];
+        for &i in g.order.iter().rev() {
+            let best = g.out[i].iter().map(|d| Costs::dests(d, &from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default();
+            let mut path = vec![i];
+            path.extend(best.1);
+            from[i] = (own[i].1.weight + best.0, path);
+        }
+        Costs { own, from }
     }
-    // The costliest way from each NetPE (reverse topological order).
-    let g = &plan.graph;
-    let n = own.len();
-    let mut from: Vec<(f64, Vec<usize>)> = vec![(0.0, Vec::new()); n];
-    let dests_cost = |dests: &[Dest], from: &[(f64, Vec<usize>)]| -> (f64, Vec<usize>) {
+
+    /// What a packet sent to `dests` costs (every one of them: several
+    /// duplicate it), and the NetPEs it crosses.
+    fn dests(dests: &[Dest], from: &[(f64, Vec<usize>)]) -> (f64, Vec<usize>) {
         let mut total = 0.0;
         let mut path = Vec::new();
         for d in dests {
@@ -414,22 +431,79 @@ pub fn admit(plan: &AppPlan, headroom: &Headroom, cal: &Calibration, workers: us
             }
         }
         (total, path)
-    };
-    for &i in g.order.iter().rev() {
-        let best = g.out[i].iter().map(|d| dests_cost(d, &from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default();
-        let mut path = vec![i];
-        path.extend(best.1);
-        from[i] = (own[i].1.weight + best.0, path);
     }
-    let (worst, path) = g.sources.iter().map(|d| dests_cost(d, &from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default();
+
+    /// The costliest of `entries` (the destination lists a packet may
+    /// enter by).
+    fn worst<'a>(&self, entries: impl Iterator<Item = &'a [Dest]>) -> (f64, Vec<usize>) {
+        entries.map(|d| Costs::dests(d, &self.from)).max_by(|a, b| a.0.total_cmp(&b.0)).unwrap_or_default()
+    }
+}
+
+/// Checks a planned data path against `headroom` with `workers` workers,
+/// its costs weighed by `cal`: the admission, or a refusal naming the
+/// resource and the numbers.
+pub fn admit(plan: &AppPlan, headroom: &Headroom, cal: &Calibration, workers: usize) -> Result<Admission, String> {
+    let costs = Costs::of(plan, headroom, cal);
+    let (worst, path) = costs.worst(plan.graph.sources.iter().map(Vec::as_slice));
+    let nodes: Vec<usize> = (0..plan.names.len()).collect();
+    decide(plan, headroom, cal, workers, costs.own, worst, &path, &nodes, "the data path")
+}
+
+/// Admits the data path `dp` of a composed application (see
+/// [`crate::datapath`]) against its own `headroom`: the packets that
+/// select it, from the classifier (when it selects by the classifier)
+/// through its NetPEs.
+pub fn admit_datapath(
+    plan: &AppPlan,
+    dp: &crate::datapath::DataPathSpec,
+    headroom: &Headroom,
+    cal: &Calibration,
+    workers: usize,
+) -> Result<Admission, String> {
+    let costs = Costs::of(plan, headroom, cal);
+    let g = &plan.graph;
+    let (worst, path) = match dp.select {
+        Some(k) => match plan.names.iter().position(|n| n == crate::datapath::CLASSIFIER) {
+            Some(c) => {
+                let (w, p) = costs.worst(g.out[c].get(usize::from(k)).map(Vec::as_slice).into_iter());
+                let mut path = vec![c];
+                path.extend(p);
+                (costs.own[c].1.weight + w, path)
+            }
+            None => (0.0, Vec::new()),
+        },
+        None => costs.worst(dp.placed.in_ports.iter().filter_map(|p| g.sources.get(usize::from(*p))).map(Vec::as_slice)),
+    };
+    let nodes: Vec<usize> = (0..plan.names.len()).filter(|&i| dp.owns(&plan.names[i])).collect();
+    let own: Vec<(String, WorstCase)> = costs.own.into_iter().filter(|(n, _)| dp.owns(n) || n == crate::datapath::CLASSIFIER).collect();
+    decide(plan, headroom, cal, workers, own, worst, &path, &nodes, &format!("data path `{}`", dp.name))
+}
+
+/// The admission of a packet costing `worst` (through `path`) in an
+/// engine of `workers` workers, and of the memory of the NetPEs `nodes`.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    plan: &AppPlan,
+    headroom: &Headroom,
+    cal: &Calibration,
+    workers: usize,
+    own: Vec<(String, WorstCase)>,
+    worst: f64,
+    path: &[usize],
+    nodes: &[usize],
+    what: &str,
+) -> Result<Admission, String> {
+    let budget = plan.limits.budget;
     let packet_ns = cal.packet_ns - cal.netpe_ns.min(cal.packet_ns) + worst;
     let headroom_ns = headroom.per_packet_ns(workers);
-    let memory = (plan.verified.iter().map(|v| u64::from(v.module.data_size)).sum::<u64>() + plan.info_size as u64) * workers.max(1) as u64;
+    let memory =
+        (nodes.iter().map(|&i| u64::from(plan.verified[i].module.data_size)).sum::<u64>() + plan.info_size as u64) * workers.max(1) as u64;
     let admission = Admission { packet_ns, headroom_ns, path: path.iter().map(|&i| plan.names[i].clone()).collect(), netpes: own, memory };
     if packet_ns > headroom_ns {
         let loops: Vec<&str> = admission.netpes.iter().filter(|(_, c)| c.loops).map(|(n, _)| n.as_str()).collect();
         return Err(format!(
-            "admission refused: processing time per packet: the data path can take {packet_ns:.1} ns per packet (through {}), \
+            "admission refused: processing time per packet: {what} can take {packet_ns:.1} ns per packet (through {}), \
              more than the {headroom_ns:.1} ns a packet may take at {} with {}-byte frames on {} worker(s) (utilization {}){}",
             admission.path.join(" -> "),
             show_rate(headroom.line_rate),
@@ -442,12 +516,68 @@ pub fn admit(plan: &AppPlan, headroom: &Headroom, cal: &Calibration, workers: us
     if let Some(limit) = headroom.memory {
         if memory > limit {
             return Err(format!(
-                "admission refused: memory: the data path's NetPEs hold {memory} bytes (data and info memory, {} worker(s)), more than the {limit} bytes allowed",
+                "admission refused: memory: {what}'s NetPEs hold {memory} bytes (data and info memory, {} worker(s)), more than the {limit} bytes allowed",
                 workers.max(1)
             ));
         }
     }
     Ok(admission)
+}
+
+/// What admission control decided for an application.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Admitted {
+    /// One data path, admitted whole.
+    Whole(Admission),
+    /// Several data paths ([`crate::datapath`]), each admitted on its own
+    /// (those that declare `[admission]`), and together.
+    DataPaths {
+        /// Each data path's admission, by name.
+        each: Vec<(String, Admission)>,
+        /// The share of the workers' time they take together at their line
+        /// rates: the sum of each one's cost per packet over the time
+        /// between its packets, spread over the workers.
+        load: f64,
+        /// The share they may take: the smallest utilization any declares.
+        utilization: f64,
+    },
+}
+
+/// Admits a planned application, built from `manifest`, where it declares
+/// what it must keep up with: its `[admission]`, or each data path's
+/// (then also all of them together: NetBind's data paths share the
+/// engine, so the time their packets take at their line rates must fit
+/// the workers). `None` where nothing is declared.
+pub fn check(plan: &AppPlan, manifest: &crate::Manifest, cal: &Calibration, workers: usize) -> Result<Option<Admitted>, String> {
+    if let Some(headroom) = &manifest.admission {
+        return admit(plan, headroom, cal, workers).map(|a| Some(Admitted::Whole(a)));
+    }
+    let mut each = Vec::new();
+    let (mut load, mut utilization) = (0.0, 1.0f64);
+    let mut parts = Vec::new();
+    for dp in &manifest.datapaths {
+        let Some(headroom) = &dp.placed.admission else { continue };
+        let a = admit_datapath(plan, dp, headroom, cal, workers)?;
+        let share = a.packet_ns / (headroom.arrival_ns() * workers.max(1) as f64);
+        load += share;
+        utilization = utilization.min(headroom.utilization);
+        parts.push(format!("{} {:.0}%", dp.name, share * 100.0));
+        each.push((dp.name.clone(), a));
+    }
+    if each.is_empty() {
+        return Ok(None);
+    }
+    if load > utilization {
+        return Err(format!(
+            "admission refused: shared processing time: at their line rates the data paths together would keep {} worker(s) busy {:.0}% of the time ({}), \
+             more than the {:.0}% allowed",
+            workers.max(1),
+            load * 100.0,
+            parts.join(" + "),
+            utilization * 100.0
+        ));
+    }
+    Ok(Some(Admitted::DataPaths { each, load, utilization }))
 }
 
 /// A rate in bits per second, with a unit.

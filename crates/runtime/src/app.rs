@@ -106,6 +106,9 @@ pub struct Application {
     stats: AppStats,
     /// Exchange buffers out, by application output port (dense; folded into `stats` on demand).
     port_counts: Vec<u64>,
+    /// Packets in, by application input port, where sources listen on
+    /// several (dense; folded into `stats` on demand; empty otherwise).
+    input_counts: Vec<u64>,
     /// Faults by kind.
     fault_counts: FaultCounts,
     /// What absorbed workers counted.
@@ -447,6 +450,7 @@ impl Application {
         Application {
             limits,
             port_counts: vec![0; meta.graph.sink_ports],
+            input_counts: if meta.graph.sources.len() > 1 { vec![0; meta.graph.sources.len()] } else { Vec::new() },
             meta,
             binding,
             states,
@@ -673,6 +677,14 @@ impl Application {
             }
         }
         self.stats.packets += batch.len() as u64;
+        if !self.input_counts.is_empty() {
+            for d in &batch.descs {
+                // A port past the sources' has none: counted as `no_source`.
+                if let Some(n) = self.input_counts.get_mut(usize::from(d.in_port)) {
+                    *n += 1;
+                }
+            }
+        }
         if let Binding::Linked(l) = &mut self.binding {
             l.run(&mut self.states, batch, pool, out);
             return;
@@ -752,6 +764,7 @@ impl Application {
     /// A snapshot of the counters (of this instance and of every worker it absorbed).
     pub fn stats(&self) -> AppStats {
         let mut s = self.stats.clone();
+        s.inputs = self.input_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
         match &self.binding {
             Binding::Dispatch(_) => {
                 s.ports = self.port_counts.iter().enumerate().filter(|(_, n)| **n != 0).map(|(p, n)| (p as u16, *n)).collect();
@@ -802,6 +815,12 @@ impl Application {
     /// Names of the NetPEs in manifest order.
     pub fn netpe_names(&self) -> Vec<&str> {
         self.meta.names.iter().map(String::as_str).collect()
+    }
+
+    /// The program of NetPE `netpe`.
+    pub fn module(&self, netpe: &str) -> Option<&netil::Module> {
+        let i = self.meta.names.iter().position(|n| n == netpe)?;
+        self.meta.modules.get(i)
     }
 
     /// Gives every coprocessor a [`Coprocessor::tick`] at time `now`

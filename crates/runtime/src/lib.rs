@@ -3,6 +3,8 @@
 //!
 //! - [`manifest`]: the TOML application description;
 //! - [`program`]: loading `.nil`/`.nvm` files and verifying them;
+//! - [`datapath`]: several isolated data paths (virtual routers) composed
+//!   into one application;
 //! - [`Application`]: the DAG of NetPE instances, compiled by an [`Engine`]
 //!   (the whole application linked into one function, or walked by the
 //!   runtime), with its counters and control plane;
@@ -27,6 +29,7 @@
 pub mod admission;
 mod alias;
 mod app;
+pub mod datapath;
 mod distribute;
 mod driver;
 mod live;

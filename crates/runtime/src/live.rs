@@ -128,6 +128,25 @@ pub enum Change {
         /// The new manifest.
         manifest: Manifest,
     },
+    /// Adds a data path to an engine of several ([`crate::datapath`]).
+    AddDataPath {
+        /// How it is named and selected (`manifest` relative to the
+        /// caller's working directory).
+        spec: crate::datapath::DataPathSpec,
+    },
+    /// Removes a data path: its NetPEs and their connections.
+    RemoveDataPath {
+        /// The data path.
+        name: String,
+    },
+    /// Replaces a data path by another manifest's, selected as before (its
+    /// NetPEs that keep their names carry their state over).
+    ReplaceDataPath {
+        /// The data path.
+        name: String,
+        /// The new manifest's file.
+        manifest: std::path::PathBuf,
+    },
 }
 
 /// Where a NetPE's program comes from.
@@ -485,6 +504,9 @@ pub struct Listing {
     pub stats: AppStats,
     /// Workers running.
     pub workers: usize,
+    /// The data paths, where the engine runs several ([`crate::datapath`]):
+    /// each one's counters.
+    pub datapaths: Vec<crate::datapath::DataPathStats>,
 }
 
 impl Control {
@@ -544,7 +566,19 @@ impl Control {
             sinks = m.sinks.iter().map(|s| (s.from.clone(), format!("out:{}", s.port))).collect();
         }
         let name = manifest.and_then(|m| m.name.clone());
-        Ok(Listing { epoch: live.newest(), name, netpes, connections, sources, sinks, stats, workers })
+        let datapaths = manifest.map(|m| datapath_stats(m, &stats, &newest)).unwrap_or_default();
+        Ok(Listing { epoch: live.newest(), name, netpes, connections, sources, sinks, stats, workers, datapaths })
+    }
+
+    /// Each data path's counters (every worker's, summed), where the engine
+    /// runs several ([`crate::datapath`]); empty otherwise, or when the
+    /// control plane was not given the manifest.
+    pub fn datapath_stats(&self) -> Result<Vec<crate::datapath::DataPathStats>, ControlError> {
+        let live = self.live()?;
+        let stats = self.stats()?;
+        let newest = live.newest_netpes();
+        let setup = lock(&live.setup);
+        Ok(setup.as_ref().map(|s| datapath_stats(&s.rebuild.manifest, &stats, &newest)).unwrap_or_default())
     }
 
     /// Loads a table file's text into the instance `name` (`INSTANCE` or
@@ -691,6 +725,11 @@ impl Control {
     }
 }
 
+/// [`crate::datapath::stats`] of `m`, whose NetPEs are `netpes`.
+fn datapath_stats(m: &Manifest, stats: &AppStats, netpes: &[PeRecord]) -> Vec<crate::datapath::DataPathStats> {
+    crate::datapath::stats(m, stats, &|name| netpes.iter().find(|r| r.name == name).map(|r| &r.module))
+}
+
 /// The manifest `change` makes of `m`.
 fn edit(m: &Manifest, change: Change, modules: &HashMap<String, netil::Module>) -> Result<Manifest, ControlError> {
     let bad = |s: String| Err(ControlError::Bad(s));
@@ -763,6 +802,25 @@ fn edit(m: &Manifest, change: Change, modules: &HashMap<String, netil::Module>) 
             }
         }
         Change::ReplaceApp { manifest } => m = manifest,
+        Change::AddDataPath { spec } => {
+            if m.datapaths.is_empty() {
+                return bad("the application has no data paths: add one to an engine of [[datapath]]s".into());
+            }
+            let file = std::path::absolute(&spec.manifest).unwrap_or_else(|_| spec.manifest.clone());
+            let sub = Manifest::load_as(&file, false)?;
+            crate::datapath::add(&mut m, spec, sub, &file)?;
+        }
+        Change::RemoveDataPath { name } => {
+            crate::datapath::remove(&mut m, &name).map_err(ControlError::Bad)?;
+        }
+        Change::ReplaceDataPath { name, manifest } => {
+            let mut spec = crate::datapath::remove(&mut m, &name).map_err(ControlError::Bad)?;
+            let file = std::path::absolute(&manifest).unwrap_or(manifest);
+            let sub = Manifest::load_as(&file, false)?;
+            spec.manifest = file.clone();
+            spec.placed = crate::datapath::Placed::default();
+            crate::datapath::add(&mut m, spec, sub, &file)?;
+        }
     }
     Ok(m)
 }
@@ -829,12 +887,11 @@ fn build(
     let instead = |name: &str, _: &netil::Module, d: &netil::CoproDecl| -> Option<Box<dyn Coprocessor>> {
         carried_slot(name, d).map(|(old, oc)| Box::new(Vacant::new(&d.kind, old.shares[oc])) as Box<dyn Coprocessor>)
     };
+    crate::datapath::check(manifest)?;
     let mut plan = Application::plan_with(manifest, &rebuild.registry, rebuild.budget, &instead)?;
-    if let Some(headroom) = &manifest.admission {
-        let cal = rebuild.calibration.clone().unwrap_or_else(|| crate::admission::Calibration::builtin(rebuild.engine.name()));
-        let workers = lock(&live.run).map_or(1, |r| r.workers);
-        crate::admission::admit(&plan, headroom, &cal, workers).map_err(ControlError::Bad)?;
-    }
+    let cal = rebuild.calibration.clone().unwrap_or_else(|| crate::admission::Calibration::builtin(rebuild.engine.name()));
+    let workers = lock(&live.run).map_or(1, |r| r.workers);
+    crate::admission::check(&plan, manifest, &cal, workers).map_err(ControlError::Bad)?;
     let (mut data_carried, mut copros_carried) = (Vec::new(), Vec::new());
     for (i, name) in plan.names.iter().enumerate() {
         let Some(old) = newest.iter().find(|r| &r.name == name) else { continue };

@@ -116,6 +116,14 @@ pub struct Manifest {
     /// ([`crate::admission`]); none by default.
     #[serde(default)]
     pub admission: Option<crate::admission::Headroom>,
+    /// Several isolated data paths in one engine, each from a manifest of
+    /// its own ([`crate::datapath`]); composed into `netpes`, `sources`,
+    /// `connections` and `sinks` when the manifest is read.
+    #[serde(default, rename = "datapath")]
+    pub datapaths: Vec<crate::datapath::DataPathSpec>,
+    /// The NetPE that selects a data path per packet ([`crate::datapath`]).
+    #[serde(default)]
+    pub classifier: Option<crate::datapath::ClassifierSpec>,
     /// Directory that relative program paths are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -179,8 +187,14 @@ pub struct SinkSpec {
 }
 
 impl Manifest {
-    /// Reads and parses a manifest file.
+    /// Reads and parses a manifest file, and composes its data paths
+    /// ([`crate::datapath::compose`]).
     pub fn load(path: &Path) -> Result<Manifest, RuntimeError> {
+        Manifest::load_as(path, true)
+    }
+
+    /// Reads a manifest file; composes its data paths if `compose`.
+    pub(crate) fn load_as(path: &Path, compose: bool) -> Result<Manifest, RuntimeError> {
         let io = |e: String| RuntimeError::Io { path: path.to_path_buf(), error: e };
         let mut bytes = Vec::new();
         let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
@@ -189,16 +203,32 @@ impl Manifest {
             return Err(io(format!("a manifest larger than {MAX_MANIFEST} bytes")));
         }
         let text = String::from_utf8(bytes).map_err(|_| io("a manifest is UTF-8 text".into()))?;
-        let mut m = Manifest::parse(&text).map_err(|e| RuntimeError::Manifest(format!("{}: {e}", path.display())))?;
-        m.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Ok(m)
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Manifest::parse_in(&text, base, compose).map_err(|e| match e {
+            RuntimeError::Manifest(e) => RuntimeError::Manifest(format!("{}: {e}", path.display())),
+            e => e,
+        })
     }
 
-    /// Parses manifest text (relative paths resolve against the current directory).
+    /// Parses manifest text (relative paths resolve against the current
+    /// directory) and composes its data paths.
     pub fn parse(text: &str) -> Result<Manifest, String> {
-        let m: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        Manifest::parse_in(text, PathBuf::new(), true).map_err(|e| match e {
+            RuntimeError::Manifest(e) => e,
+            e => e.to_string(),
+        })
+    }
+
+    /// Parses manifest text whose relative paths resolve against `base_dir`;
+    /// composes its data paths if `compose`.
+    fn parse_in(text: &str, base_dir: PathBuf, compose: bool) -> Result<Manifest, RuntimeError> {
+        let mut m: Manifest = toml::from_str(text).map_err(|e| RuntimeError::Manifest(e.to_string()))?;
+        m.base_dir = base_dir;
+        if compose {
+            crate::datapath::compose(&mut m)?;
+        }
         if m.netpes.len() > MAX_NETPES {
-            return Err(format!("{} NetPEs (at most {MAX_NETPES})", m.netpes.len()));
+            return Err(RuntimeError::Manifest(format!("{} NetPEs (at most {MAX_NETPES})", m.netpes.len())));
         }
         Ok(m)
     }
@@ -222,6 +252,8 @@ impl Manifest {
             connections: Vec::new(),
             sinks: (0..out_ports).map(|p| SinkSpec { from: format!("main.{p}"), port: p, file: None }).collect(),
             admission: None,
+            datapaths: Vec::new(),
+            classifier: None,
             base_dir: PathBuf::new(),
         }
     }

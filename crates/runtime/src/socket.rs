@@ -203,7 +203,14 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
     };
     match cmd {
         "list" => Ok(listing_json(&control.list().map_err(err)?)),
-        "stats" => Ok(json!({"stats": stats_json(&control.stats().map_err(err)?)})),
+        "stats" => {
+            let mut reply = json!({"stats": stats_json(&control.stats().map_err(err)?)});
+            let dps = control.datapath_stats().map_err(err)?;
+            if !dps.is_empty() {
+                reply["datapaths"] = datapaths_json(&dps);
+            }
+            Ok(reply)
+        }
         "load-module" => {
             control.load_module(field(req, "name")?, Path::new(field(req, "path")?)).map_err(err)?;
             Ok(json!({}))
@@ -228,6 +235,25 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
             let manifest = Manifest::load(Path::new(field(req, "manifest")?)).map_err(|e| e.to_string())?;
             change(Change::ReplaceApp { manifest })
         }
+        "add-datapath" => {
+            let port = |k: &str| -> Result<Option<u16>, String> {
+                req.get(k).map(|v| v.as_u64().and_then(|p| u16::try_from(p).ok()).ok_or(format!("`{k}` must be a port number"))).transpose()
+            };
+            let spec = crate::datapath::DataPathSpec {
+                name: field(req, "name")?.to_string(),
+                manifest: PathBuf::from(field(req, "manifest")?),
+                inport: port("inport")?,
+                select: port("select")?,
+                outport: port("outport")?.unwrap_or(0),
+                admission: None,
+                placed: crate::datapath::Placed::default(),
+            };
+            change(Change::AddDataPath { spec })
+        }
+        "remove-datapath" => change(Change::RemoveDataPath { name: field(req, "name")?.to_string() }),
+        "replace-datapath" => {
+            change(Change::ReplaceDataPath { name: field(req, "name")?.to_string(), manifest: PathBuf::from(field(req, "manifest")?) })
+        }
         "table-load" => {
             let text = match (req.get("file").and_then(Value::as_str), req.get("text").and_then(Value::as_str)) {
                 (Some(f), None) => read_bounded(Path::new(f), MAX_TABLE_FILE)?,
@@ -250,7 +276,7 @@ fn answer(control: &Control, req: &Map<String, Value>) -> Result<Value, String> 
         }
         other => Err(format!(
             "unknown command `{other}` (list, stats, load-module, add, remove, connect, disconnect, replace, replace-app, \
-             table-load, table-dump, table-clear, global-get, global-set)"
+             add-datapath, remove-datapath, replace-datapath, table-load, table-dump, table-clear, global-get, global-set)"
         )),
     }
 }
@@ -307,6 +333,25 @@ pub fn stats_json(s: &AppStats) -> Value {
     })
 }
 
+/// Each data path's counters ([`crate::datapath::stats`]), as `netvm ctl`
+/// and `netvm run --stats json` print them.
+pub fn datapaths_json(dps: &[crate::datapath::DataPathStats]) -> Value {
+    dps.iter()
+        .map(|d| {
+            let ports: Map<String, Value> = d.ports.iter().map(|(p, n)| (p.to_string(), json!(n))).collect();
+            json!({
+                "name": d.name,
+                "select": d.selector,
+                "netpes": d.netpes,
+                "packets": d.packets,
+                "ports": ports,
+                "dropped": d.dropped,
+                "faults": d.faults,
+            })
+        })
+        .collect()
+}
+
 fn listing_json(l: &Listing) -> Value {
     let netpes: Vec<Value> = l
         .netpes
@@ -335,6 +380,7 @@ fn listing_json(l: &Listing) -> Value {
         "sources": pairs(&l.sources),
         "sinks": pairs(&l.sinks),
         "stats": stats_json(&l.stats),
+        "datapaths": datapaths_json(&l.datapaths),
     })
 }
 

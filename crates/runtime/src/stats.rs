@@ -47,6 +47,10 @@ pub struct AppStats {
     pub packets: u64,
     /// Exchange buffers that left, by application output port.
     pub ports: BTreeMap<u16, u64>,
+    /// Packets that entered, by application input port: counted where
+    /// sources listen on several input ports (else empty), for the ports
+    /// up to the highest one a source listens on.
+    pub inputs: BTreeMap<u16, u64>,
     /// Exchange buffers discarded without a fault: `drop`, an unconnected
     /// output port, or an input port no source listens on.
     pub dropped: u64,
@@ -69,6 +73,9 @@ impl AppStats {
         self.packets += other.packets;
         for (p, n) in &other.ports {
             *self.ports.entry(*p).or_default() += n;
+        }
+        for (p, n) in &other.inputs {
+            *self.inputs.entry(*p).or_default() += n;
         }
         self.dropped += other.dropped;
         self.no_source += other.no_source;

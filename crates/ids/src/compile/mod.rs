@@ -427,8 +427,7 @@ pub fn compile(rules: &[Rule]) -> Result<IdsApp, String> {
         connections,
         sinks: vec![SinkSpec { from: "verdict.0".into(), port: 1, file: None }],
         netpes,
-        admission: None,
-        base_dir: Default::default(),
+        ..Manifest::default()
     };
     Ok(IdsApp { manifest, tables, listings, event_logs })
 }
