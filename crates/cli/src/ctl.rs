@@ -73,6 +73,34 @@ enum CtlCommand {
         /// The manifest.
         manifest: PathBuf,
     },
+    /// Add a data path to an engine of several ([[datapath]]): its manifest, selected by input port or by the classifier.
+    AddDatapath {
+        /// Its name (its NetPEs are `NAME/NETPE`).
+        name: String,
+        /// Its application manifest.
+        manifest: PathBuf,
+        /// Selected by input port: its input port P is the engine's `--inport` + P.
+        #[arg(long, conflicts_with = "select", required_unless_present = "select")]
+        inport: Option<u16>,
+        /// Selected by the classifier's output port.
+        #[arg(long)]
+        select: Option<u16>,
+        /// Its output port P is the engine's `--outport` + P.
+        #[arg(long, default_value_t = 0)]
+        outport: u16,
+    },
+    /// Remove a data path: its NetPEs and their connections.
+    RemoveDatapath {
+        /// The data path.
+        name: String,
+    },
+    /// Replace a data path by another manifest's, selected as before (NetPEs that keep their names keep their state).
+    ReplaceDatapath {
+        /// The data path.
+        name: String,
+        /// The new manifest.
+        manifest: PathBuf,
+    },
     /// A coprocessor instance's table: `load INSTANCE FILE`, `dump INSTANCE`, `clear INSTANCE`.
     Table {
         /// `load`, `dump` or `clear`.
@@ -204,6 +232,27 @@ fn request(c: CtlCommand) -> Result<Value, String> {
         CtlCommand::ReplaceApp { manifest } => {
             req.insert("manifest".into(), json!(absolute(&manifest)));
             "replace-app"
+        }
+        CtlCommand::AddDatapath { name, manifest, inport, select, outport } => {
+            req.insert("name".into(), json!(name));
+            req.insert("manifest".into(), json!(absolute(&manifest)));
+            if let Some(p) = inport {
+                req.insert("inport".into(), json!(p));
+            }
+            if let Some(k) = select {
+                req.insert("select".into(), json!(k));
+            }
+            req.insert("outport".into(), json!(outport));
+            "add-datapath"
+        }
+        CtlCommand::RemoveDatapath { name } => {
+            req.insert("name".into(), json!(name));
+            "remove-datapath"
+        }
+        CtlCommand::ReplaceDatapath { name, manifest } => {
+            req.insert("name".into(), json!(name));
+            req.insert("manifest".into(), json!(absolute(&manifest)));
+            "replace-datapath"
         }
         CtlCommand::Table { action, instance, file } => {
             req.insert("instance".into(), json!(instance));

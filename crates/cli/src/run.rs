@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 use netvm_io::PcapHeaderSpec;
-use netvm_runtime::admission::{self, Admission, Calibration};
+use netvm_runtime::admission::{self, Admission, Admitted, Calibration};
+use netvm_runtime::datapath::DataPathStats;
 use netvm_runtime::socket::ControlServer;
 use netvm_runtime::{load_program, AppStats, Application, Driver, Manifest, Rebuild, RunReport};
 use netvm_vm::FaultCounts;
@@ -120,16 +121,16 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
         })?),
         None => None,
     };
-    let admission = match &manifest.admission {
-        Some(headroom) => {
-            let cal = calibration.clone().unwrap_or_else(|| Calibration::builtin(engine.name()));
-            let plan = Application::plan(&manifest, &netvm_copro::registry(), args.budget).map_err(|e| report(&e))?;
-            Some(admission::admit(&plan, headroom, &cal, cfg.workers).map_err(|e| {
-                eprintln!("netvm: {e}");
-                EXIT_ERROR
-            })?)
-        }
-        None => None,
+    let declares = manifest.admission.is_some() || manifest.datapaths.iter().any(|d| d.placed.admission.is_some());
+    let admission = if declares {
+        let cal = calibration.clone().unwrap_or_else(|| Calibration::builtin(engine.name()));
+        let plan = Application::plan(&manifest, &netvm_copro::registry(), args.budget).map_err(|e| report(&e))?;
+        admission::check(&plan, &manifest, &cal, cfg.workers).map_err(|e| {
+            eprintln!("netvm: {e}");
+            EXIT_ERROR
+        })?
+    } else {
+        None
     };
     let mut driver = Driver::new(app, cfg);
     let mut specs = Vec::new();
@@ -157,6 +158,14 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
 
     let bar = progress_bar(args.repeat);
     let result = driver.run();
+    // The data paths as the run ended (the control plane may have changed them).
+    let datapaths = match &server {
+        Some(_) => driver.control().datapath_stats().unwrap_or_default(),
+        None => {
+            let app = driver.app();
+            netvm_runtime::datapath::stats(&manifest, &app.stats(), &|n| app.module(n))
+        }
+    };
     drop(server);
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -166,7 +175,7 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
     if r.output_closed || !write_dumps(&driver.app(), &dumps)? {
         return Ok(exit);
     }
-    let text = stats_output(args.stats, &driver.app(), &r, args.repeat, admission.as_ref());
+    let text = stats_output(args.stats, &driver.app(), &r, args.repeat, admission.as_ref(), &datapaths);
     if !text.is_empty() {
         common::stdout_write(&text)?;
     }
@@ -300,7 +309,14 @@ fn write_dumps(app: &Application, dumps: &[(String, String)]) -> Result<bool, u8
 
 /// The `--stats` text (empty without `--stats`): the run's statistics with
 /// the coprocessors' own.
-fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, repeat: u64, admission: Option<&Admission>) -> String {
+fn stats_output(
+    format: Option<StatsFormat>,
+    app: &Application,
+    r: &RunReport,
+    repeat: u64,
+    admission: Option<&Admitted>,
+    datapaths: &[DataPathStats],
+) -> String {
     let stats = app.stats();
     match format {
         Some(StatsFormat::Json) => {
@@ -318,19 +334,42 @@ fn stats_output(format: Option<StatsFormat>, app: &Application, r: &RunReport, r
                 all.insert(format!("{netpe}.{name}"), obj.into());
             }
             j["copro"] = all.into();
-            if let Some(a) = admission {
-                j["admission"] = serde_json::json!({
+            let one = |a: &Admission| {
+                serde_json::json!({
                     "packet_ns": a.packet_ns,
                     "headroom_ns": a.headroom_ns,
                     "load": a.load(),
                     "path": a.path,
                     "memory": a.memory,
-                });
+                })
+            };
+            match admission {
+                Some(Admitted::Whole(a)) => j["admission"] = one(a),
+                Some(Admitted::DataPaths { each, load, utilization }) => {
+                    let each: serde_json::Map<String, serde_json::Value> = each.iter().map(|(n, a)| (n.clone(), one(a))).collect();
+                    j["admission"] = serde_json::json!({"load": load, "utilization": utilization, "datapaths": each});
+                }
+                None => {}
+            }
+            if !datapaths.is_empty() {
+                j["datapaths"] = netvm_runtime::socket::datapaths_json(datapaths);
             }
             format!("{j}\n")
         }
         Some(StatsFormat::Text) => {
             let mut t = stats_text(&stats, r, &format!("{} ({})", app.engine(), app.link()));
+            for d in datapaths {
+                let ports: Vec<String> = d.ports.iter().map(|(p, n)| format!("{p}={n}")).collect();
+                t += &format!(
+                    "datapath {} ({}): packets={} out[{}] dropped={} faults={}\n",
+                    d.name,
+                    d.selector,
+                    d.packets,
+                    ports.join(" "),
+                    d.dropped,
+                    d.faults
+                );
+            }
             for (netpe, name, values) in app.copro_stats() {
                 let v: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 t += &format!("copro {netpe}.{name}: {}\n", v.join(" "));
@@ -380,6 +419,7 @@ pub fn stats_json(s: &AppStats, r: &RunReport, engine: &str, repeat: u64) -> ser
     serde_json::json!({
         "packets": s.packets,
         "ports": ports,
+        "inputs": s.inputs.iter().map(|(p, n)| (p.to_string(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
         "dropped": s.dropped,
         "no_source": s.no_source,
         "faults": fault_map(&s.faults),
