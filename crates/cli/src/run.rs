@@ -341,6 +341,7 @@ fn stats_output(
                     "load": a.load(),
                     "path": a.path,
                     "memory": a.memory,
+                    "tables": a.tables,
                 })
             };
             match admission {

@@ -958,6 +958,11 @@ impl Coprocessor for Flows {
         self.purge(PURGE_PER_TICK);
     }
 
+    /// At capacity: the documented `capacity × (bits / 8 + 80)` bytes.
+    fn memory(&self) -> u64 {
+        (self.config.capacity * (self.config.bits / 8 + 80)) as u64
+    }
+
     fn stats(&self) -> Vec<(String, u64)> {
         let mut s = vec![("flows".to_string(), self.len() as u64), ("capacity".to_string(), self.config.capacity as u64)];
         s.extend(COUNT_NAMES.iter().zip(self.counts).map(|(k, v)| (k.to_string(), v)));

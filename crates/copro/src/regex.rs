@@ -651,6 +651,10 @@ impl Coprocessor for RegexCopro {
         }
     }
 
+    fn memory(&self) -> u64 {
+        self.set.memory as u64
+    }
+
     fn stats(&self) -> Vec<(String, u64)> {
         let t = self.tally.totals();
         vec![

@@ -19,8 +19,10 @@
 //!   spread over them, so each packet may take `W·T` on its worker
 //!   (Eq. 2). A utilization `ρ` (the paper's 0.96) keeps a margin:
 //!   `H = ρ·W·T` (Eq. 3, in nanoseconds instead of engine cycles).
-//! - **Memory:** every worker's data memories, and one info memory per
-//!   worker, within the declared `memory`.
+//! - **Memory:** every worker's data memories, one info memory per
+//!   worker, and the coprocessor instances' tables at their configured
+//!   capacity (once where the workers share an instance, per worker where
+//!   each has its own), within the declared `memory`.
 //!
 //! A refusal names the resource and the numbers.
 
@@ -375,8 +377,11 @@ pub struct Admission {
     pub path: Vec<String>,
     /// Each NetPE's own bound: (name, bound, nanoseconds).
     pub netpes: Vec<(String, WorstCase)>,
-    /// The memory the data path's NetPEs hold (every worker's), in bytes.
+    /// The memory the data path's NetPEs hold (every worker's), in bytes:
+    /// data and info memory, and their coprocessor instances at capacity.
     pub memory: u64,
+    /// Of `memory`: the coprocessor instances' ([`netvm_vm::Coprocessor::memory`]).
+    pub tables: u64,
 }
 
 impl Admission {
@@ -497,9 +502,21 @@ fn decide(
     let budget = plan.limits.budget;
     let packet_ns = cal.packet_ns - cal.netpe_ns.min(cal.packet_ns) + worst;
     let headroom_ns = headroom.per_packet_ns(workers);
-    let memory =
-        (nodes.iter().map(|&i| u64::from(plan.verified[i].module.data_size)).sum::<u64>() + plan.info_size as u64) * workers.max(1) as u64;
-    let admission = Admission { packet_ns, headroom_ns, path: path.iter().map(|&i| plan.names[i].clone()).collect(), netpes: own, memory };
+    let w = workers.max(1) as u64;
+    let memories = (nodes.iter().map(|&i| u64::from(plan.verified[i].module.data_size)).sum::<u64>() + plan.info_size as u64) * w;
+    // Each instance once (an alias reaches its owner's), every worker's where each has its own.
+    let mut tables = 0u64;
+    for &i in nodes {
+        for (c, instance) in plan.states[i].copros.iter().enumerate() {
+            if !plan.shares.is_alias(i, c) {
+                let copies = if instance.share() == netvm_vm::WorkerShare::PerWorker { w } else { 1 };
+                tables = tables.saturating_add(instance.memory().saturating_mul(copies));
+            }
+        }
+    }
+    let memory = memories.saturating_add(tables);
+    let admission =
+        Admission { packet_ns, headroom_ns, path: path.iter().map(|&i| plan.names[i].clone()).collect(), netpes: own, memory, tables };
     if packet_ns > headroom_ns {
         let loops: Vec<&str> = admission.netpes.iter().filter(|(_, c)| c.loops).map(|(n, _)| n.as_str()).collect();
         return Err(format!(
@@ -516,7 +533,9 @@ fn decide(
     if let Some(limit) = headroom.memory {
         if memory > limit {
             return Err(format!(
-                "admission refused: memory: {what}'s NetPEs hold {memory} bytes (data and info memory, {} worker(s)), more than the {limit} bytes allowed",
+                "admission refused: memory: {what}'s NetPEs hold {memory} bytes ({} of data and info memory and {tables} of coprocessor tables, \
+                 {} worker(s)), more than the {limit} bytes allowed",
+                memory - tables,
                 workers.max(1)
             ));
         }

@@ -117,3 +117,32 @@ fn calibration_measures_every_figure() {
     std::fs::write(&p, "{}").unwrap();
     assert!(Calibration::load(&p).is_err());
 }
+
+#[test]
+fn tables_count_at_their_capacity_once_or_per_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write(d, "fib.nil", ".copro fib table\n.copro routes lpm\n.ports 1\nsegment .push\n    pop\n    ret 0\nends\n");
+    let with = |capacity: u32, workers: &str| {
+        let text = format!(
+            "[[netpe]]\nname = \"f\"\nprogram = \"fib.nil\"\ncopro.fib = {{ key_size = 6, value_size = 4, capacity = {capacity}{workers} }}\n\
+             [[source]]\nto = \"f\"\n[[sink]]\nfrom = \"f.0\"\nport = 1\n"
+        );
+        write(d, "app.toml", &text);
+        let m = Manifest::load(&d.join("app.toml")).unwrap();
+        Application::plan(&m, &netvm_copro::registry(), None).unwrap()
+    };
+    let h: Headroom = toml::from_str("line_rate = \"1G\"").unwrap();
+    let small = admit(&with(1024, ""), &h, &unit(), 1).unwrap();
+    let large = admit(&with(1 << 20, ""), &h, &unit(), 1).unwrap();
+    // The IPv4 lpm's first level alone is 2^24 entries of 4 bytes; the table grows with its capacity.
+    assert!(small.tables >= 64 << 20, "{small:?}");
+    assert!(large.tables - small.tables >= 10 * ((1 << 20) - 1024), "{small:?} {large:?}");
+    // A table sharded per worker counts once per worker; lpm is shared by the workers.
+    let one = admit(&with(1 << 20, ", workers = \"sharded\""), &h, &unit(), 1).unwrap();
+    let two = admit(&with(1 << 20, ", workers = \"sharded\""), &h, &unit(), 2).unwrap();
+    assert!(two.tables - one.tables >= 10 << 20 && two.tables - one.tables < one.tables, "{one:?} {two:?}");
+    let limited: Headroom = toml::from_str("line_rate = \"1G\"\nmemory = \"100M\"").unwrap();
+    let e = admit(&with(1 << 20, ""), &limited, &unit(), 1).unwrap_err();
+    assert!(e.contains("of coprocessor tables") && e.contains("100000000 bytes allowed"), "{e}");
+}

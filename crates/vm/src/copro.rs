@@ -232,6 +232,13 @@ pub trait Coprocessor: Send {
     fn tick(&mut self, now: Timestamp) {
         let _ = now;
     }
+    /// Bytes of memory the instance holds at its configured capacity
+    /// (tables, automata): what admission control counts against a data
+    /// path's `memory`. Kinds whose state is small (a few counters) keep
+    /// the default, 0.
+    fn memory(&self) -> u64 {
+        0
+    }
     /// Control plane: named statistics (entries, hits, aged-out entries,
     /// counter values), in a stable order. `--stats json` reports them per
     /// NetPE and instance.

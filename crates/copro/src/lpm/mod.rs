@@ -344,6 +344,10 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         }
     }
 
+    fn memory(&self) -> u64 {
+        self.table.memory_bytes() as u64
+    }
+
     fn stats(&self) -> Vec<(String, u64)> {
         let t = self.tally.totals();
         vec![

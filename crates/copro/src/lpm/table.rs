@@ -398,6 +398,12 @@ impl<A: LpmAddress> Lpm<A> {
         self.groups.budget
     }
 
+    /// Bytes of memory the table holds with every group of its budget in
+    /// use: the first level, and the tbl8 groups.
+    pub fn memory_bytes(&self) -> usize {
+        ((1usize << A::ROOT_BITS) + self.groups.budget as usize * GROUP) * std::mem::size_of::<u32>()
+    }
+
     /// The tbl8 groups in use.
     pub fn tbl8_groups_used(&self) -> u32 {
         self.groups.used

@@ -252,6 +252,10 @@ impl Coprocessor for NamesCoprocessor {
         }
     }
 
+    fn memory(&self) -> u64 {
+        self.fib.memory_bytes() as u64
+    }
+
     fn stats(&self) -> Vec<(String, u64)> {
         let t = self.tally.totals();
         vec![

@@ -676,6 +676,10 @@ impl Coprocessor for Table {
         s.sweep_cursor = (cursor + count) % n;
     }
 
+    fn memory(&self) -> u64 {
+        self.store().table.memory_bytes() as u64
+    }
+
     fn stats(&self) -> Vec<(String, u64)> {
         let (entries, capacity, aged_out) = {
             let s = self.store();
