@@ -110,3 +110,42 @@ fn tree10_runs_alike_on_every_engine() {
         assert_eq!(o.contains(&6), f, "tree10 sink 6, packet {i}");
     }
 }
+
+/// Per packet, the output ports it left on and its bytes as they left,
+/// with the routes of `routes` loaded into every instance named `routes`.
+fn run_router(manifest: &Manifest, engine: &dyn Engine, routes: &str, packets: &[Packet]) -> Vec<Vec<(u16, Vec<u8>)>> {
+    let mut app = Application::build(manifest, engine, &netvm_copro::registry(), None).expect("builds");
+    app.load_table("routes", routes).expect("routes load");
+    let mut verdicts = Vec::new();
+    packets
+        .iter()
+        .map(|p| {
+            let mut out = Vec::new();
+            app.process_batch(&mut [p.clone()], &mut verdicts, &mut |port, q| out.push((port, q.data.clone())));
+            assert!(!verdicts.iter().any(|v| matches!(v, Verdict::Fault(_))), "{verdicts:?}");
+            out
+        })
+        .collect()
+}
+
+/// NetBind's six-module IPv4 data path (benches/binding/router6) forwards
+/// exactly as the example router (examples/ipv4-router, five NetPEs, held
+/// to a reference by its own tests), and so do its modules pasted into one
+/// NetPE (router1.toml), on every engine and binding.
+#[test]
+fn router6_and_router1_route_as_the_example_router() {
+    use netvm_traffic::apps::{route_file, router_trace, routes4};
+    let mut r = netvm_traffic::SplitMix64::new(11);
+    let routes = routes4(&mut r, 400, 18);
+    let text = route_file(&routes);
+    let packets = router_trace(&mut r, &routes, 4000);
+    let example = Manifest::load(&benches("../examples/ipv4-router/app.toml")).unwrap();
+    let want = run_router(&example, &InterpEngine, &text, &packets);
+    assert!(want.iter().filter(|o| !o.is_empty()).count() > 1000, "the trace exercises the forwarding path");
+    for app in ["binding/router6/router6.toml", "binding/router6/router1.toml"] {
+        let m = Manifest::load(&benches(app)).expect("manifest");
+        for (name, e) in engines() {
+            assert_eq!(run_router(&m, e.as_ref(), &text, &packets), want, "{app} on {name}");
+        }
+    }
+}
