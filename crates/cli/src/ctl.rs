@@ -10,8 +10,9 @@ use crate::{EXIT_ERROR, EXIT_USAGE};
 
 #[derive(Args, Debug)]
 pub struct CtlArgs {
-    /// The control socket (`netvm run --control PATH`).
-    socket: PathBuf,
+    /// The control socket (`netvm run --control PATH`), or `127.0.0.1:PORT`
+    /// (`netvm run --control-tcp PORT`).
+    socket: String,
     #[command(subcommand)]
     command: CtlCommand,
 }
@@ -130,7 +131,7 @@ pub fn cmd_ctl(args: CtlArgs) -> u8 {
         }
     };
     let raw_table = req.get("cmd").and_then(Value::as_str) == Some("table-dump");
-    match netvm_runtime::socket::request(&args.socket, &req) {
+    match netvm_runtime::socket::request_to(&netvm_runtime::socket::Endpoint::parse(&args.socket), &req) {
         Ok(reply) if reply.get("ok") == Some(&Value::Bool(true)) => {
             let out = match (raw_table, reply.get("table").and_then(Value::as_str)) {
                 (true, Some(t)) => {

@@ -82,6 +82,12 @@ pub struct RunArgs {
     /// the whole data path without stopping the packets.
     #[arg(long, value_name = "PATH")]
     control: Option<PathBuf>,
+    /// Also (or instead) serve the control protocol on TCP port PORT of the
+    /// loopback interface (127.0.0.1 only; 0: a port the system picks,
+    /// printed on stderr): `netvm ctl 127.0.0.1:PORT ...`. A connection is
+    /// served only if its process belongs to this user (or root).
+    #[arg(long, value_name = "PORT")]
+    control_tcp: Option<u16>,
     /// The machine's costs for admission control (`netvm calibrate -o FILE`),
     /// where the manifest declares `[admission]`; default: the figures built in.
     #[arg(long, value_name = "FILE")]
@@ -138,35 +144,43 @@ fn run(args: &RunArgs) -> Result<u8, u8> {
         specs.push(common::open_source(&mut driver, path, *port)?);
     }
     add_sinks(&mut driver, args.write.as_deref(), &manifest, common::merge_specs(&specs))?;
-    let server = match &args.control {
-        Some(path) => {
-            let engine = common::control_engine(args.engine, args.link, args.batching.batching(args.sub_batch));
-            driver.allow_changes(Rebuild {
-                manifest: manifest.clone(),
-                engine,
-                registry: netvm_copro::registry(),
-                budget: args.budget,
-                calibration,
-            });
-            Some(ControlServer::start(path, driver.control()).map_err(|e| {
-                eprintln!("netvm: {e}");
-                EXIT_ERROR
-            })?)
+    let mut servers = Vec::new();
+    if args.control.is_some() || args.control_tcp.is_some() {
+        let engine = common::control_engine(args.engine, args.link, args.batching.batching(args.sub_batch));
+        driver.allow_changes(Rebuild {
+            manifest: manifest.clone(),
+            engine,
+            registry: netvm_copro::registry(),
+            budget: args.budget,
+            calibration,
+        });
+        let failed = |e: String| {
+            eprintln!("netvm: {e}");
+            EXIT_ERROR
+        };
+        if let Some(path) = &args.control {
+            servers.push(ControlServer::start(path, driver.control()).map_err(failed)?);
         }
-        None => None,
-    };
+        if let Some(port) = args.control_tcp {
+            let server = ControlServer::start_tcp(port, driver.control()).map_err(failed)?;
+            if port == 0 {
+                eprintln!("netvm: control port {}", server.endpoint());
+            }
+            servers.push(server);
+        }
+    }
 
     let bar = progress_bar(args.repeat);
     let result = driver.run();
     // The data paths as the run ended (the control plane may have changed them).
-    let datapaths = match &server {
+    let datapaths = match servers.first() {
         Some(_) => driver.control().datapath_stats().unwrap_or_default(),
         None => {
             let app = driver.app();
             netvm_runtime::datapath::stats(&manifest, &app.stats(), &|n| app.module(n))
         }
     };
-    drop(server);
+    drop(servers);
     if let Some(b) = bar {
         b.finish_and_clear();
     }

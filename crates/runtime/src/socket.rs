@@ -10,11 +10,15 @@
 //! Access: the socket file is created with mode 0600 (only its owner may
 //! connect), and every connection's peer is checked (`SO_PEERCRED`): a
 //! process of another user than the server's (root aside) is refused.
-//! Nothing listens on the network. A request line is at most
+//! Nothing listens on the network unless asked: [`ControlServer::start_tcp`]
+//! listens on a TCP port of the loopback interface only, and serves a
+//! connection only if the kernel's socket table names this user (or root)
+//! as the owner of its other end. A request line is at most
 //! [`MAX_REQUEST`] bytes; a client that sends nothing for
 //! [`IDLE_TIMEOUT`] is disconnected.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,11 +40,43 @@ pub const MAX_TABLE_FILE: u64 = 1 << 30;
 /// How long a change's reply waits for the first batch on the new version.
 const WAIT_RUNNING: Duration = Duration::from_secs(2);
 
+/// Where a [`ControlServer`] listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix domain socket file.
+    Unix(PathBuf),
+    /// A TCP port on the loopback interface.
+    Tcp(SocketAddr),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "{}", p.display()),
+            Endpoint::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+impl Endpoint {
+    /// What `netvm ctl` names: `HOST:PORT` (an IP address, or `localhost`)
+    /// is a TCP endpoint, anything else a socket file.
+    pub fn parse(s: &str) -> Endpoint {
+        let tcp = s.parse::<SocketAddr>().ok().or_else(|| {
+            s.strip_prefix("localhost:").and_then(|p| p.parse::<u16>().ok()).map(|p| SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+        });
+        match tcp {
+            Some(a) => Endpoint::Tcp(a),
+            None => Endpoint::Unix(PathBuf::from(s)),
+        }
+    }
+}
+
 /// A control socket being served (on a thread of its own); dropping it
 /// stops the server and removes the socket file.
 #[derive(Debug)]
 pub struct ControlServer {
-    path: PathBuf,
+    endpoint: Endpoint,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -66,20 +102,65 @@ impl ControlServer {
         // SAFETY: as above, restoring the previous mask.
         unsafe { libc::umask(old) };
         let listener = bound.map_err(what)?;
+        ControlServer::spawn(
+            Endpoint::Unix(path.to_path_buf()),
+            move |control, stop| {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    // One client at a time: control requests are applied in turn anyway.
+                    let _ = handle_unix(conn, &control, stop);
+                }
+            },
+            control,
+        )
+    }
+
+    /// Listens on TCP port `port` of the loopback interface (127.0.0.1;
+    /// 0 for a port the system picks, see [`ControlServer::endpoint`]) and
+    /// serves `control` there. Nothing off this machine can connect, and a
+    /// connection is served only if the process at its other end belongs
+    /// to the user running netvm (or root): the owner of its socket, as the
+    /// kernel lists it in /proc/net/tcp.
+    pub fn start_tcp(port: u16, control: Control) -> Result<ControlServer, String> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(|e| format!("control port 127.0.0.1:{port}: {e}"))?;
+        let local = listener.local_addr().map_err(|e| format!("control port: {e}"))?;
+        ControlServer::spawn(
+            Endpoint::Tcp(local),
+            move |control, stop| {
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    let Ok(conn) = conn else { continue };
+                    let _ = handle_tcp(conn, local, &control, stop);
+                }
+            },
+            control,
+        )
+    }
+
+    fn spawn(
+        endpoint: Endpoint,
+        serve: impl FnOnce(Control, &AtomicBool) + Send + 'static,
+        control: Control,
+    ) -> Result<ControlServer, String> {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("netvm-control".into())
-                .spawn(move || serve(&listener, &control, &stop))
+                .spawn(move || serve(control, &stop))
                 .map_err(|e| format!("control socket: cannot start its thread: {e}"))?
         };
-        Ok(ControlServer { path: path.to_path_buf(), stop, thread: Some(thread) })
+        Ok(ControlServer { endpoint, stop, thread: Some(thread) })
     }
 
-    /// The socket's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where it listens.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 }
 
@@ -87,22 +168,16 @@ impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         // Wake the accept.
-        let _ = UnixStream::connect(&self.path);
+        match &self.endpoint {
+            Endpoint::Unix(p) => drop(UnixStream::connect(p)),
+            Endpoint::Tcp(a) => drop(TcpStream::connect_timeout(a, Duration::from_secs(1))),
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-fn serve(listener: &UnixListener, control: &Control, stop: &AtomicBool) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::Acquire) {
-            return;
+        if let Endpoint::Unix(p) = &self.endpoint {
+            let _ = std::fs::remove_file(p);
         }
-        let Ok(conn) = conn else { continue };
-        // One client at a time: control requests are applied in turn anyway.
-        let _ = handle(conn, control, stop);
     }
 }
 
@@ -120,17 +195,57 @@ fn peer_uid(s: &UnixStream) -> std::io::Result<u32> {
     Ok(cred.uid)
 }
 
-fn handle(conn: UnixStream, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
+/// The user id owning the TCP socket at `peer` connected to `local` on
+/// this machine, from the kernel's table of IPv4 TCP sockets
+/// (/proc/net/tcp: addresses as hexadecimal `ADDR:PORT`, the address in
+/// the host's byte order; the uid in the eighth column).
+fn tcp_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    let hex = |a: SocketAddr| -> Option<String> {
+        let SocketAddr::V4(v4) = a else { return None };
+        Some(format!("{:08X}:{:04X}", u32::from_ne_bytes(v4.ip().octets()), v4.port()))
+    };
+    let (want_local, want_remote) = (hex(peer)?, hex(local)?);
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() > 7 && f[1] == want_local && f[2] == want_remote).then(|| f[7].parse().ok()).flatten()
+    })
+}
+
+/// Refuses a peer of another user than this process's (root aside): the reply to send, if refused.
+fn refusal(peer: Option<u32>) -> Option<Value> {
     // SAFETY: getuid has no preconditions.
     let me = unsafe { libc::getuid() };
-    let peer = peer_uid(&conn)?;
+    match peer {
+        Some(p) if p == me || p == 0 => None,
+        Some(p) => Some(json!({"ok": false, "error": format!("user {p} may not control this application (its owner is user {me})")})),
+        None => Some(json!({"ok": false, "error": "the connecting process's user could not be told: refused"})),
+    }
+}
+
+fn handle_unix(conn: UnixStream, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
     let mut out = conn.try_clone()?;
-    if peer != me && peer != 0 {
-        let reply = json!({"ok": false, "error": format!("user {peer} may not control this application (its owner is user {me})")});
+    if let Some(reply) = refusal(peer_uid(&conn).ok()) {
         return writeln!(out, "{reply}");
     }
     conn.set_read_timeout(Some(IDLE_TIMEOUT))?;
-    let mut input = BufReader::new(conn);
+    session(BufReader::new(conn), out, control, stop)
+}
+
+fn handle_tcp(conn: TcpStream, local: SocketAddr, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
+    let mut out = conn.try_clone()?;
+    let peer = conn.peer_addr()?;
+    let owner = if peer.ip().is_loopback() { tcp_owner(peer, local) } else { None };
+    if let Some(reply) = refusal(owner) {
+        return writeln!(out, "{reply}");
+    }
+    conn.set_read_timeout(Some(IDLE_TIMEOUT))?;
+    session(BufReader::new(conn), out, control, stop)
+}
+
+/// Answers request lines from `input` on `out` until the client closes,
+/// goes silent, or the server stops.
+fn session(mut input: impl BufRead, mut out: impl Write, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
     let mut line = Vec::new();
     loop {
         if stop.load(Ordering::Acquire) {
@@ -387,11 +502,27 @@ fn listing_json(l: &Listing) -> Value {
 /// Sends one request to the control socket at `path` and returns the reply
 /// (what `netvm ctl` does).
 pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
-    let what = |e: std::io::Error| format!("control socket {}: {e}", path.display());
-    let mut s = UnixStream::connect(path).map_err(what)?;
-    s.set_read_timeout(Some(Duration::from_secs(120))).map_err(what)?;
-    writeln!(s, "{req}").map_err(what)?;
+    request_to(&Endpoint::Unix(path.to_path_buf()), req)
+}
+
+/// Sends one request to a control socket or port and returns the reply.
+pub fn request_to(to: &Endpoint, req: &Value) -> Result<Value, String> {
+    let what = |e: std::io::Error| format!("control socket {to}: {e}");
+    let timeout = Some(Duration::from_secs(120));
+    let (mut w, r): (Box<dyn Write>, Box<dyn Read>) = match to {
+        Endpoint::Unix(p) => {
+            let s = UnixStream::connect(p).map_err(what)?;
+            s.set_read_timeout(timeout).map_err(what)?;
+            (Box::new(s.try_clone().map_err(what)?), Box::new(s))
+        }
+        Endpoint::Tcp(a) => {
+            let s = TcpStream::connect(a).map_err(what)?;
+            s.set_read_timeout(timeout).map_err(what)?;
+            (Box::new(s.try_clone().map_err(what)?), Box::new(s))
+        }
+    };
+    writeln!(w, "{req}").map_err(what)?;
     let mut line = String::new();
-    BufReader::new(s).take(64 << 20).read_line(&mut line).map_err(what)?;
-    serde_json::from_str(&line).map_err(|e| format!("control socket {}: a reply that is not JSON ({e})", path.display()))
+    BufReader::new(r).take(64 << 20).read_line(&mut line).map_err(what)?;
+    serde_json::from_str(&line).map_err(|e| format!("control socket {to}: a reply that is not JSON ({e})"))
 }

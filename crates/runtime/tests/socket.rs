@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 
-use netvm_runtime::socket::{answer_line, request, ControlServer};
+use netvm_runtime::socket::{answer_line, request, request_to, ControlServer, Endpoint};
 use netvm_runtime::{Application, Driver, DriverConfig, InterpEngine, Manifest, Rebuild};
 use serde_json::json;
 
@@ -43,6 +43,35 @@ fn a_request_over_the_socket_gets_its_reply_and_only_the_owner_may_connect() {
     assert!(ControlServer::start(&path, d.control()).is_err());
     drop(server);
     assert!(!path.exists(), "the socket file goes with the server");
+}
+
+#[test]
+fn a_loopback_tcp_port_serves_this_user_only() {
+    let d = driver();
+    let server = ControlServer::start_tcp(0, d.control()).unwrap();
+    let Endpoint::Tcp(addr) = server.endpoint().clone() else { panic!("a TCP endpoint") };
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    assert_eq!(Endpoint::parse(&addr.to_string()), Endpoint::Tcp(addr));
+    assert_eq!(Endpoint::parse(&format!("localhost:{}", addr.port())), Endpoint::Tcp(addr));
+    assert_eq!(Endpoint::parse("/run/x.sock"), Endpoint::Unix("/run/x.sock".into()));
+    let list = request_to(&Endpoint::Tcp(addr), &json!({"cmd": "list"})).unwrap();
+    assert_eq!(list["ok"], true, "{list}");
+    assert_eq!(list["netpes"][0]["name"], "a");
+    // Another user's process (nobody's) is refused, where this test may switch users.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        use std::os::unix::process::CommandExt;
+        let script = format!("exec 3<>/dev/tcp/127.0.0.1/{}; echo '{{\"cmd\": \"list\"}}' >&3; head -n 1 <&3", addr.port());
+        let out = std::process::Command::new("bash").arg("-c").arg(&script).uid(65534).gid(65534).output().unwrap();
+        let reply = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            reply.contains("\"ok\":false") && reply.contains("user 65534 may not control"),
+            "{reply} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    drop(server);
+    assert!(request_to(&Endpoint::Tcp(addr), &json!({"cmd": "list"})).is_err(), "nothing listens once the server is gone");
 }
 
 #[test]
