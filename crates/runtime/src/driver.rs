@@ -584,8 +584,6 @@ impl Driver {
                     match ports.next_batch(st, cfg, blocks, chunk_size, &mut chunk_batch) {
                         Next::Batch => {
                             let id = first_chunk + inflight.len() as u64;
-                            // Every packet read from now on runs on the newest version.
-                            let epoch = live.newest();
                             let base = chunk_batch.descs[0].seq;
                             let len = chunk_batch.len();
                             if flow {
@@ -613,14 +611,14 @@ impl Driver {
                                     let out = spare_outs.pop().unwrap_or_default();
                                     let t = Instant::now();
                                     // A worker never waits for this thread, so this send ends.
-                                    let _ = queues[w].send(Job { chunk: id, part: w, epoch, batch: part, out, events: Vec::new() });
+                                    let _ = queues[w].send(Job { chunk: id, part: w, batch: part, out, events: Vec::new() });
                                     st.report.io_wait += t.elapsed();
                                 }
                             } else {
                                 inflight.push_back(Chunk::new(base, len, None, spare_parts.pop(), 1, 1));
                                 let out = spare_outs.pop().unwrap_or_default();
                                 let t = Instant::now();
-                                let _ = queues[0].send(Job { chunk: id, part: 0, epoch, batch: chunk_batch, out, events: Vec::new() });
+                                let _ = queues[0].send(Job { chunk: id, part: 0, batch: chunk_batch, out, events: Vec::new() });
                                 st.report.io_wait += t.elapsed();
                             }
                             continue;
@@ -663,6 +661,7 @@ impl Driver {
                 total.add(&r);
             }
         });
+        live.end_workers();
     }
 }
 
@@ -957,8 +956,6 @@ impl Spares {
 struct Job {
     chunk: u64,
     part: usize,
-    /// The version of the application its packets run on.
-    epoch: u64,
     batch: Batch,
     out: BatchOutput,
     events: Vec<CoproEvent>,
@@ -1045,7 +1042,7 @@ struct Worker<'a> {
 }
 
 /// Runs one job on the worker's instance (see [`worker_loop`]), first
-/// taking the version the job was stamped with; counts it in `r`.
+/// taking the version the job runs on; counts it in `r`.
 fn run_job(worker: &Worker<'_>, mut job: Job, pool: &PacketPool, r: &mut WorkerReport) -> Job {
     let t0 = Instant::now();
     if worker.private {
@@ -1053,8 +1050,10 @@ fn run_job(worker: &Worker<'_>, mut job: Job, pool: &PacketPool, r: &mut WorkerR
     }
     // The control plane reaches the instance between jobs.
     let mut app = lock(worker.app);
-    if job.epoch > app.epoch {
-        worker.live.adopt_worker(&mut app, job.epoch, worker.index);
+    // The version this job runs on: decided as it begins (see `live::Boundary`).
+    let epoch = worker.live.job_epoch(job.chunk, worker.index);
+    if epoch > app.epoch {
+        worker.live.adopt_worker(&mut app, epoch, worker.index);
         app.reserve(worker.reserve);
     }
     app.run_batch(&mut job.batch, pool, &mut job.out);

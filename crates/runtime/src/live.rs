@@ -8,8 +8,8 @@
 //!  Change ─► new manifest ─► plan, verify,
 //!            compile, .init (a template)
 //!            ─► Version { epoch E } ─┐
-//!                                    ├───► before a batch stamped E (one worker: before the next
-//!                                    │     batch): the worker's instance is succeeded by the
+//!                                    ├───► before the next job to begin (one worker: before the
+//!                                    │     next batch): the worker's instance is succeeded by the
 //!                                    │     version's, carrying the state it keeps (Application::succeed)
 //!  reads, table changes ─► lock one instance between two batches
 //! ```
@@ -17,12 +17,12 @@
 //! A new version is built off the packet path, on the caller's thread,
 //! and installed by publishing its epoch: no worker stops, each finishes
 //! the batch it holds on the version it has and takes the new one before
-//! the next. With several workers the I/O stage stamps each job with the
-//! epoch current when it was read, and a worker adopts exactly that
-//! version, so every packet read before the install runs on the old
-//! version and every packet after on the new one, whichever worker runs
-//! it; the reorder stage keeps their order. Nothing is dropped or
-//! duplicated: a version change is between two batches.
+//! the next. With several workers the version cuts the sequence of jobs
+//! (batches, in the order they were read) after the last one begun: the
+//! jobs before run on the old version and every job after on the new one,
+//! whichever worker runs it ([`Boundary`]), and the reorder stage keeps
+//! their order. Nothing is dropped or duplicated: a version change is
+//! between two batches.
 //!
 //! With an engine that links whole applications (the JIT), a change makes
 //! two versions: a quick one first (each NetPE's code compiled alone, the
@@ -244,8 +244,65 @@ pub(crate) struct Live {
     modules: Mutex<HashMap<String, netil::Module>>,
     /// Each worker's epoch, during a run with several.
     worker_epochs: Mutex<Vec<u64>>,
+    /// Which version each job of a run with several workers runs on.
+    boundary: Mutex<Boundary>,
     /// Per version, the time from its request to its first batch.
     latencies: Mutex<std::collections::BTreeMap<u64, Duration>>,
+}
+
+/// Where each version starts in the sequence of jobs of a run with
+/// several workers. A version installed when jobs up to number `started`
+/// have begun (on any worker) takes every job after them: the jobs
+/// already running and those begun before finish on the version they
+/// have, the next one to begin, on whichever worker, runs on the new one.
+/// Versions follow the packets' order (a job after another never runs on
+/// an older version), and a change waits for one job, not for the queues
+/// ahead of it to drain.
+#[derive(Debug, Default)]
+struct Boundary {
+    /// A run with several workers is on.
+    active: bool,
+    /// The version its jobs run on before any cut.
+    base: u64,
+    /// The highest job number begun.
+    started: Option<u64>,
+    /// The highest job number each worker has begun.
+    each: Vec<Option<u64>>,
+    /// (first job, version), in install order.
+    cuts: Vec<(u64, u64)>,
+}
+
+impl Boundary {
+    /// The version job `job` runs on, begun now by worker `w`.
+    fn begin(&mut self, job: u64, w: usize) -> u64 {
+        self.started = self.started.max(Some(job));
+        if let Some(e) = self.each.get_mut(w) {
+            *e = (*e).max(Some(job));
+        }
+        let epoch = self.cuts.iter().rev().find(|(from, _)| *from <= job).map_or(self.base, |c| c.1);
+        // Cuts no job to come can fall before: every worker's next job is
+        // after the one it began last.
+        if let Some(lowest) = self.each.iter().copied().min().flatten() {
+            if let Some(keep) = self.cuts.iter().rposition(|(from, _)| *from <= lowest) {
+                self.base = self.cuts[keep].1;
+                self.cuts.drain(..=keep);
+            }
+        }
+        epoch
+    }
+
+    /// Version `epoch` is installed: it takes the jobs not begun yet.
+    fn cut(&mut self, epoch: u64) {
+        if !self.active {
+            return;
+        }
+        let from = self.started.map_or(0, |s| s + 1);
+        // A version that replaces another before any job ran on it takes its place.
+        if self.cuts.last().is_some_and(|c| c.0 == from) {
+            self.cuts.pop();
+        }
+        self.cuts.push((from, epoch));
+    }
 }
 
 /// One NetPE of a version, as a new version is planned against it.
@@ -334,6 +391,7 @@ impl Live {
             modules: Mutex::new(HashMap::new()),
             latencies: Mutex::new(std::collections::BTreeMap::new()),
             worker_epochs: Mutex::new(Vec::new()),
+            boundary: Mutex::new(Boundary::default()),
         }
     }
 
@@ -377,7 +435,9 @@ impl Live {
         let epoch = self.newest() + 1;
         template.epoch = epoch;
         versions.push(Arc::new(Version { epoch, template: Mutex::new(Some(template)), requested, first_batch: OnceLock::new() }));
+        let mut b = lock(&self.boundary);
         self.epoch.store(epoch, Ordering::Release);
+        b.cut(epoch);
         epoch
     }
 
@@ -424,10 +484,26 @@ impl Live {
     }
 
     /// A run with workers starts: their instances' epochs, in worker order.
+    /// Its jobs, numbered from 0, run on the newest version until the next
+    /// is installed ([`Live::job_epoch`]).
     pub(crate) fn start_workers(&self, n: usize, epochs: impl Iterator<Item = u64>) {
         let mut e = lock(&self.worker_epochs);
         e.clear();
         e.extend(epochs.take(n));
+        let mut b = lock(&self.boundary);
+        *b = Boundary { active: true, base: self.newest(), started: None, each: vec![None; n], cuts: Vec::new() };
+    }
+
+    /// The run with workers has ended: versions no longer cut its jobs.
+    pub(crate) fn end_workers(&self) {
+        *lock(&self.boundary) = Boundary::default();
+    }
+
+    /// The version that job `job` (numbered in the order the jobs were
+    /// read) of a run with several workers runs on, as worker `w` begins it
+    /// (see [`Boundary`]).
+    pub(crate) fn job_epoch(&self, job: u64, w: usize) -> u64 {
+        lock(&self.boundary).begin(job, w)
     }
 
     /// [`Live::adopt`] for worker `w` of several: takes version `epoch`
@@ -991,4 +1067,68 @@ fn init_copro_use(m: &netil::Module) -> Vec<usize> {
     used.sort_unstable();
     used.dedup();
     used
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Boundary;
+
+    fn run(workers: usize, base: u64) -> Boundary {
+        Boundary { active: true, base, started: None, each: vec![None; workers], cuts: Vec::new() }
+    }
+
+    #[test]
+    fn a_version_takes_the_jobs_after_the_last_one_begun() {
+        let mut b = run(2, 0);
+        assert_eq!(b.begin(0, 0), 0);
+        assert_eq!(b.begin(1, 1), 0);
+        // Jobs 2 and 3 were read before the install but not begun: they run on it.
+        b.cut(1);
+        assert_eq!(b.begin(3, 1), 1);
+        assert_eq!(b.begin(2, 0), 1);
+        // A quick version replaced before any job ran on it.
+        b.cut(2);
+        b.cut(3);
+        assert_eq!(b.cuts.iter().filter(|c| c.1 == 2).count(), 0);
+        assert_eq!(b.begin(4, 0), 3);
+        assert_eq!(b.begin(5, 1), 3);
+    }
+
+    #[test]
+    fn a_lagging_worker_keeps_the_versions_its_jobs_need() {
+        // Flow distribution: a job's parts have one number and go to every worker.
+        let mut b = run(2, 5);
+        assert_eq!(b.begin(0, 0), 5);
+        assert_eq!(b.begin(1, 0), 5);
+        b.cut(6);
+        assert_eq!(b.begin(2, 0), 6);
+        b.cut(7);
+        assert_eq!(b.begin(3, 0), 7);
+        // Worker 1 begins its parts of jobs 0 to 3 only now: each on the version of its job.
+        assert_eq!(b.begin(0, 1), 5);
+        assert_eq!(b.begin(1, 1), 5);
+        assert_eq!(b.begin(2, 1), 6);
+        assert_eq!(b.begin(3, 1), 7);
+        // Every worker is past job 3: the cuts before it are gone.
+        assert_eq!(b.base, 7);
+        assert!(b.cuts.is_empty(), "{b:?}");
+        // Versions never go back along the jobs.
+        let mut last = 0;
+        for j in 4..100 {
+            if j % 7 == 0 {
+                b.cut(8 + j);
+            }
+            let e = b.begin(j, (j % 2) as usize);
+            assert!(e >= last);
+            last = e;
+        }
+        assert!(b.cuts.len() <= 2, "{b:?}");
+    }
+
+    #[test]
+    fn without_a_run_versions_cut_nothing() {
+        let mut b = Boundary::default();
+        b.cut(3);
+        assert!(b.cuts.is_empty());
+    }
 }
