@@ -129,6 +129,10 @@ pub struct Application {
 /// program, declaration): an instance to use instead of a new one.
 pub(crate) type StandIn<'a> = dyn Fn(&str, &netil::Module, &netil::CoproDecl) -> Option<Box<dyn Coprocessor>> + 'a;
 
+/// What [`Application::plan_with`] asks for a program: its verification,
+/// done before (the control plane keeps the running programs').
+pub(crate) type Known<'a> = dyn Fn(&netil::Module) -> Option<Verified> + Sync + 'a;
+
 /// What [`Application::from_plan_with`] asks for a program: its code, compiled before.
 pub(crate) type Prepared<'a> = dyn Fn(&netil::Module) -> Option<Arc<dyn PeCode>> + 'a;
 
@@ -189,18 +193,20 @@ impl Application {
     /// [`crate::manifest`]), and checks the graph (known names, existing
     /// ports, no cycle). Nothing is compiled or run.
     pub fn plan(manifest: &Manifest, registry: &CoproRegistry, budget: Option<u64>) -> Result<AppPlan, RuntimeError> {
-        Application::plan_with(manifest, registry, budget, &|_, _, _| None)
+        Application::plan_with(manifest, registry, budget, &|_, _, _| None, &|_| None)
     }
 
     /// [`Application::plan`], but a coprocessor slot for which `instead`
     /// (given the NetPE's name, its program and the declaration) returns
     /// an instance gets that one rather than a new one from the registry
-    /// (the control plane's stand-in for an instance it carries over).
+    /// (the control plane's stand-in for an instance it carries over), and
+    /// a program `known` has verified before is not verified again.
     pub(crate) fn plan_with(
         manifest: &Manifest,
         registry: &CoproRegistry,
         budget: Option<u64>,
         instead: &StandIn<'_>,
+        known: &Known<'_>,
     ) -> Result<AppPlan, RuntimeError> {
         let bad = |m: String| RuntimeError::Manifest(m);
         let limits = Limits { budget: budget.or(manifest.budget).unwrap_or(netvm_vm::DEFAULT_BUDGET) };
@@ -223,12 +229,28 @@ impl Application {
         // taken in order below, so errors come in the same order.
         let load = |spec: &crate::manifest::NetPeSpec| {
             let loaded = match &spec.module {
-                Some(m) => program::LoadedProgram { path: spec.program.clone(), module: m.clone(), source_map: None },
+                Some(m) => match known(m) {
+                    Some(v) => return Ok(v),
+                    None => program::LoadedProgram { path: spec.program.clone(), module: m.clone(), source_map: None },
+                },
                 None => program::load_program(&manifest.base_dir.join(&spec.program))?,
             };
-            loaded.verify()
+            match known(&loaded.module) {
+                Some(v) => Ok(v),
+                None => loaded.verify(),
+            }
         };
-        let mut loaded = crate::parallel::map_ordered(&manifest.netpes, 1, load).into_iter();
+        // Programs verified before (the running ones, for a change of a
+        // running application) are taken as they are; only the others are
+        // loaded and verified, in parallel.
+        let mut known_now: Vec<Option<Verified>> = manifest.netpes.iter().map(|spec| spec.module.as_ref().and_then(known)).collect();
+        let todo: Vec<&crate::manifest::NetPeSpec> =
+            manifest.netpes.iter().zip(&known_now).filter(|(_, k)| k.is_none()).map(|(s, _)| s).collect();
+        let mut fresh = crate::parallel::map_ordered(&todo, 1, |spec| load(spec)).into_iter();
+        let mut loaded = known_now.iter_mut().map(|k| match k.take() {
+            Some(v) => Ok(v),
+            None => fresh.next().expect("one result per program to load"),
+        });
         for (i, spec) in manifest.netpes.iter().enumerate() {
             if index.insert(spec.name.as_str(), i as u32).is_some() {
                 return Err(bad(format!("NetPE `{}` defined twice", spec.name)));

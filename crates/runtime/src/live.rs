@@ -244,6 +244,8 @@ pub(crate) struct Live {
     modules: Mutex<HashMap<String, netil::Module>>,
     /// Each worker's epoch, during a run with several.
     worker_epochs: Mutex<Vec<u64>>,
+    /// The NetPEs of the last version installed, if any.
+    published: Mutex<Option<Arc<Vec<PeRecord>>>>,
     /// Which version each job of a run with several workers runs on.
     boundary: Mutex<Boundary>,
     /// Per version, the time from its request to its first batch.
@@ -303,6 +305,11 @@ impl Boundary {
         }
         self.cuts.push((from, epoch));
     }
+}
+
+/// Each NetPE of `a`, as a new version is planned against it.
+fn records(a: &Application) -> Vec<PeRecord> {
+    a.netpe_records().map(|(n, m, i, w)| PeRecord { name: n.to_string(), module: m.clone(), ids: i.clone(), shares: w.to_vec() }).collect()
 }
 
 /// One NetPE of a version, as a new version is planned against it.
@@ -369,6 +376,9 @@ struct Setup {
     /// The code of each program of the newest version, compiled alone
     /// (what quick versions are bound from).
     codes: HashMap<netil::Module, Arc<dyn PeCode>>,
+    /// Each program of the newest version, verified (a new version
+    /// verifies only the programs it changes).
+    verified: HashMap<netil::Module, netvm_verify::Verified>,
 }
 
 impl Setup {
@@ -392,38 +402,34 @@ impl Live {
             latencies: Mutex::new(std::collections::BTreeMap::new()),
             worker_epochs: Mutex::new(Vec::new()),
             boundary: Mutex::new(Boundary::default()),
+            published: Mutex::new(None),
         }
     }
 
-    /// The newest version's NetPEs: the newest installed version's, else
-    /// the driver's instance's.
-    fn newest_netpes(&self) -> Vec<PeRecord> {
-        let records = |a: &Application| {
-            a.netpe_records()
-                .map(|(n, m, i, w)| PeRecord { name: n.to_string(), module: m.clone(), ids: i.clone(), shares: w.to_vec() })
-                .collect()
-        };
-        // Not holding the versions while locking the driver's instance: a
-        // packet thread holds that one while it takes a version.
-        let newest = lock(&self.versions).last().cloned();
-        match newest.and_then(|v| lock(&v.template).as_ref().map(records)) {
-            Some(r) => r,
-            None => records(&lock(&self.base)),
+    /// The newest version's NetPEs: those of the last version installed
+    /// (kept when it was), else the driver's instance's. The driver's
+    /// instance is locked only before the first change: a packet thread
+    /// holds it for a whole batch.
+    fn newest_netpes(&self) -> Arc<Vec<PeRecord>> {
+        if let Some(r) = lock(&self.published).clone() {
+            return r;
         }
+        Arc::new(records(&lock(&self.base)))
     }
 
     /// Lets the control plane build versions from `rebuild`. Compiles the
     /// running programs one by one for quick versions (holding the setup,
     /// so that the first change waits for it).
     pub(crate) fn allow_changes(&self, rebuild: Rebuild) {
-        let mut setup = Setup { rebuild, codes: HashMap::new() };
-        if setup.quick() {
-            for r in self.newest_netpes() {
-                if let Ok(v) = netvm_verify::verify(&r.module) {
+        let mut setup = Setup { rebuild, codes: HashMap::new(), verified: HashMap::new() };
+        for r in self.newest_netpes().iter() {
+            if let Ok(v) = netvm_verify::verify(&r.module) {
+                if setup.quick() {
                     if let Ok(code) = setup.rebuild.engine.prepare(&v) {
-                        setup.codes.insert(r.module, code);
+                        setup.codes.insert(r.module.clone(), code);
                     }
                 }
+                setup.verified.insert(r.module.clone(), v);
             }
         }
         *lock(&self.setup) = Some(setup);
@@ -431,6 +437,7 @@ impl Live {
 
     /// Installs `template` as the next version (requested at `requested`): its epoch.
     fn publish(&self, mut template: Application, requested: Instant) -> u64 {
+        *lock(&self.published) = Some(Arc::new(records(&template)));
         let mut versions = lock(&self.versions);
         let epoch = self.newest() + 1;
         template.epoch = epoch;
@@ -624,7 +631,7 @@ impl Control {
         let setup = lock(&live.setup);
         let manifest = setup.as_ref().map(|s| &s.rebuild.manifest);
         let mut netpes = Vec::new();
-        for PeRecord { name, module, .. } in &newest {
+        for PeRecord { name, module, .. } in newest.iter() {
             let program = manifest
                 .and_then(|m| m.netpes.iter().find(|n| n.name == *name))
                 .map_or_else(String::new, |n| n.program.display().to_string());
@@ -751,7 +758,7 @@ impl Control {
         // ones' as they are, bound by the runtime's graph walk), then the
         // whole data path compiled (`direct`) in its place.
         let quick = setup.quick().then_some(&setup.codes);
-        let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest, quick)?;
+        let (template, data_carried, copros_carried) = build(&live, &setup.rebuild, &manifest, quick, &mut setup.verified)?;
         let build_time = t0.elapsed();
         // Later versions take the programs from memory, not from their files again.
         for (spec, (_, module, _, _)) in manifest.netpes.iter_mut().zip(template.netpe_records()) {
@@ -764,7 +771,7 @@ impl Control {
         if setup.quick() {
             setup.codes = codes;
             let t1 = Instant::now();
-            match build(&live, &setup.rebuild, &setup.rebuild.manifest, None) {
+            match build(&live, &setup.rebuild, &setup.rebuild.manifest, None, &mut setup.verified) {
                 Ok((linked, _, _)) => {
                     epoch = live.publish(linked, requested);
                     compiled = Some(Ok(t1.elapsed()));
@@ -774,6 +781,10 @@ impl Control {
             }
         }
         let netpes = setup.rebuild.manifest.netpes.len();
+        // Only the newest version's programs stay verified in memory.
+        let running: std::collections::HashSet<&netil::Module> =
+            setup.rebuild.manifest.netpes.iter().filter_map(|n| n.module.as_ref()).collect();
+        setup.verified.retain(|m, _| running.contains(m));
         Ok(Installed { epoch, first, build: build_time, compiled, netpes, data_carried, copros_carried })
     }
 
@@ -943,12 +954,14 @@ fn slot_config(spec: Option<&NetPeSpec>, slot: &str) -> String {
 /// Builds `manifest` as the successor of the newest version: plans it,
 /// keeps the identities of the state it carries over, compiles it and
 /// runs the fresh NetPEs' `.init`; checks it against the run in progress.
-/// Returns the version's instance and what it carries over.
+/// Programs in `verified` are not verified again, and those verified now
+/// are added to it. Returns the version's instance and what it carries over.
 fn build(
     live: &Live,
     rebuild: &Rebuild,
     manifest: &Manifest,
     quick: Option<&HashMap<netil::Module, Arc<dyn PeCode>>>,
+    verified: &mut HashMap<netil::Module, netvm_verify::Verified>,
 ) -> Result<(Application, Vec<String>, Vec<String>), ControlError> {
     let newest = live.newest_netpes();
     let old_manifest = &rebuild.manifest;
@@ -964,7 +977,11 @@ fn build(
         carried_slot(name, d).map(|(old, oc)| Box::new(Vacant::new(&d.kind, old.shares[oc])) as Box<dyn Coprocessor>)
     };
     crate::datapath::check(manifest)?;
-    let mut plan = Application::plan_with(manifest, &rebuild.registry, rebuild.budget, &instead)?;
+    let known = |m: &netil::Module| verified.get(m).cloned();
+    let mut plan = Application::plan_with(manifest, &rebuild.registry, rebuild.budget, &instead, &known)?;
+    for v in &plan.verified {
+        verified.entry(v.module.clone()).or_insert_with(|| v.clone());
+    }
     let cal = rebuild.calibration.clone().unwrap_or_else(|| crate::admission::Calibration::builtin(rebuild.engine.name()));
     let workers = lock(&live.run).map_or(1, |r| r.workers);
     crate::admission::check(&plan, manifest, &cal, workers).map_err(ControlError::Bad)?;

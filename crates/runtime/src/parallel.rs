@@ -14,7 +14,9 @@ const INLINE_ITEMS: usize = 8;
 
 /// Threads to use for `jobs` jobs: the host's available parallelism, at most one per job.
 fn threads(jobs: usize) -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs).max(1)
+    // Asked once: the answer reads the process's CPU set and cgroup limits.
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    (*CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))).min(jobs).max(1)
 }
 
 /// `f` of every item, in order, on as many threads as the host has; each
