@@ -53,6 +53,11 @@ manifest configures it (`copro.NAME = { key = value, ... }` in its
   statistics and dumps cover every worker (`threshold`, whose counts must
   cover every worker, is one table under a lock); each kind's \"Several workers\"
   paragraph says exactly what its forks share;
+- admission control (docs/applications.md) counts each instance at its
+  configured capacity (`Coprocessor::memory`: a `table`'s buckets and
+  entries, an `lpm`'s first level and every tbl8 group of its budget, a
+  `names` table, a `flow` table, compiled regexes) against a data path's
+  declared `memory`;
 - from Rust: `Application::load_table`, `dump_table`, `clear_table`,
   `copro_stats`, `copro_mut`.
 
