@@ -1,5 +1,5 @@
 /*
- * netvm.h: the C ABI of compiled netvm applications (ABI version 2).
+ * netvm.h: the C ABI of compiled netvm applications (ABI version 5: NETVM_ABI_VERSION).
  *
  * `netvm compile APP.toml -o app.o --target TRIPLE` (or `--program P.nil`
  * for one program) writes a relocatable object that exports three symbols:
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 4
+#define NETVM_ABI_VERSION 5
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -44,16 +44,30 @@ struct netvm_xb {
                            passed to coprocessor operations; any value for a C host */
 };
 
+/* The direct entry of a coprocessor operation: call(this_, pkt, pkt_len,
+ * ts_sec, ts_nsec) does what netvm_rt_copro_invoke does for that operation
+ * (which reads nothing but the packet and its time), returning 0, or 1 to
+ * fault. */
+struct netvm_directop {
+    uint32_t (*call)(void *this_, const uint8_t *pkt, uint64_t pkt_len, uint64_t ts_sec, uint32_t ts_nsec);
+    void *this_;
+};
+
 /* Where a coprocessor instance keeps its registers (its inline register
  * file): bit r of `inputs` set means input register r is input[r], and the
  * code stores copro.in there; bit r of `outputs` set means output register r
  * is output[r], and the code loads copro.out there. Other registers go
- * through netvm_rt_copro_in / netvm_rt_copro_out. */
+ * through netvm_rt_copro_in / netvm_rt_copro_out. Bit o of `ops` set means
+ * operation o has a direct entry, direct[o], which copro.invoke calls
+ * instead of netvm_rt_copro_invoke (a C host sets `direct` NULL, `ops` 0). */
 struct netvm_regfile {
     uint32_t *input;
     const uint32_t *output;
     uint32_t inputs;
     uint32_t outputs;
+    const struct netvm_directop *direct;
+    uint32_t ops;
+    uint32_t reserved;    /* 0 */
 };
 
 /* The memories of one NetPE, in application (manifest) order. */

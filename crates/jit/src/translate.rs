@@ -53,6 +53,10 @@ pub(crate) fn ctx_flags() -> MemFlagsData {
     MemFlagsData::trusted().with_readonly().with_can_move()
 }
 
+/// Bytes of `struct netvm_regfile` ([`netvm_vm::RegisterFile`]); its
+/// `direct` pointer is at 24 and its `ops` mask at 32.
+const REGFILE_SIZE: i32 = 40;
+
 /// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
@@ -245,7 +249,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
             return None;
         }
         /// `struct netvm_regfile`: its size and field offsets.
-        const SIZE: i32 = 24;
+        const SIZE: i32 = REGFILE_SIZE;
         let (files, n) = self.env.regs;
         let (test, inline, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
@@ -259,6 +263,35 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let ptr = self.cx.frontend.pointer_type();
         let base = self.b.ins().load(ptr, ctx_flags(), files, entry + if output { 8 } else { 0 });
         Some((base, 4 * i32::from(reg), call))
+    }
+
+    /// Where instance `copro` has a direct entry for operation `op`
+    /// ([`netvm_vm::DirectOp`] in its register file): code that loads the
+    /// entry's function and instance (returned, in the current block) is
+    /// emitted, and a block for the call through `invoke` where it has none.
+    fn direct_op(&mut self, copro: u8, op: u8) -> Option<(Value, Value, Block)> {
+        if op >= 32 {
+            return None;
+        }
+        let (files, n) = self.env.regs;
+        let (test, direct, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
+        self.b.ins().brif(has, test, &[], call, &[]);
+        self.b.switch_to_block(test);
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let ops = self.b.ins().load(types::I32, ctx_flags(), files, entry + 32);
+        let bit = self.b.ins().band_imm_u(ops, 1i64 << op);
+        self.b.ins().brif(bit, direct, &[], call, &[]);
+        self.b.switch_to_block(direct);
+        let ptr = self.cx.frontend.pointer_type();
+        let table = self.b.ins().load(ptr, ctx_flags(), files, entry + 24);
+        // `struct netvm_directop`: { call, this }, two pointers.
+        let at = 2 * ptr.bytes() as i32 * i32::from(op);
+        // Not `can_move`: the table exists only where the bit is set, so
+        // these loads must stay behind the test.
+        let func = self.b.ins().load(ptr, MemFlagsData::trusted().with_readonly(), table, at);
+        let this = self.b.ins().load(ptr, MemFlagsData::trusted().with_readonly(), table, at + ptr.bytes() as i32);
+        Some((func, this, call))
     }
 
     /// The address of the `width`-byte access at instruction `i` to memory
@@ -958,6 +991,30 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             tx.b.switch_to_block(done);
         }
         (Operands::CoproOp { copro, op: o }, CoproInvoke) => {
+            // The operation's direct entry where the instance has one (the
+            // contract of `Coprocessor::registers`), else the call through
+            // the helper and `invoke`.
+            let done = tx.b.create_block();
+            if let Some((func, this, call)) = tx.direct_op(*copro, *o) {
+                let pkt = tx.env.mems[Mem::Packet as usize];
+                let (sec, nsec) = match tx.env.meta {
+                    Some(mv) => {
+                        (tx.b.ins().load(I64, ctx_flags(), mv.base, mv.ts_sec), tx.b.ins().load(I32, ctx_flags(), mv.base, mv.ts_nsec))
+                    }
+                    None => (tx.b.ins().iconst(I64, 0), tx.iconst(0)),
+                };
+                let ptr = tx.cx.frontend.pointer_type();
+                let mut sig = Signature::new(tx.cx.frontend.default_call_conv);
+                sig.params.extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(I64), AbiParam::new(I64), AbiParam::new(I32)]);
+                sig.returns.push(AbiParam::new(I32));
+                let sigref = tx.b.import_signature(sig);
+                let inst = tx.b.ins().call_indirect(sigref, func, &[this, pkt.base, pkt.len, sec, nsec]);
+                let st = tx.b.inst_results(inst)[0];
+                let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
+                tx.check(ok, FaultKind::Copro);
+                tx.b.ins().jump(done, &[]);
+                tx.b.switch_to_block(call);
+            }
             let c = tx.iconst(u32::from(*copro));
             let o = tx.iconst(u32::from(*o));
             let (cp, n) = tx.env.copros;
@@ -975,6 +1032,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let st = tx.cx.call(tx.b, h.copro_invoke, &[cp, n, c, o, pkt.base, pkt.len, info.base, info.len, sec, nsec, seq]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
+            tx.b.ins().jump(done, &[]);
+            tx.b.switch_to_block(done);
         }
         (_, _) if op.access_width().is_some() => {
             let m = op.access_memory().expect("memory access");

@@ -103,8 +103,10 @@ mod tests {
         assert_eq!((offset_of!(XbDesc, caplen), offset_of!(XbDesc, ts_sec), offset_of!(XbDesc, in_port)), (8, 16, 28));
         assert_eq!(offset_of!(XbDesc, seq), 32);
         assert_eq!(size_of::<NodeMem>(), 40);
-        assert_eq!(size_of::<RegisterFile>(), 24);
+        assert_eq!(size_of::<RegisterFile>(), 40);
         assert_eq!((offset_of!(RegisterFile, output), offset_of!(RegisterFile, inputs), offset_of!(RegisterFile, outputs)), (8, 16, 20));
+        assert_eq!((offset_of!(RegisterFile, direct), offset_of!(RegisterFile, ops)), (24, 32));
+        assert_eq!(size_of::<netvm_vm::DirectOp>(), 16);
         assert_eq!(size_of::<AppCtx>(), 48);
         assert_eq!((offset_of!(AppCtx, counters), offset_of!(AppCtx, rt), offset_of!(AppCtx, fanned)), (24, 32, 40));
         assert_eq!(size_of::<AppLayoutHeader>(), 36);

@@ -79,6 +79,10 @@ pub enum WorkerShare {
 /// at `output + r`. Registers whose bit is clear (and every register from
 /// 32 on) are reached through [`Coprocessor::write`] and
 /// [`Coprocessor::read`].
+///
+/// Bit `op` of `ops` says operation `op` has a direct entry, `direct[op]`:
+/// compiled code calls it instead of going through [`Coprocessor::invoke`]
+/// (see [`DirectOp`]). Operations from 32 on have none.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegisterFile {
@@ -90,11 +94,96 @@ pub struct RegisterFile {
     pub inputs: u32,
     /// The output registers at `output`, one bit each.
     pub outputs: u32,
+    /// The direct entries of operations, indexed by operation (null when
+    /// `ops` is 0; at least as long as the highest bit of `ops` says).
+    pub direct: *const DirectOp,
+    /// The operations with a direct entry, one bit each.
+    pub ops: u32,
+    /// Zero.
+    pub reserved: u32,
 }
+
+/// The direct entry of one operation of an instance (`struct
+/// netvm_directop`): `call(this, packet, packet_len, ts_sec, ts_nsec)`
+/// does exactly what [`Coprocessor::invoke`] does for that operation with
+/// a context of that packet and time (the operation reads nothing else of
+/// the context: no info memory, no sequence number), and returns 0 where
+/// `invoke` succeeds, 1 where it fails (the handler faults with `copro`).
+/// Compiled code calls it with no run-time dispatch: no `dyn` call, no
+/// context passed through, no operation decoded. [`DirectOp::of`] makes
+/// one for any kind.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct DirectOp {
+    /// The entry; `None` for an operation without one (its bit clear).
+    pub call: Option<DirectFn>,
+    /// Its first argument: the instance.
+    pub this: *mut std::ffi::c_void,
+}
+
+/// The function of a [`DirectOp`]: (instance, packet bytes, their number,
+/// timestamp seconds, nanoseconds) -> 0, or 1 to fault.
+pub type DirectFn = unsafe extern "C" fn(this: *mut std::ffi::c_void, packet: *const u8, packet_len: u64, ts_sec: u64, ts_nsec: u32) -> u32;
+
+impl DirectOp {
+    /// No entry.
+    pub const NONE: DirectOp = DirectOp { call: None, this: std::ptr::null_mut() };
+
+    /// The direct entry of operation `OP` of `instance`: `T::invoke(OP, ..)`
+    /// called statically (so the operation's dispatch folds away), on a
+    /// context of the packet and time with empty info memory and sequence
+    /// number 0. Offer it only for an operation that reads neither.
+    pub fn of<T: Coprocessor, const OP: u8>(instance: &mut T) -> DirectOp {
+        DirectOp { call: Some(direct_invoke::<T, OP>), this: (instance as *mut T).cast() }
+    }
+}
+
+/// The entry [`DirectOp::of`] makes.
+///
+/// # Safety
+/// `this` is a `T` nothing else reaches during the call, and `packet` is
+/// readable for `packet_len` bytes.
+unsafe extern "C" fn direct_invoke<T: Coprocessor, const OP: u8>(
+    this: *mut std::ffi::c_void,
+    packet: *const u8,
+    packet_len: u64,
+    ts_sec: u64,
+    ts_nsec: u32,
+) -> u32 {
+    // SAFETY: the caller's contract (the entry an instance's `registers`
+    // made for itself, called while the engine holds the instance).
+    let (me, packet) = unsafe { (&mut *this.cast::<T>(), std::slice::from_raw_parts(packet, packet_len as usize)) };
+    let ctx = InvokeContext { packet, info: &[], now: crate::Timestamp { sec: ts_sec, nsec: ts_nsec }, seq: 0 };
+    u32::from(me.invoke(OP, &ctx).is_err())
+}
+
+// SAFETY: as for `RegisterFile`: the instance it points to is `Send`, and
+// the entry is only called by code that holds the instance exclusively.
+unsafe impl Send for DirectOp {}
 
 impl RegisterFile {
     /// No register inline: every access calls the instance.
-    pub const NONE: RegisterFile = RegisterFile { input: std::ptr::null_mut(), output: std::ptr::null(), inputs: 0, outputs: 0 };
+    pub const NONE: RegisterFile = RegisterFile {
+        input: std::ptr::null_mut(),
+        output: std::ptr::null(),
+        inputs: 0,
+        outputs: 0,
+        direct: std::ptr::null(),
+        ops: 0,
+        reserved: 0,
+    };
+
+    /// This file with the direct entries of `direct` (those with a `call`;
+    /// operations up to 31).
+    pub fn with_direct(self, direct: &[DirectOp]) -> RegisterFile {
+        let mut ops = 0u32;
+        for (op, d) in direct.iter().enumerate().take(32) {
+            if d.call.is_some() {
+                ops |= 1 << op;
+            }
+        }
+        RegisterFile { direct: if ops == 0 { std::ptr::null() } else { direct.as_ptr() }, ops, ..self }
+    }
 
     /// The registers `input[r]` (where bit `r` of `inputs` is set) and
     /// `output[r]` (where bit `r` of `outputs` is set); bits beyond either
@@ -107,6 +196,7 @@ impl RegisterFile {
             output: if outputs == 0 { std::ptr::null() } else { output.as_ptr() },
             inputs,
             outputs,
+            ..RegisterFile::NONE
         }
     }
 
@@ -175,7 +265,11 @@ pub trait Coprocessor: Send {
     ///   side effect keep their bit clear;
     /// - the addresses stay valid, and `invoke` reads and writes the
     ///   registers there, until the next call of any other method than
-    ///   `write`, `read` and `invoke` (engines ask again before every batch).
+    ///   `write`, `read` and `invoke` (engines ask again before every batch);
+    /// - a direct entry (bit `op` of `ops`, [`DirectOp`]) does what
+    ///   `invoke(op, ..)` does on a context with the packet and its time,
+    ///   and stays valid as long as the addresses do. Offer one only for
+    ///   operations that read nothing else of the context.
     ///
     /// Engines may use the file, or call `write` and `read`: the results are
     /// the same by this contract. Inside a batch nothing else touches the

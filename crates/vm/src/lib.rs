@@ -31,7 +31,8 @@ pub mod queue;
 pub mod region;
 
 pub use copro::{
-    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, InvokeContext, RegisterFile, WorkerShare,
+    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, DirectFn, DirectOp, InvokeContext,
+    RegisterFile, WorkerShare,
 };
 pub use engine::{Engine, EngineError};
 

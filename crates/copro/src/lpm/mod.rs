@@ -77,7 +77,7 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::ahead::Answers;
 use crate::share::Tally;
@@ -104,6 +104,9 @@ pub struct LpmCoprocessor<A: LpmAddress> {
     /// depend on the 16 address bytes and the routes, and every change of
     /// the routes forgets them.
     ahead: RefCell<Answers<2>>,
+    /// The direct entries of `lookup` and `lookup_pkt` for compiled code
+    /// (filled by `registers`, pointing at this instance).
+    direct: [DirectOp; 4],
 }
 
 impl<A: LpmAddress> LpmCoprocessor<A> {
@@ -115,6 +118,7 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
             output: [0; 2],
             tally: Tally::new(),
             ahead: RefCell::default(),
+            direct: [DirectOp::NONE; 4],
         }
     }
 
@@ -155,6 +159,26 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
         self.answer(self.table.lookup(addr));
     }
 
+    /// `lookup_pkt` (op 3): the address at the offset in in8 of `packet`,
+    /// or the answer the pre-lookup stage kept for it.
+    #[inline]
+    fn lookup_pkt(&mut self, packet: &[u8]) -> Result<(), CoproError> {
+        let off = self.input[8] as usize;
+        if let Some((out, _)) = self.ahead.get_mut().take(packet, off) {
+            self.answer((out[0] == 1).then_some(out[1]));
+            return Ok(());
+        }
+        let addr = packet.get(off..).and_then(A::from_be_slice).ok_or_else(|| {
+            CoproError::BadArgument(format!(
+                "lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({} bytes)",
+                A::BYTES,
+                packet.len()
+            ))
+        })?;
+        self.lookup(addr);
+        Ok(())
+    }
+
     fn answer(&mut self, found: Option<u32>) {
         self.tally.add(LOOKUPS, 1);
         self.output = match found {
@@ -189,6 +213,9 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
     })
 }
 
+/// Most lookups of a sub-batch whose second level the pre-lookup stage prefetches.
+const MAX_AHEAD: usize = 256;
+
 impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
     fn kind(&self) -> &str {
         "lpm"
@@ -209,8 +236,11 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
     }
 
     fn registers(&mut self) -> RegisterFile {
+        // lookup and lookup_pkt read nothing but the registers and the packet.
+        self.direct[0] = DirectOp::of::<Self, 0>(self);
+        self.direct[3] = DirectOp::of::<Self, 3>(self);
         // Input registers 6 and 7 do not exist (`write` refuses them).
-        RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX)
+        RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX).with_direct(&self.direct)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
@@ -229,21 +259,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
                 let (addr, len) = self.prefix()?;
                 self.output = [u32::from(self.table_to_change()?.delete(addr, len)), 0];
             }
-            3 => {
-                let off = self.input[8] as usize;
-                if let Some((out, _)) = self.ahead.get_mut().take(ctx.packet, off) {
-                    self.answer((out[0] == 1).then_some(out[1]));
-                    return Ok(());
-                }
-                let addr = ctx.packet.get(off..).and_then(A::from_be_slice).ok_or_else(|| {
-                    CoproError::BadArgument(format!(
-                        "lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({} bytes)",
-                        A::BYTES,
-                        ctx.packet.len()
-                    ))
-                })?;
-                self.lookup(addr);
-            }
+            3 => self.lookup_pkt(ctx.packet)?,
             _ => return Err(CoproError::NoOperation(op)),
         }
         Ok(())
@@ -274,16 +290,30 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             return;
         }
         if A::BYTES == 4 {
+            // Every first-level entry, then (those loads in flight together)
+            // the second-level entry of each that points to a group.
+            let mut addrs = [A::from_words([0; 4]); MAX_AHEAD];
+            let mut n = 0;
+            let mut add = |a: A| {
+                if n < MAX_AHEAD {
+                    self.table.prefetch(a);
+                    addrs[n] = a;
+                    n += 1;
+                }
+            };
             match op {
-                0 => keys.keys(0).for_each(|(w, _)| self.table.prefetch(A::from_words([w, 0, 0, 0]))),
+                0 => keys.keys(0).for_each(|(w, _)| add(A::from_words([w, 0, 0, 0]))),
                 3 => {
                     for (off, p) in keys.keys(8) {
                         if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice) {
-                            self.table.prefetch(a);
+                            add(a);
                         }
                     }
                 }
                 _ => {}
+            }
+            for &a in &addrs[..n] {
+                self.table.prefetch_second(a);
             }
             return;
         }
@@ -371,6 +401,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             output: [0; 2],
             tally: self.tally.share(),
             ahead: RefCell::default(),
+            direct: [DirectOp::NONE; 4],
         }))
     }
 

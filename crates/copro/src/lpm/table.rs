@@ -608,6 +608,17 @@ impl<A: LpmAddress> Lpm<A> {
         prefetch(self.root.as_ptr().wrapping_add(addr.root_index()));
     }
 
+    /// Prefetches the entry of the second level that `addr`'s walk reads
+    /// next, where its first-level entry (read now: prefetch it first)
+    /// points to a group.
+    #[inline]
+    pub fn prefetch_second(&self, addr: A) {
+        let e = self.root_array()[addr.root_index()];
+        if is_ext(e) {
+            prefetch(self.groups.tbl8.as_ptr().wrapping_add(((e & VALUE) as usize) * GROUP + addr.level_index(1)));
+        }
+    }
+
     /// The next hop of the longest rule matching `addr`.
     #[inline]
     pub fn lookup(&self, addr: A) -> Option<u32> {

@@ -78,7 +78,7 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::ahead::Answers;
 use crate::share::Tally;
@@ -107,6 +107,8 @@ pub struct NamesCoprocessor {
     /// only the control plane changes (never between a batch's stage and
     /// its lookups).
     ahead: RefCell<Answers<3>>,
+    /// The direct entry of `lookup` for compiled code (filled by `registers`).
+    direct: [DirectOp; 1],
 }
 
 fn output(m: NameMatch) -> [u32; 3] {
@@ -120,7 +122,14 @@ fn output(m: NameMatch) -> [u32; 3] {
 impl NamesCoprocessor {
     /// An instance over `fib`.
     pub fn new(fib: NameFib) -> NamesCoprocessor {
-        NamesCoprocessor { fib: Arc::new(fib), input: [0; 9], output: [0; 3], tally: Tally::new(), ahead: RefCell::default() }
+        NamesCoprocessor {
+            fib: Arc::new(fib),
+            input: [0; 9],
+            output: [0; 3],
+            tally: Tally::new(),
+            ahead: RefCell::default(),
+            direct: [DirectOp::NONE],
+        }
     }
 
     /// The table.
@@ -170,7 +179,9 @@ impl Coprocessor for NamesCoprocessor {
     }
 
     fn registers(&mut self) -> RegisterFile {
-        RegisterFile::new(&mut self.input, 1 << 8, &mut self.output, u32::MAX)
+        // `lookup` reads the registers and the packet only.
+        self.direct = [DirectOp::of::<Self, 0>(self)];
+        RegisterFile::new(&mut self.input, 1 << 8, &mut self.output, u32::MAX).with_direct(&self.direct)
     }
 
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
@@ -281,6 +292,7 @@ impl Coprocessor for NamesCoprocessor {
             output: [0; 3],
             tally: self.tally.share(),
             ahead: RefCell::default(),
+            direct: [DirectOp::NONE],
         }))
     }
 

@@ -118,7 +118,7 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
 use crate::ahead::Answers;
 use crate::share::Tally;
@@ -266,6 +266,10 @@ pub struct Table {
     /// key bytes and the entries, and every change of the entries forgets
     /// them.
     ahead: RefCell<Answers<5>>,
+    /// The direct entries of every operation for compiled code (filled by
+    /// `registers`, pointing at this handle): they read the packet and its
+    /// time only.
+    direct: [DirectOp; 6],
 }
 
 fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
@@ -353,6 +357,7 @@ impl Table {
             now: 0,
             tally: Tally::new(),
             ahead: RefCell::default(),
+            direct: [DirectOp::NONE; 6],
         })
     }
 
@@ -550,9 +555,18 @@ impl Coprocessor for Table {
     }
 
     fn registers(&mut self) -> RegisterFile {
-        RegisterFile::over(&mut self.input, &mut self.output)
+        self.direct = [
+            DirectOp::of::<Self, 0>(self),
+            DirectOp::of::<Self, 1>(self),
+            DirectOp::of::<Self, 2>(self),
+            DirectOp::of::<Self, 3>(self),
+            DirectOp::of::<Self, 4>(self),
+            DirectOp::of::<Self, 5>(self),
+        ];
+        RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
     }
 
+    #[inline]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         self.op(op, ctx)
     }
@@ -730,6 +744,7 @@ impl Coprocessor for Table {
             now: self.now,
             tally,
             ahead: RefCell::default(),
+            direct: [DirectOp::NONE; 6],
         }))
     }
 
