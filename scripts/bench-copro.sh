@@ -21,6 +21,11 @@
 #   l2fwdN    examples/l2-fwd with an N-entry table (N = 2000, 16000,
 #             1000000, 16000000), batching off, on, prefetch (and the sweep
 #             for 1M), vs a C loop over rte_hash_lookup_bulk_data
+#   sweep     the sub-batch sweep (issue 16): the size the tuner chooses
+#             against every fixed size, for examples/ipv4-router with 1,000
+#             and 500,000 routes and examples/l2-bridge with 2,000, 16,000,
+#             1,000,000 and 16,000,000 entries (`coprobench app DIR
+#             router-N|bridge-N`); the summary's last table
 #   ipv6      Lpm6 vs DPDK rte_lpm6 on 200,000 routes of /29 to /64 (memory,
 #             build, one at a time and bulk), and examples/ipv6-router on
 #             64-byte frames (`coprobench app DIR router6`)
@@ -82,8 +87,10 @@ say "building (release) in $CARGO_TARGET_DIR"
 make -s -C "$ROOT/benches/peers" OUT="$WORK/peers" "$WORK/peers/copropeers" >&2
 [ -f "$WORK/router64.bin" ] || "$REL/coprobench" gen "$WORK" >&2
 [ -f "$WORK/ids.pcap" ] || "$REL/coprobench" gen-ids "$WORK" >&2
+if wants sweep && [ ! -f "$WORK/router64-1000.bin" ]; then "$REL/coprobench" gen-router "$WORK" 1000 >&2; fi
 for n in 2000 16000 1000000 16000000; do
     if wants "l2fwd$n" && [ ! -f "$WORK/l2fwd64-$n.bin" ]; then "$REL/coprobench" gen-l2fwd "$WORK" "$n" >&2; fi
+    if wants sweep && [ ! -f "$WORK/bridge64-$n.bin" ]; then "$REL/coprobench" gen-bridge "$WORK" "$n" >&2; fi
 done
 if wants ipv6 && [ ! -f "$WORK/router6-64.bin" ]; then "$REL/coprobench" gen-ipv6 "$WORK" >&2; fi
 if wants names && [ ! -f "$WORK/names64.bin" ]; then "$REL/coprobench" gen-names "$WORK" >&2; fi
@@ -176,6 +183,15 @@ for round in $(seq "$ROUNDS"); do
             "${PIN[@]}" "$WORK/peers/copropeers" l2fwd "$WORK" "$n" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
         fi
     done
+    if wants sweep; then
+        # The sub-batch sweep (issue 16): the size chosen at run time against
+        # every fixed size, on the router with 1,000 and 500,000 routes and
+        # on the bridge with 2,000 to 16,000,000 entries.
+        for app in router-1000 router bridge-2000 bridge-16000 bridge-1000000 bridge-16000000; do
+            "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" \
+                --only off,on-auto,prefetch-auto,$(for s in 8 16 32 64 128 256; do printf 'prefetch-%s,on-%s,' $s $s; done) | record "$round"
+        done
+    fi
     if wants ipv6; then
         "${PIN[@]}" "$REL/coprobench" lpm6 "$WORK" --reps "$REPS" | record "$round"
         "${PIN[@]}" "$WORK/peers/copropeers" lpm6 "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"

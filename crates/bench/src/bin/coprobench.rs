@@ -10,13 +10,16 @@
 //!                                         `strmatch` coprocessor called from a NetIL program on the JIT
 //! coprobench gen-ids DIR                  write only the IDS inputs (also part of `gen`)
 //! coprobench gen-l2fwd DIR N             the L2 forwarding inputs for an N-entry table
+//! coprobench gen-bridge DIR N            the learning bridge's inputs for an N-entry table (preloaded)
+//! coprobench gen-router DIR N            the router's inputs for N routes
 //! coprobench gen-ipv6 DIR                 200,000 IPv6 routes (/32 to /64) and frames to them
 //! coprobench lpm6 DIR [--reps R]          Lpm6: build, memory, one at a time, bulk (32)
 //! coprobench gen-names DIR                1,000,000 name prefixes and Interests named under them
 //! coprobench names DIR [--reps R]         NameFib: build, memory, one at a time, bulk (32)
 //! coprobench app DIR APP [--reps R] [--only SETTING,...]
-//!                                         examples/ipv4-router (`router`) or examples/l2-bridge
-//!                                         (`bridge`), examples/ipv6-router (`router6`, after
+//!                                         examples/ipv4-router (`router`; `router-N` after
+//!                                         `gen-router DIR N`) or examples/l2-bridge (`bridge`;
+//!                                         `bridge-N` after `gen-bridge DIR N`), examples/ipv6-router (`router6`, after
 //!                                         `gen-ipv6`), examples/ndn-router (`ndn`, after `gen-names`)
 //!                                         or examples/l2-fwd (`l2fwd-N`, after
 //!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
@@ -431,6 +434,74 @@ fn gen_l2fwd(dir: &Path, n: usize) {
     eprintln!("coprobench: l2fwd inputs for {n} entries written to {}", dir.display());
 }
 
+/// The learning bridge (examples/l2-bridge) with an `n`-entry table, for
+/// the sub-batch sweep at every table size: `bridge-N.txt`, the table of
+/// `n` hosts (MAC -> port 1 to 4, loaded before the frames, so that the
+/// table is full from the first frame); `bridge64-N.bin` / `.pcap`,
+/// 100,000 64-byte frames between hosts drawn from all `n`, each sent from
+/// its source's port; `bridge-N.toml`, the example's manifest with a
+/// table of `n` entries at least.
+fn gen_bridge(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(0xb71d ^ n as u64);
+    let mac = |h: u64| -> [u8; 6] {
+        let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
+        [0x02, (h >> 32) as u8, b[0], b[1], b[2], b[3]]
+    };
+    let port = |h: u64| 1 + (SplitMix64::mix(h) % 4) as u16;
+    let mut text = String::with_capacity(n * 24);
+    for h in 0..n as u64 {
+        for b in mac(h) {
+            text += &format!("{b:02x}");
+        }
+        text += &format!(" {}\n", port(h));
+    }
+    std::fs::write(dir.join(format!("bridge-{n}.txt")), text).unwrap();
+    let frames: Vec<(u16, Vec<u8>)> = (0..100_000)
+        .map(|_| {
+            let (s, d) = (r.below(n as u64), r.below(n as u64));
+            let mut f = vec![0u8; 64];
+            f[0..6].copy_from_slice(&mac(d));
+            f[6..12].copy_from_slice(&mac(s));
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            (port(s), f)
+        })
+        .collect();
+    write_frames(dir, &format!("bridge64-{n}"), frames.iter().map(|(p, f)| (*p, f.as_slice())));
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2-bridge/app.toml");
+    let mut manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
+    for prog in ["bridge.nil", "egress.nil"] {
+        let path = example.with_file_name(prog).canonicalize().unwrap_or_else(|e| die(format!("{prog}: {e}")));
+        manifest = manifest.replace(&format!("program = \"{prog}\""), &format!("program = {:?}", path.display().to_string()));
+    }
+    let manifest = manifest.replace("capacity = 1048576", &format!("capacity = {}", n.max(1024)));
+    std::fs::write(dir.join(format!("bridge-{n}.toml")), manifest).unwrap();
+    eprintln!("coprobench: bridge inputs for {n} entries written to {}", dir.display());
+}
+
+/// The IPv4 router with `n` routes, for the sub-batch sweep at both table
+/// sizes: `routes-N.txt` (shaped as `gen`'s) and `router64-N.bin` /
+/// `.pcap`, 100,000 64-byte frames to addresses the routes cover.
+fn gen_router(dir: &Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(0x7007 ^ n as u64);
+    let rt = routes(&mut r, n);
+    let mut text = String::with_capacity(n * 20);
+    for (net, len, nh) in &rt {
+        text += &format!("{}/{len} {nh}\n", std::net::Ipv4Addr::from(*net));
+    }
+    std::fs::write(dir.join(format!("routes-{n}.txt")), text).unwrap();
+    let frames: Vec<Vec<u8>> = (0..100_000)
+        .map(|_| {
+            let (net, len, _) = r.pick(&rt);
+            let host = if len == 32 { 0 } else { r.next_u32() & (u32::MAX >> len) };
+            ipv4_frame(0x0a00_0001, net | host, 64, 64)
+        })
+        .collect();
+    write_frames(dir, &format!("router64-{n}"), frames.iter().map(|f| (0u16, f.as_slice())));
+    eprintln!("coprobench: router inputs for {n} routes written to {}", dir.display());
+}
+
 /// Name forwarding inputs (examples/ndn-router, the paper's NDN
 /// application): `names.txt`, 1,000,000 prefixes of 1 to 5 generic
 /// components (words of 3 to 9 letters; 20 % of depth 2, 40 % of depth 3,
@@ -516,8 +587,10 @@ fn gen_names(dir: &Path) {
 fn write_frames<'a>(dir: &Path, name: &str, frames: impl Iterator<Item = (u16, &'a [u8])>) {
     let mut bin = Vec::new();
     let mut by_port: std::collections::BTreeMap<u16, Vec<Packet>> = Default::default();
+    // The bridge's frames come in on ports 1 to 4: one capture each, and the port in the binary file.
+    let bridge = name.starts_with("bridge64");
     for (i, (port, f)) in frames.enumerate() {
-        if name == "bridge64" {
+        if bridge {
             bin.extend_from_slice(&port.to_le_bytes());
         }
         bin.extend_from_slice(&(f.len() as u16).to_le_bytes());
@@ -528,7 +601,7 @@ fn write_frames<'a>(dir: &Path, name: &str, frames: impl Iterator<Item = (u16, &
     }
     std::fs::write(dir.join(format!("{name}.bin")), bin).unwrap();
     for (port, pkts) in by_port {
-        let file = if name == "bridge64" { format!("{name}-{port}.pcap") } else { format!("{name}.pcap") };
+        let file = if bridge { format!("{name}-{port}.pcap") } else { format!("{name}.pcap") };
         let mut w = netvm_io::PcapWriter::create(&dir.join(file)).unwrap();
         for p in &pkts {
             w.write(p).unwrap();
@@ -769,6 +842,24 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
         ),
         "bridge" => ("bridge64".to_string(), root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
         "ndn" => ("names64".to_string(), dir.join("ndn.toml"), frames(dir, "names64", false), Some(("fib", "names.txt".to_string()))),
+        _ if which.strip_prefix("bridge-").is_some_and(|n| n.parse::<usize>().is_ok()) => {
+            let n = &which["bridge-".len()..];
+            (
+                format!("bridge64-{n}"),
+                dir.join(format!("bridge-{n}.toml")),
+                frames(dir, &format!("bridge64-{n}"), true),
+                Some(("fib", format!("bridge-{n}.txt"))),
+            )
+        }
+        _ if which.strip_prefix("router-").is_some_and(|n| n.parse::<usize>().is_ok()) => {
+            let n = &which["router-".len()..];
+            (
+                format!("router64-{n}"),
+                root.join("examples/ipv4-router/app.toml"),
+                frames(dir, &format!("router64-{n}"), false),
+                Some(("routes", format!("routes-{n}.txt"))),
+            )
+        }
         _ if l2fwd.is_some_and(|n| n.parse::<usize>().is_ok()) => {
             let n = l2fwd.unwrap_or_default();
             (
@@ -778,7 +869,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
                 Some(("fib", format!("l2fwd-{n}.txt"))),
             )
         }
-        _ => die(format!("app: `{which}` is not `router`, `router6`, `bridge`, `ndn` or `l2fwd-N`")),
+        _ => die(format!("app: `{which}` is not `router`, `router-N`, `router6`, `bridge`, `bridge-N`, `ndn` or `l2fwd-N`")),
     };
     let bench = bench.as_str();
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
@@ -813,7 +904,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             let t = Instant::now();
             let c = std::hint::black_box(l.pass_ports(&mut descs));
             ns.push(t.elapsed().as_nanos() as f64 / n as f64);
-            if bench != "bridge64" {
+            if !bench.starts_with("bridge64") {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
@@ -853,7 +944,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
             let t = Instant::now();
             let c = std::hint::black_box(pass(&mut packets));
             ns.push(t.elapsed().as_nanos() as f64 / n as f64);
-            if bench != "bridge64" {
+            if !bench.starts_with("bridge64") {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
@@ -880,6 +971,8 @@ fn main() {
         "gen-names" => gen_names(&dir),
         "names" => names(&dir, reps),
         "lpm6" => lpm6(&dir, reps),
+        "gen-bridge" => gen_bridge(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-bridge DIR N".into()))),
+        "gen-router" => gen_router(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-router DIR N".into()))),
         "gen-l2fwd" => gen_l2fwd(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("gen-l2fwd DIR N".into()))),
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
