@@ -466,7 +466,7 @@ impl SubBatchTuner {
             // Explore again: everything every FULL_EVERY times, else the
             // chosen size and its neighbours.
             let n = Self::SIZES.len();
-            let trying = if self.explorations % Self::FULL_EVERY == 0 {
+            let trying = if self.explorations.is_multiple_of(Self::FULL_EVERY) {
                 (1 << n) - 1
             } else {
                 let (lo, hi) = (self.at.saturating_sub(1), (self.at + 1).min(n - 1));
