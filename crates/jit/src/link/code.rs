@@ -360,12 +360,12 @@ fn prefetch_read(p: *const u8) {
 /// it hides, and the batch then runs in one loop.
 ///
 /// The first exploration, and every [`SubBatchTuner::FULL_EVERY`]th, tries
-/// every candidate; the others only the chosen size and its two
-/// neighbours, so that exploring costs little where some candidates are
-/// far slower than the best (no stages on a table far larger than the
-/// cache: 2.7 times the best size's time on a 16M-entry bridge) while the
-/// choice still follows a drift step by step, and a full one catches a
-/// change of regime.
+/// every candidate; the others only the chosen size and its neighbouring
+/// sizes (no stages only where it is the choice), so that exploring costs
+/// little where some candidates are far slower than the best (no stages on
+/// a table far larger than the cache: 2.7 times the best size's time on a
+/// 16M-entry bridge) while the choice still follows a drift step by step,
+/// and a full one catches a change of regime.
 #[derive(Clone, Debug)]
 pub struct SubBatchTuner {
     /// The candidate being tried (exploring), or the chosen one.
@@ -469,7 +469,10 @@ impl SubBatchTuner {
             let trying = if self.explorations.is_multiple_of(Self::FULL_EVERY) {
                 (1 << n) - 1
             } else {
-                let (lo, hi) = (self.at.saturating_sub(1), (self.at + 1).min(n - 1));
+                // No stages is a change of regime, not a neighbour of 8
+                // packets: a size's neighbours are sizes (and no stages's, 8).
+                let lo = if self.at == 0 { 0 } else { self.at.saturating_sub(1).max(1) };
+                let hi = (self.at + 1).min(n - 1);
                 (lo..=hi).fold(0, |m, i| m | 1 << i)
             };
             *self = SubBatchTuner {
@@ -518,6 +521,7 @@ mod tests {
         });
         assert_eq!(t.current(), 64);
         // The next explorations run no stages only when they try everything.
+        // (Chosen 8, the neighbours are 16 alone: no stages is no neighbour.)
         let mut tried = std::collections::BTreeMap::<usize, usize>::new();
         for _ in 0..6000 {
             *tried.entry(t.current()).or_default() += 1;
