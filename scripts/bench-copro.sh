@@ -188,7 +188,7 @@ for round in $(seq "$ROUNDS"); do
         # every fixed size, on the router with 1,000 and 500,000 routes and
         # on the bridge with 2,000 to 16,000,000 entries.
         for app in router-1000 router bridge-2000 bridge-16000 bridge-1000000 bridge-16000000; do
-            "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" \
+            "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" --rotate "$((round * 5))" \
                 --only off,on-auto,prefetch-auto,$(for s in 8 16 32 64 128 256; do printf 'prefetch-%s,on-%s,' $s $s; done) | record "$round"
         done
     fi

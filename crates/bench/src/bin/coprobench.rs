@@ -16,7 +16,7 @@
 //! coprobench lpm6 DIR [--reps R]          Lpm6: build, memory, one at a time, bulk (32)
 //! coprobench gen-names DIR                1,000,000 name prefixes and Interests named under them
 //! coprobench names DIR [--reps R]         NameFib: build, memory, one at a time, bulk (32)
-//! coprobench app DIR APP [--reps R] [--only SETTING,...]
+//! coprobench app DIR APP [--reps R] [--only SETTING,...] [--rotate K]
 //!                                         examples/ipv4-router (`router`; `router-N` after
 //!                                         `gen-router DIR N`) or examples/l2-bridge (`bridge`;
 //!                                         `bridge-N` after `gen-bridge DIR N`), examples/ipv6-router (`router6`, after
@@ -823,7 +823,7 @@ fn frames(dir: &Path, name: &str, with_port: bool) -> Vec<Packet> {
 /// 256, no I/O), one line per batching setting: ns per frame, and the
 /// check the C peers compute (the sum of port + 1 over forwarded frames;
 /// flooded bridge frames count port 9 + 1 once).
-fn app(dir: &Path, which: &str, reps: usize, only: &str) {
+fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
     use netvm_jit::link::{BatchMode, Batching, SubBatchTuner};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let l2fwd = which.strip_prefix("l2fwd-");
@@ -910,7 +910,15 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str) {
         }
         emit("netvm-jit", bench, &format!("app-{name}"), &ns, n, check);
     }
-    for (name, batching) in settings.into_iter().filter(|(name, _)| only.is_empty() || only.split(',').any(|o| o == name)) {
+    // The runtime's settings in an order rotated by `rotate` (the round),
+    // so that no setting is always the first one measured in its process.
+    let mut settings: Vec<(String, Batching)> =
+        settings.into_iter().filter(|(name, _)| only.is_empty() || only.split(',').any(|o| o == name)).collect();
+    if !settings.is_empty() {
+        let k = rotate % settings.len();
+        settings.rotate_left(k);
+    }
+    for (name, batching) in settings {
         let engine = netvm_runtime::JitEngine { batching, ..netvm_runtime::JitEngine::default() };
         let mut a =
             netvm_runtime::Application::build(&manifest, &engine, &netvm_copro::registry(), None).unwrap_or_else(|e| die(e.to_string()));
@@ -977,7 +985,7 @@ fn main() {
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
         "strmatch" => strmatch(&dir, reps),
-        "app" => app(&dir, args.get(2).map_or("", String::as_str), reps, &arg(&args, "--only", String::new())),
+        "app" => app(&dir, args.get(2).map_or("", String::as_str), reps, &arg(&args, "--only", String::new()), arg(&args, "--rotate", 0usize)),
         other => die(format!("unknown subcommand `{other}`")),
     }
 }
