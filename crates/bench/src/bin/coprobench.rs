@@ -985,7 +985,9 @@ fn main() {
         "lpm" => lpm(&dir, reps),
         "hash" => hash(&dir, args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| die("hash DIR N".into())), reps),
         "strmatch" => strmatch(&dir, reps),
-        "app" => app(&dir, args.get(2).map_or("", String::as_str), reps, &arg(&args, "--only", String::new()), arg(&args, "--rotate", 0usize)),
+        "app" => {
+            app(&dir, args.get(2).map_or("", String::as_str), reps, &arg(&args, "--only", String::new()), arg(&args, "--rotate", 0usize))
+        }
         other => die(format!("unknown subcommand `{other}`")),
     }
 }
