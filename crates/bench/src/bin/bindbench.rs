@@ -51,15 +51,11 @@ use netvm_vm::Packet;
 use serde_json::json;
 
 fn die(msg: String) -> ! {
-    eprintln!("bindbench: {msg}");
-    std::process::exit(2)
+    netvm_bench::args::die("bindbench", &msg)
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |v| v.parse().unwrap_or_else(|_| die(format!("{name} {v}?"))))
+    netvm_bench::args::flag("bindbench", args, name, default)
 }
 
 /// Port crossings of the six-module chain.

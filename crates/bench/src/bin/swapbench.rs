@@ -24,15 +24,11 @@ use std::time::{Duration, Instant};
 use netvm_runtime::{Application, Change, Driver, DriverConfig, Engine, JitEngine, Manifest, ProgramRef, Rebuild};
 
 fn die(msg: String) -> ! {
-    eprintln!("swapbench: {msg}");
-    std::process::exit(2)
+    netvm_bench::args::die("swapbench", &msg)
 }
 
 fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |v| v.parse().unwrap_or_else(|_| die(format!("{name} {v}?"))))
+    netvm_bench::args::flag("swapbench", args, name, default)
 }
 
 /// A classic pcap's records again and again: `loops` times, or until `stop`.
