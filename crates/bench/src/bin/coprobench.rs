@@ -397,19 +397,11 @@ fn names(dir: &Path, reps: usize) {
 fn gen_l2fwd(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
     let mut r = SplitMix64::new(0x12f0 ^ n as u64);
-    // Distinct: multiplying by an odd constant is a bijection on u32.
-    let mac = |h: u64| -> [u8; 6] {
-        let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
-        [0x02, (h >> 32) as u8, b[0], b[1], b[2], b[3]]
-    };
     let mut text = String::with_capacity(n * 16);
     let mut keys = Vec::with_capacity(n * 8);
     for h in 0..n as u64 {
-        let (m, port) = (mac(h), r.below(16) as u16);
-        for b in m {
-            text += &format!("{b:02x}");
-        }
-        text += &format!(" {port}\n");
+        let (m, port) = (host_mac(h), r.below(16) as u16);
+        mac_line(&mut text, m, port);
         keys.extend_from_slice(&m);
         keys.extend_from_slice(&port.to_le_bytes());
     }
@@ -418,20 +410,42 @@ fn gen_l2fwd(dir: &Path, n: usize) {
     let mut frames = Vec::with_capacity(100_000);
     for _ in 0..100_000 {
         let mut f = vec![0u8; 64];
-        f[0..6].copy_from_slice(&mac(r.below(n as u64)));
-        f[6..12].copy_from_slice(&mac(r.below(n as u64)));
+        f[0..6].copy_from_slice(&host_mac(r.below(n as u64)));
+        f[6..12].copy_from_slice(&host_mac(r.below(n as u64)));
         f[12..14].copy_from_slice(&[0x08, 0x00]);
         frames.push(f);
     }
     write_frames(dir, &format!("l2fwd64-{n}"), frames.iter().map(|f| (0u16, f.as_slice())));
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2-fwd/app.toml");
-    let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
-    let fwd = example.with_file_name("fwd.nil").canonicalize().unwrap_or_else(|e| die(format!("fwd.nil: {e}")));
-    let manifest = manifest
-        .replace("program = \"fwd.nil\"", &format!("program = {:?}", fwd.display().to_string()))
-        .replace("capacity = 1048576", &format!("capacity = {}", n.max(1024)));
-    std::fs::write(dir.join(format!("l2fwd-{n}.toml")), manifest).unwrap();
+    std::fs::write(dir.join(format!("l2fwd-{n}.toml")), example_manifest("l2-fwd", &["fwd.nil"], n.max(1024))).unwrap();
     eprintln!("coprobench: l2fwd inputs for {n} entries written to {}", dir.display());
+}
+
+/// The MAC address of generated host `h`: distinct for every `h` below
+/// 2^40 (multiplying by an odd constant is a bijection on u32).
+fn host_mac(h: u64) -> [u8; 6] {
+    let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
+    [0x02, (h >> 32) as u8, b[0], b[1], b[2], b[3]]
+}
+
+/// Appends a `table` file line: the MAC as hex, then `value`.
+fn mac_line(text: &mut String, mac: [u8; 6], value: u16) {
+    for b in mac {
+        text.push_str(&format!("{b:02x}"));
+    }
+    text.push_str(&format!(" {value}\n"));
+}
+
+/// The manifest of the example `examples/NAME/app.toml` with its programs
+/// `programs` named by absolute paths (so that it runs from another
+/// directory) and, where it says `capacity = 1048576`, `capacity` instead.
+fn example_manifest(name: &str, programs: &[&str], capacity: usize) -> String {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../examples/{name}/app.toml"));
+    let mut manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
+    for prog in programs {
+        let path = example.with_file_name(prog).canonicalize().unwrap_or_else(|e| die(format!("{prog}: {e}")));
+        manifest = manifest.replace(&format!("program = \"{prog}\""), &format!("program = {:?}", path.display().to_string()));
+    }
+    manifest.replace("capacity = 1048576", &format!("capacity = {capacity}"))
 }
 
 /// The learning bridge (examples/l2-bridge) with an `n`-entry table, for
@@ -444,38 +458,25 @@ fn gen_l2fwd(dir: &Path, n: usize) {
 fn gen_bridge(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
     let mut r = SplitMix64::new(0xb71d ^ n as u64);
-    let mac = |h: u64| -> [u8; 6] {
-        let b = (h as u32).wrapping_mul(0x9e37_79b9).to_be_bytes();
-        [0x02, (h >> 32) as u8, b[0], b[1], b[2], b[3]]
-    };
     let port = |h: u64| 1 + (SplitMix64::mix(h) % 4) as u16;
     let mut text = String::with_capacity(n * 24);
     for h in 0..n as u64 {
-        for b in mac(h) {
-            text += &format!("{b:02x}");
-        }
-        text += &format!(" {}\n", port(h));
+        mac_line(&mut text, host_mac(h), port(h));
     }
     std::fs::write(dir.join(format!("bridge-{n}.txt")), text).unwrap();
     let frames: Vec<(u16, Vec<u8>)> = (0..100_000)
         .map(|_| {
             let (s, d) = (r.below(n as u64), r.below(n as u64));
             let mut f = vec![0u8; 64];
-            f[0..6].copy_from_slice(&mac(d));
-            f[6..12].copy_from_slice(&mac(s));
+            f[0..6].copy_from_slice(&host_mac(d));
+            f[6..12].copy_from_slice(&host_mac(s));
             f[12..14].copy_from_slice(&[0x08, 0x00]);
             (port(s), f)
         })
         .collect();
     write_frames(dir, &format!("bridge64-{n}"), frames.iter().map(|(p, f)| (*p, f.as_slice())));
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/l2-bridge/app.toml");
-    let mut manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
-    for prog in ["bridge.nil", "egress.nil"] {
-        let path = example.with_file_name(prog).canonicalize().unwrap_or_else(|e| die(format!("{prog}: {e}")));
-        manifest = manifest.replace(&format!("program = \"{prog}\""), &format!("program = {:?}", path.display().to_string()));
-    }
-    let manifest = manifest.replace("capacity = 1048576", &format!("capacity = {}", n.max(1024)));
-    std::fs::write(dir.join(format!("bridge-{n}.toml")), manifest).unwrap();
+    std::fs::write(dir.join(format!("bridge-{n}.toml")), example_manifest("l2-bridge", &["bridge.nil", "egress.nil"], n.max(1024)))
+        .unwrap();
     eprintln!("coprobench: bridge inputs for {n} entries written to {}", dir.display());
 }
 
@@ -575,11 +576,7 @@ fn gen_names(dir: &Path) {
         frames.push(f);
     }
     write_frames(dir, "names64", frames.iter().map(|f| (0u16, f.as_slice())));
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/ndn-router/app.toml");
-    let manifest = std::fs::read_to_string(&example).unwrap_or_else(|e| die(format!("{}: {e}", example.display())));
-    let nil = example.with_file_name("ndn.nil").canonicalize().unwrap_or_else(|e| die(format!("ndn.nil: {e}")));
-    let manifest = manifest.replace("program = \"ndn.nil\"", &format!("program = {:?}", nil.display().to_string()));
-    std::fs::write(dir.join("ndn.toml"), manifest).unwrap();
+    std::fs::write(dir.join("ndn.toml"), example_manifest("ndn-router", &["ndn.nil"], 1 << 20)).unwrap();
     eprintln!("coprobench: name inputs written to {} (mean frame before padding {:.1} bytes)", dir.display(), total as f64 / 100_000.0);
 }
 
