@@ -53,9 +53,15 @@ pub(crate) fn ctx_flags() -> MemFlagsData {
     MemFlagsData::trusted().with_readonly().with_can_move()
 }
 
-/// Bytes of `struct netvm_regfile` ([`netvm_vm::RegisterFile`]); its
-/// `direct` pointer is at 24 and its `ops` mask at 32.
+/// `struct netvm_regfile` ([`netvm_vm::RegisterFile`]): its size and the
+/// offsets of its fields.
 const REGFILE_SIZE: i32 = 40;
+const REGFILE_INPUT: i32 = 0;
+const REGFILE_OUTPUT: i32 = 8;
+const REGFILE_INPUTS: i32 = 16;
+const REGFILE_OUTPUTS: i32 = 20;
+const REGFILE_DIRECT: i32 = 24;
+const REGFILE_OPS: i32 = 32;
 
 /// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
@@ -238,6 +244,27 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.switch_to_block(cont);
     }
 
+    /// Where bit `bit` of the `u32` mask at `mask` in instance `copro`'s
+    /// register file is set (`struct netvm_regfile`), the pointer at `field`
+    /// of that file: branches to a new block, current on return, where the
+    /// bit is set and the returned pointer is loaded, and to the returned
+    /// block, where the caller calls the instance instead, where it is not
+    /// (or the instance has no file).
+    fn regfile_pointer(&mut self, copro: u8, mask: i32, bit: u8, field: i32) -> (Value, Block) {
+        let (files, n) = self.env.regs;
+        let (test, set, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
+        self.b.ins().brif(has, test, &[], call, &[]);
+        self.b.switch_to_block(test);
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let m = self.b.ins().load(I32, ctx_flags(), files, entry + mask);
+        let b = self.b.ins().band_imm_u(m, 1i64 << bit);
+        self.b.ins().brif(b, set, &[], call, &[]);
+        self.b.switch_to_block(set);
+        let ptr = self.cx.frontend.pointer_type();
+        (self.b.ins().load(ptr, ctx_flags(), files, entry + field), call)
+    }
+
     /// The inline coprocessor register `reg` of instance `copro` (an output
     /// register if `output`): branches to a new block, current on return,
     /// where the register is at the returned value plus the returned offset if the instance's
@@ -248,20 +275,8 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         if reg >= 32 {
             return None;
         }
-        /// `struct netvm_regfile`: its size and field offsets.
-        const SIZE: i32 = REGFILE_SIZE;
-        let (files, n) = self.env.regs;
-        let (test, inline, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
-        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
-        self.b.ins().brif(has, test, &[], call, &[]);
-        self.b.switch_to_block(test);
-        let entry = SIZE * i32::from(copro);
-        let mask = self.b.ins().load(I32, ctx_flags(), files, entry + if output { 20 } else { 16 });
-        let bit = self.b.ins().band_imm_u(mask, 1i64 << reg);
-        self.b.ins().brif(bit, inline, &[], call, &[]);
-        self.b.switch_to_block(inline);
-        let ptr = self.cx.frontend.pointer_type();
-        let base = self.b.ins().load(ptr, ctx_flags(), files, entry + if output { 8 } else { 0 });
+        let (mask, field) = if output { (REGFILE_OUTPUTS, REGFILE_OUTPUT) } else { (REGFILE_INPUTS, REGFILE_INPUT) };
+        let (base, call) = self.regfile_pointer(copro, mask, reg, field);
         Some((base, 4 * i32::from(reg), call))
     }
 
@@ -273,19 +288,9 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         if op >= 32 {
             return None;
         }
-        let (files, n) = self.env.regs;
-        let (test, direct, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
-        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
-        self.b.ins().brif(has, test, &[], call, &[]);
-        self.b.switch_to_block(test);
-        let entry = REGFILE_SIZE * i32::from(copro);
-        let ops = self.b.ins().load(types::I32, ctx_flags(), files, entry + 32);
-        let bit = self.b.ins().band_imm_u(ops, 1i64 << op);
-        self.b.ins().brif(bit, direct, &[], call, &[]);
-        self.b.switch_to_block(direct);
-        let ptr = self.cx.frontend.pointer_type();
-        let table = self.b.ins().load(ptr, ctx_flags(), files, entry + 24);
+        let (table, call) = self.regfile_pointer(copro, REGFILE_OPS, op, REGFILE_DIRECT);
         // `struct netvm_directop`: { call, this }, two pointers.
+        let ptr = self.cx.frontend.pointer_type();
         let at = 2 * ptr.bytes() as i32 * i32::from(op);
         // Not `can_move`: the table exists only where the bit is set, so
         // these loads must stay behind the test.
