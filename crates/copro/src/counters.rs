@@ -28,7 +28,7 @@
 //! flow reach one worker, so a per-flow counter is exact there, while a
 //! counter of all traffic holds that worker's share of it.
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 /// Largest configurable number of counters.
 pub const MAX_COUNTERS: usize = 1 << 20;
@@ -40,12 +40,15 @@ pub struct Counters {
     names: Vec<String>,
     input: [u32; 2],
     output: [u32; 2],
+    /// The direct entries of add, read and reset for compiled code (filled
+    /// by `registers`, pointing at this instance).
+    direct: [DirectOp; 3],
 }
 
 impl Counters {
     /// `size` zeroed counters.
     pub fn new(size: usize) -> Counters {
-        Counters { values: vec![0; size], names: Vec::new(), input: [0; 2], output: [0; 2] }
+        Counters { values: vec![0; size], names: Vec::new(), input: [0; 2], output: [0; 2], direct: [DirectOp::NONE; 3] }
     }
 
     /// The current counter values.
@@ -102,9 +105,12 @@ impl Coprocessor for Counters {
     }
 
     fn registers(&mut self) -> RegisterFile {
-        RegisterFile::over(&mut self.input, &mut self.output)
+        // Every operation reads nothing but the registers.
+        self.direct = [DirectOp::of::<Self, 0>(self), DirectOp::of::<Self, 1>(self), DirectOp::of::<Self, 2>(self)];
+        RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
     }
 
+    #[inline(always)]
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         match op {
             0 => {

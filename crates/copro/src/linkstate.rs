@@ -28,7 +28,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 /// The `linkstate` coprocessor.
 #[derive(Debug, Default)]
@@ -37,12 +37,14 @@ pub struct LinkState {
     up: Arc<Option<BTreeSet<u16>>>,
     port: u32,
     state: u32,
+    /// The direct entry of `is_up` for compiled code (filled by `registers`).
+    direct: [DirectOp; 1],
 }
 
 /// An independent copy (not another worker's handle: see `fork`).
 impl Clone for LinkState {
     fn clone(&self) -> LinkState {
-        LinkState { up: Arc::new((*self.up).clone()), port: self.port, state: self.state }
+        LinkState { up: Arc::new((*self.up).clone()), port: self.port, state: self.state, direct: [DirectOp::NONE] }
     }
 }
 
@@ -118,9 +120,12 @@ impl Coprocessor for LinkState {
     }
 
     fn registers(&mut self) -> RegisterFile {
-        RegisterFile::new(std::slice::from_mut(&mut self.port), 1, std::slice::from_mut(&mut self.state), 1)
+        // is_up reads nothing but the port register.
+        self.direct = [DirectOp::of::<Self, 0>(self)];
+        RegisterFile::new(std::slice::from_mut(&mut self.port), 1, std::slice::from_mut(&mut self.state), 1).with_direct(&self.direct)
     }
 
+    #[inline(always)]
     fn invoke(&mut self, op: u8, _ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         match op {
             0 => self.state = u32::from(self.is_up(self.port)),
@@ -167,7 +172,7 @@ impl Coprocessor for LinkState {
 
     /// Another handle on the same state.
     fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
-        Ok(Box::new(LinkState { up: Arc::clone(&self.up), port: 0, state: 0 }))
+        Ok(Box::new(LinkState { up: Arc::clone(&self.up), port: 0, state: 0, direct: [DirectOp::NONE] }))
     }
 
     fn share(&self) -> WorkerShare {

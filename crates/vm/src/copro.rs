@@ -138,6 +138,13 @@ impl DirectOp {
     }
 }
 
+/// No entry ([`DirectOp::NONE`]).
+impl Default for DirectOp {
+    fn default() -> DirectOp {
+        DirectOp::NONE
+    }
+}
+
 /// The entry [`DirectOp::of`] makes.
 ///
 /// # Safety

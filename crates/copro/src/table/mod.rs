@@ -443,8 +443,9 @@ impl Table {
         })
     }
 
-    /// Processes `op` at the packet's time.
-    #[inline]
+    /// Processes `op` at the packet's time. Inlined into each direct entry,
+    /// where `op` is a constant and the dispatch folds away.
+    #[inline(always)]
     fn op(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         if op > 5 {
             return Err(CoproError::NoOperation(op));
@@ -566,7 +567,7 @@ impl Coprocessor for Table {
         RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
     }
 
-    #[inline]
+    #[inline(always)]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         self.op(op, ctx)
     }
