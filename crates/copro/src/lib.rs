@@ -6,6 +6,7 @@
 //! |------------|--------------|
 //! | `counters` | an array of 64-bit packet/byte counters the control plane can read |
 //! | `addrset`  | sets of IPv4 prefixes: every set containing an address (IP lists, address-keyed rule groups) |
+//! | `ess`      | WASP's ephemeral state store: 64-bit keys to 32-byte tuples living a fixed τ, expired in FIFO order, keyed hash, bounded chains, protected and private entries |
 //! | `eventlog` | records (packet, rule)-style events for the host application to collect (IDS alerts) |
 //! | `linkstate`| which application ports are up (set by the runtime from the attached inputs) |
 //! | `strmatch` | multi-pattern literal matching (Hyperscan when present, else aho-corasick) |
@@ -44,6 +45,7 @@
 //! | `regex`    | `Shared`      | the one set of compiled expressions, with caches of its own |
 //! | `linkstate`| `Shared`      | the one port state (read-only while shared) |
 //! | `threshold`| `Shared`      | the one table, under a lock (as Snort 3's threshold table) |
+//! | `ess`      | `Shared`      | the one store, under a lock |
 //!
 //! `Shared` kinds count their operations (lookups, hits, searches) per
 //! handle, each handle on its own cache line, and report the sum over every
@@ -66,6 +68,7 @@
 pub mod addrset;
 mod ahead;
 mod counters;
+pub mod ess;
 pub mod eventlog;
 pub mod flow;
 pub mod http;
@@ -100,6 +103,7 @@ pub fn registry() -> CoproRegistry {
     let mut r = CoproRegistry::new();
     r.register("addrset", addrset::create);
     r.register("counters", counters::create);
+    r.register("ess", ess::create);
     r.register("eventlog", eventlog::create);
     r.register("flow", flow::create);
     r.register("http", http::create);

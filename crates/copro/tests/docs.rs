@@ -19,6 +19,7 @@ const KINDS: &[(&str, &str)] = &[
     ("regex", "regex.rs"),
     ("eventlog", "eventlog.rs"),
     ("linkstate", "linkstate.rs"),
+    ("ess", "ess.rs"),
 ];
 
 const INTRO: &str = "# Coprocessors
