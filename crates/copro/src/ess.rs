@@ -112,7 +112,7 @@ pub enum Visibility {
     /// Read by anyone, written only by the operator (and admin capsules).
     Protected,
     /// Only capsules whose code has this tag.
-    Private(u32),
+    Private(u64),
 }
 
 /// Who is asking: see [`Ess::set_principal`].
@@ -122,7 +122,7 @@ pub struct Principal {
     pub admin: bool,
     /// The tag of the capsule code running (its private entries); `None`
     /// for the operator and ordinary NetPEs, which create no private entries.
-    pub code: Option<u32>,
+    pub code: Option<u64>,
 }
 
 impl Principal {
@@ -452,9 +452,13 @@ impl Ess {
     }
 
     /// Sets who the following operations act for (the capsule runtime calls
-    /// it before each capsule; the operator by default).
+    /// it before each capsule; the operator by default), and zeroes the
+    /// registers, so that nothing one principal read or wrote is left for
+    /// the next.
     pub fn set_principal(&mut self, who: Principal) {
         self.principal = who;
+        self.input = [0; INPUTS];
+        self.output = [0; OUTPUTS];
     }
 
     fn with<R>(&mut self, f: impl FnOnce(&mut Store) -> R) -> R {
@@ -566,7 +570,7 @@ impl Coprocessor for Ess {
                 let vis = match e.vis {
                     Visibility::Public => "public".to_string(),
                     Visibility::Protected => "protected".to_string(),
-                    Visibility::Private(t) => format!("private:{t:08x}"),
+                    Visibility::Private(t) => format!("private:{t:016x}"),
                 };
                 out += &format!("{:016x} {tuple} {vis}\n", e.key);
             }
@@ -599,7 +603,7 @@ impl Coprocessor for Ess {
             let vis = match f.next() {
                 None | Some("protected") => Visibility::Protected,
                 Some("public") => Visibility::Public,
-                Some(p) => match p.strip_prefix("private:").and_then(|t| u32::from_str_radix(t, 16).ok()) {
+                Some(p) => match p.strip_prefix("private:").and_then(|t| u64::from_str_radix(t, 16).ok()) {
                     Some(t) => Visibility::Private(t),
                     None => return Err(bad(&format!("`{p}` is not public, protected or private:TAG"))),
                 },
@@ -795,10 +799,10 @@ mod tests {
     #[test]
     fn load_dump_and_configuration() {
         let mut e = store(8);
-        assert_eq!(e.load("00000000000000ff 0102 # comment\n1 aa public\n2 bb private:0000000a\n").unwrap(), 3);
+        assert_eq!(e.load("00000000000000ff 0102 # comment\n1 aa public\n2 bb private:000000000000000a\n").unwrap(), 3);
         let d = e.dump();
         assert!(d.starts_with("00000000000000ff 0102000000"), "{d}");
-        assert!(d.contains(" protected\n") && d.contains(" public\n") && d.contains(" private:0000000a\n"));
+        assert!(d.contains(" protected\n") && d.contains(" public\n") && d.contains(" private:000000000000000a\n"));
         let mut again = store(8);
         assert_eq!(again.load(&d).unwrap(), 3);
         assert_eq!(again.dump(), d);

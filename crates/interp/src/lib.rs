@@ -10,7 +10,7 @@
 //! division by zero with `div-by-zero`, an exhausted budget with `budget`.
 //! The semantics implemented here are those of docs/netil.md.
 
-use netil::{Cond, Mem, Opcode, Operands, SegmentKind};
+use netil::{Cond, Insn, Mem, Opcode, Operands, SegmentKind};
 use netvm_verify::{SegmentInfo, Verified};
 use netvm_vm::{mem, region, FaultKind, InvokeContext, Limits, Outcome, PeCode, PeState, XbView};
 
@@ -163,96 +163,29 @@ impl Prepared {
             .iter()
             .enumerate()
             .map(|(i, insn)| {
-                use Opcode::*;
                 // Unreachable instructions are decoded but not verified (their
                 // targets may be anything); they can never execute.
                 if seg.depth.get(i).copied().flatten().is_none() {
                     return Op::Drop;
                 }
-                let op = insn.op;
-                let width = |w: u32| w as u8;
-                match (&insn.operands, op) {
-                    (Operands::Imm(v), _) => Op::Push(*v),
-                    (Operands::Target(t), Jump) => Op::Jump(edge(i, *t)),
-                    (Operands::Target(t), Jz) => Op::Jz(edge(i, *t)),
-                    (Operands::Target(t), Jnz) => Op::Jnz(edge(i, *t)),
-                    (Operands::Target(t), _) => Op::Jcmp(op.condition().expect("jcmp"), edge(i, *t)),
-                    (Operands::Switch(s), _) => {
-                        switches.push(SwitchOp {
-                            values: s.cases.iter().map(|c| c.0).collect(),
-                            edges: s.cases.iter().map(|c| edge(i, c.1)).collect(),
-                            default: edge(i, s.default),
-                        });
-                        Op::Switch(switches.len() as u32 - 1)
-                    }
-                    (Operands::Port(p), _) => Op::Ret(*p),
-                    (Operands::Local(l), Locload) => Op::Locload(*l),
-                    (Operands::Local(l), _) => Op::Locstore(*l),
-                    (Operands::Depth(d), _) => Op::Pick(*d),
-                    (Operands::Mem(m), Crc32) => Op::Crc32(*m),
-                    (Operands::Mem(m), Hash) => Op::Hash(*m),
-                    (Operands::Mem(m), _) => Op::Csum(*m),
-                    (Operands::MemPair(s, d), _) => Op::Mcopy(*s, *d),
-                    (Operands::CoproReg { copro, reg }, CoproIn) => Op::CoproIn(*copro, *reg),
-                    (Operands::CoproReg { copro, reg }, _) => Op::CoproOut(*copro, *reg),
-                    (Operands::CoproOp { copro, op }, _) => Op::CoproInvoke(*copro, *op),
-                    (Operands::None, _) => {
-                        if let Some(c) = op.condition() {
-                            return Op::Cmp(c);
-                        }
-                        if let (Some(m), Some(w)) = (op.access_memory(), op.access_width()) {
-                            return if op.is_store() { Op::Store(m, width(w)) } else { Op::Load(m, width(w)) };
-                        }
-                        match op {
-                            Nop => Op::Nop,
-                            Pop => Op::Pop,
-                            Dup => Op::Dup,
-                            Swap => Op::Swap,
-                            Over => Op::Over,
-                            Add => Op::Add,
-                            Sub => Op::Sub,
-                            Mul => Op::Mul,
-                            Div => Op::Div,
-                            Mod => Op::Mod,
-                            Sdiv => Op::Sdiv,
-                            Smod => Op::Smod,
-                            And => Op::And,
-                            Or => Op::Or,
-                            Xor => Op::Xor,
-                            Shl => Op::Shl,
-                            Shr => Op::Shr,
-                            Sar => Op::Sar,
-                            Rotl => Op::Rotl,
-                            Rotr => Op::Rotr,
-                            Not => Op::Not,
-                            Neg => Op::Neg,
-                            Bswap => Op::Bswap,
-                            Bswap16 => Op::Bswap16,
-                            Popcnt => Op::Popcnt,
-                            Clz => Op::Clz,
-                            Ctz => Op::Ctz,
-                            Btest => Op::Btest,
-                            Bset => Op::Bset,
-                            Bclr => Op::Bclr,
-                            RetPop => Op::RetPop,
-                            Drop => Op::Drop,
-                            Exit => Op::Exit,
-                            Pktlen => Op::Pktlen,
-                            Wirelen => Op::Wirelen,
-                            Hash32 => Op::Hash32,
-                            CsumUpd => Op::CsumUpd,
-                            Inport => Op::Inport,
-                            TstampS => Op::TstampS,
-                            TstampNs => Op::TstampNs,
-                            other => unreachable!("opcode {other:?} has operands"),
-                        }
-                    }
-                }
+                decode_op(insn, &mut |t| edge(i, t), &mut switches)
             })
             .collect::<Vec<Op>>();
-        // Fuse, keeping a map from original to new indices for the edges.
-        let mut fused = Vec::with_capacity(ops.len());
-        let mut new_index = vec![0u32; ops.len()];
+        let mut prepared = Prepared { ops: Vec::new(), switches };
+        prepared.fuse_from(&ops, &is_target);
+        prepared
+    }
+
+    /// Sets `self.ops` to `ops` with each `push v` fused into the
+    /// instruction after it where [`fuse`] can and that instruction is not
+    /// a jump target (`is_target`, by index into `ops`, one longer than
+    /// `ops`); edges (here and in `self.switches`) are renumbered. Reuses
+    /// the allocation of `self.ops`.
+    pub fn fuse_from(&mut self, ops: &[Op], is_target: &[bool]) {
+        let fused = &mut self.ops;
+        fused.clear();
+        fused.reserve(ops.len());
+        let mut new_index = vec![0u32; ops.len() + 1];
         let mut i = 0;
         while i < ops.len() {
             new_index[i] = fused.len() as u32;
@@ -269,18 +202,103 @@ impl Prepared {
             fused.push(ops[i]);
             i += 1;
         }
+        new_index[ops.len()] = fused.len() as u32;
         let remap = |e: &mut Edge| e.to = new_index[e.to as usize];
-        for op in &mut fused {
+        for op in fused.iter_mut() {
             match op {
                 Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) => remap(e),
                 _ => {}
             }
         }
-        for sw in &mut switches {
+        for sw in &mut self.switches {
             sw.edges.iter_mut().for_each(remap);
             remap(&mut sw.default);
         }
-        Prepared { ops: fused, switches }
+    }
+}
+
+/// The pre-decoded form of one instruction; `edge` turns a jump target (a
+/// byte offset) into an [`Edge`], and a `switch` adds its table to `switches`.
+pub fn decode_op(insn: &Insn, edge: &mut impl FnMut(i64) -> Edge, switches: &mut Vec<SwitchOp>) -> Op {
+    use Opcode::*;
+    let op = insn.op;
+    let width = |w: u32| w as u8;
+    match (&insn.operands, op) {
+        (Operands::Imm(v), _) => Op::Push(*v),
+        (Operands::Target(t), Jump) => Op::Jump(edge(*t)),
+        (Operands::Target(t), Jz) => Op::Jz(edge(*t)),
+        (Operands::Target(t), Jnz) => Op::Jnz(edge(*t)),
+        (Operands::Target(t), _) => Op::Jcmp(op.condition().expect("jcmp"), edge(*t)),
+        (Operands::Switch(s), _) => {
+            switches.push(SwitchOp {
+                values: s.cases.iter().map(|c| c.0).collect(),
+                edges: s.cases.iter().map(|c| edge(c.1)).collect(),
+                default: edge(s.default),
+            });
+            Op::Switch(switches.len() as u32 - 1)
+        }
+        (Operands::Port(p), _) => Op::Ret(*p),
+        (Operands::Local(l), Locload) => Op::Locload(*l),
+        (Operands::Local(l), _) => Op::Locstore(*l),
+        (Operands::Depth(d), _) => Op::Pick(*d),
+        (Operands::Mem(m), Crc32) => Op::Crc32(*m),
+        (Operands::Mem(m), Hash) => Op::Hash(*m),
+        (Operands::Mem(m), _) => Op::Csum(*m),
+        (Operands::MemPair(s, d), _) => Op::Mcopy(*s, *d),
+        (Operands::CoproReg { copro, reg }, CoproIn) => Op::CoproIn(*copro, *reg),
+        (Operands::CoproReg { copro, reg }, _) => Op::CoproOut(*copro, *reg),
+        (Operands::CoproOp { copro, op }, _) => Op::CoproInvoke(*copro, *op),
+        (Operands::None, _) => {
+            if let Some(c) = op.condition() {
+                return Op::Cmp(c);
+            }
+            if let (Some(m), Some(w)) = (op.access_memory(), op.access_width()) {
+                return if op.is_store() { Op::Store(m, width(w)) } else { Op::Load(m, width(w)) };
+            }
+            match op {
+                Nop => Op::Nop,
+                Pop => Op::Pop,
+                Dup => Op::Dup,
+                Swap => Op::Swap,
+                Over => Op::Over,
+                Add => Op::Add,
+                Sub => Op::Sub,
+                Mul => Op::Mul,
+                Div => Op::Div,
+                Mod => Op::Mod,
+                Sdiv => Op::Sdiv,
+                Smod => Op::Smod,
+                And => Op::And,
+                Or => Op::Or,
+                Xor => Op::Xor,
+                Shl => Op::Shl,
+                Shr => Op::Shr,
+                Sar => Op::Sar,
+                Rotl => Op::Rotl,
+                Rotr => Op::Rotr,
+                Not => Op::Not,
+                Neg => Op::Neg,
+                Bswap => Op::Bswap,
+                Bswap16 => Op::Bswap16,
+                Popcnt => Op::Popcnt,
+                Clz => Op::Clz,
+                Ctz => Op::Ctz,
+                Btest => Op::Btest,
+                Bset => Op::Bset,
+                Bclr => Op::Bclr,
+                RetPop => Op::RetPop,
+                Drop => Op::Drop,
+                Exit => Op::Exit,
+                Pktlen => Op::Pktlen,
+                Wirelen => Op::Wirelen,
+                Hash32 => Op::Hash32,
+                CsumUpd => Op::CsumUpd,
+                Inport => Op::Inport,
+                TstampS => Op::TstampS,
+                TstampNs => Op::TstampNs,
+                other => unreachable!("opcode {other:?} has operands"),
+            }
+        }
     }
 }
 
@@ -343,6 +361,28 @@ impl InterpCode {
         state.scratch = scratch;
         out
     }
+}
+
+/// Runs one pre-decoded handler that did not come from a [`Verified`]
+/// module: code checked by another verifier that upholds the same
+/// guarantees (every reachable instruction's operands valid, the stack
+/// never below empty or above `max_stack`, every local written before it is
+/// read, every edge a valid index), such as the one-pass capsule verifier.
+/// `info_size` bounds info memory and `out_ports` the ports of `ret.pop`;
+/// `initial` is the value on the stack at entry (`None`: empty).
+#[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
+pub fn run_prepared(
+    code: &Prepared,
+    state: &mut PeState,
+    xb: &mut XbView<'_>,
+    in_port: u16,
+    initial: Option<u32>,
+    limits: &Limits,
+    info_size: usize,
+    out_ports: u16,
+) -> Outcome {
+    InterpCode { init: None, push: Prepared { ops: Vec::new(), switches: Vec::new() }, info_size, out_ports }
+        .run(code, state, xb, in_port, initial, limits)
 }
 
 impl PeCode for InterpCode {

@@ -51,16 +51,23 @@ impl fmt::Display for AsmError {
 
 impl std::error::Error for AsmError {}
 
-/// Maps instruction offsets back to the source position they were assembled from.
+/// Maps instruction offsets back to the source position they were
+/// assembled from, and labels to their offsets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceMap {
     entries: HashMap<(SegmentKind, u32), (u32, u32)>,
+    labels: HashMap<(SegmentKind, String), u32>,
 }
 
 impl SourceMap {
     /// The `(line, column)` of the instruction at `offset` in `seg`.
     pub fn lookup(&self, seg: SegmentKind, offset: u32) -> Option<(u32, u32)> {
         self.entries.get(&(seg, offset)).copied()
+    }
+
+    /// The byte offset label `name` of segment `seg` stands for.
+    pub fn label(&self, seg: SegmentKind, name: &str) -> Option<u32> {
+        self.labels.get(&(seg, name.to_string())).copied()
     }
 
     fn insert(&mut self, seg: SegmentKind, offset: u32, line: u32, col: u32) {
@@ -443,6 +450,9 @@ impl Assembler {
         let mut max_port: Option<u16> = None;
         let segments = std::mem::take(&mut self.segments);
         for seg in &segments {
+            for (name, &offset) in &seg.labels {
+                source_map.labels.insert((seg.kind, name.clone()), offset);
+            }
             let mut code = Vec::with_capacity(seg.size as usize);
             for p in &seg.insns {
                 let operands = self.resolve(seg, p)?;

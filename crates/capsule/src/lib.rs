@@ -1,0 +1,21 @@
+//! Active packets: capsules that carry their own NetIL code, processed
+//! safely by every netvm node they cross (WASP, SNAP; docs/capsules.md).
+//!
+//! - [`wire`]: the capsule format on the wire, finding one in a frame, building one;
+//! - [`profile`]: the capsule profile of NetIL, its one-pass verifier and the cost model;
+//! - [`env`]: the environment variables capsule code reads;
+//! - [`node`]: the capsule node: verify, bound, run, and forward, return or drop.
+//!
+//! The ephemeral state store the code keeps state in is the `ess`
+//! coprocessor ([`netvm_copro::ess`]), which ordinary NetPEs can use too.
+
+pub mod build;
+pub mod env;
+pub mod node;
+pub mod profile;
+pub mod wire;
+
+pub use env::{Env, EnvConfig};
+pub use node::{CapsuleNode, DropReason, Hook, NodeConfig, NodeStats, Verdict};
+pub use profile::{CapsuleCode, CostModel, Rejected, Verifier};
+pub use wire::{Dialect, Header, Link, Malformed, CAPSULE_PORT};

@@ -1,0 +1,290 @@
+//! The capsule node: what a router does with a capsule it receives
+//! (docs/capsules.md §3). It finds the capsule in the frame, charges a hop,
+//! verifies the code for its hook in one pass, checks the code's cost
+//! against the packet's local bound, runs it on the interpreter with the
+//! ephemeral state store and the environment as coprocessors 0 and 1, and
+//! applies the outcome: forward, return to the source (once), or drop with
+//! a counted reason. Ordinary packets pass untouched.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use netvm_copro::ess::{Ess, Principal};
+use netvm_vm::{FaultKind, Limits, Outcome, PeState, Timestamp, XbView};
+
+use crate::env::{Env, EnvConfig};
+use crate::profile::{CapsuleCode, CostModel, Rejected, Verifier, PORT_FORWARD, PORT_RETURN};
+use crate::wire::{self, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
+
+/// Which entry point of the code a node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    /// The ingress entry (packets arriving on the node's interface).
+    Ingress,
+    /// The egress entry (packets leaving through it).
+    Egress,
+}
+
+/// How a node treats capsules: set by the operator.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// UDP port capsules are sent to.
+    pub port: u16,
+    /// The link layer of the frames.
+    pub link: Link,
+    /// Which entry point this node runs.
+    pub hook: Hook,
+    /// Cost units (ns) a capsule may spend per byte of its IP datagram:
+    /// the `n` of the local bound `n·|p|`.
+    pub cost_per_byte: u32,
+    /// The environment the code may read.
+    pub env: EnvConfig,
+    /// Sources whose admin capsules get operator rights on the store.
+    pub admin_sources: Vec<IpAddr>,
+    /// The instructions' weights.
+    pub costs: CostModel,
+}
+
+impl Default for NodeConfig {
+    fn default() -> NodeConfig {
+        NodeConfig {
+            port: CAPSULE_PORT,
+            link: Link::Ethernet,
+            hook: Hook::Ingress,
+            cost_per_byte: 32,
+            env: EnvConfig::default(),
+            admin_sources: Vec::new(),
+            costs: CostModel::default(),
+        }
+    }
+}
+
+/// Why a capsule was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Not a well-formed capsule.
+    Malformed(Malformed),
+    /// Code outside the capsule profile.
+    Rejected(Rejected),
+    /// Code whose weights exceed the packet's local bound.
+    Cost,
+    /// Arrived with no hop left.
+    Hops,
+    /// An admin capsule from a source not configured for it.
+    Admin,
+    /// The code dropped it (`drop`).
+    Code,
+    /// The code returned it a second time.
+    ReturnedTwice,
+    /// The code faulted (budget, bounds, coprocessor, division, port).
+    Fault(FaultKind),
+}
+
+impl DropReason {
+    /// The reason's name in statistics (`malformed.magic`, `rejected.depth`, `fault.budget`, ...).
+    pub fn name(&self) -> String {
+        match self {
+            DropReason::Malformed(m) => format!("malformed.{}", m.name()),
+            DropReason::Rejected(r) => format!("rejected.{}", r.name()),
+            DropReason::Cost => "cost".into(),
+            DropReason::Hops => "hops".into(),
+            DropReason::Admin => "admin".into(),
+            DropReason::Code => "dropped".into(),
+            DropReason::ReturnedTwice => "returned_twice".into(),
+            DropReason::Fault(k) => format!("fault.{}", k.name()),
+        }
+    }
+}
+
+/// What became of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Not a capsule: untouched.
+    Ordinary,
+    /// A capsule that goes on towards its destination.
+    Forward,
+    /// A capsule now addressed back to its source.
+    Return,
+    /// A capsule dropped, and why.
+    Drop(DropReason),
+}
+
+/// What a node counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Frames that were not capsules.
+    pub ordinary: u64,
+    /// Capsules seen.
+    pub capsules: u64,
+    /// Capsules forwarded.
+    pub forwarded: u64,
+    /// Capsules returned to their source.
+    pub returned: u64,
+    /// Capsules dropped, by reason name.
+    pub dropped: BTreeMap<String, u64>,
+    /// Instructions of verified code.
+    pub instructions: u64,
+}
+
+/// A capsule node (see the module documentation).
+pub struct CapsuleNode {
+    cfg: NodeConfig,
+    state: PeState,
+    verifier: Verifier,
+    code: CapsuleCode,
+    stats: NodeStats,
+}
+
+impl std::fmt::Debug for CapsuleNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapsuleNode").field("cfg", &self.cfg).field("stats", &self.stats).finish()
+    }
+}
+
+/// A 64-bit tag of capsule code: the owner of its private store entries.
+pub fn code_tag(code: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    code.hash(&mut h);
+    h.finish()
+}
+
+impl CapsuleNode {
+    /// A node with its configuration and its ephemeral state store.
+    pub fn new(cfg: NodeConfig, ess: Ess) -> CapsuleNode {
+        let env = Env::new(&cfg.env);
+        let state = PeState { data: Vec::new(), copros: vec![Box::new(ess), Box::new(env)], scratch: Vec::new(), budget_used: 0 };
+        CapsuleNode { cfg, state, verifier: Verifier::default(), code: CapsuleCode::default(), stats: NodeStats::default() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    /// What the node counted so far.
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    /// The ephemeral state store.
+    pub fn ess(&mut self) -> &mut Ess {
+        self.state.copros[0].as_any_mut().and_then(|a| a.downcast_mut::<Ess>()).expect("coprocessor 0 is the store")
+    }
+
+    fn env(&mut self) -> &mut Env {
+        self.state.copros[1].as_any_mut().and_then(|a| a.downcast_mut::<Env>()).expect("coprocessor 1 is the environment")
+    }
+
+    /// Processes one frame that arrived at `ts` on `interface`, changing it
+    /// in place (hops, flags, scratchpad, addresses when returned).
+    pub fn process(&mut self, frame: &mut [u8], ts: Timestamp, interface: u16) -> Verdict {
+        let v = self.run(frame, ts, interface);
+        match v {
+            Verdict::Ordinary => self.stats.ordinary += 1,
+            Verdict::Forward => self.stats.forwarded += 1,
+            Verdict::Return => self.stats.returned += 1,
+            Verdict::Drop(r) => *self.stats.dropped.entry(r.name()).or_insert(0) += 1,
+        }
+        if v != Verdict::Ordinary {
+            self.stats.capsules += 1;
+        }
+        v
+    }
+
+    fn run(&mut self, frame: &mut [u8], ts: Timestamp, interface: u16) -> Verdict {
+        let l = match wire::locate(frame, self.cfg.link, self.cfg.port) {
+            Ok(None) => return Verdict::Ordinary,
+            Ok(Some(l)) => l,
+            Err(m) => return Verdict::Drop(DropReason::Malformed(m)),
+        };
+        let h = l.header;
+        if h.hops == 0 {
+            return Verdict::Drop(DropReason::Hops);
+        }
+        let admin = h.flags & FLAG_ADMIN != 0;
+        if admin && !source(frame, &l).is_some_and(|s| self.cfg.admin_sources.contains(&s)) {
+            return Verdict::Drop(DropReason::Admin);
+        }
+        let entry = match self.cfg.hook {
+            Hook::Ingress => h.ingress,
+            Hook::Egress => h.egress,
+        };
+        let code = &frame[l.code()];
+        if let Err(r) = self.verifier.verify(code, entry, h.dialect(), &self.cfg.costs, &mut self.code) {
+            return Verdict::Drop(DropReason::Rejected(r));
+        }
+        self.stats.instructions += self.code.insns as u64;
+        // The local bound: n·|p|, or less if the sender asks.
+        let len = (l.end - l.net) as u64;
+        let mut bound = u64::from(self.cfg.cost_per_byte) * len;
+        if h.cost_limit != 0 {
+            bound = bound.min(u64::from(h.cost_limit) * 16);
+        }
+        if self.code.static_cost > bound {
+            return Verdict::Drop(DropReason::Cost);
+        }
+        let tag = code_tag(code);
+        // A hop is spent whatever the code does.
+        frame[l.capsule + 12] = h.hops - 1;
+        self.ess().set_principal(Principal { admin, code: Some(tag) });
+        self.env().set_packet(interface, ts, h.hops - 1);
+        let limits = Limits { budget: bound - self.code.static_cost };
+        let sr = l.scratch();
+        let mut scratch = [0u8; MAX_SCRATCH];
+        let n = sr.len();
+        scratch[..n].copy_from_slice(&frame[sr.clone()]);
+        let outcome = {
+            let mut xb = XbView { packet: &mut frame[l.net..l.end], wire_len: len as u32, ts, seq: 0, info: &mut scratch[..n] };
+            netvm_interp::run_prepared(&self.code.prepared, &mut self.state, &mut xb, interface, None, &limits, n, 2)
+        };
+        let verdict = match outcome {
+            Outcome::Forward(PORT_FORWARD) => Verdict::Forward,
+            Outcome::Forward(PORT_RETURN) if h.flags & FLAG_RETURNED != 0 => Verdict::Drop(DropReason::ReturnedTwice),
+            Outcome::Forward(PORT_RETURN) => Verdict::Return,
+            Outcome::Forward(_) => Verdict::Drop(DropReason::Fault(FaultKind::BadPort)),
+            Outcome::Drop | Outcome::Exit => Verdict::Drop(DropReason::Code),
+            Outcome::Fault(k) => Verdict::Drop(DropReason::Fault(k)),
+        };
+        if matches!(verdict, Verdict::Drop(_)) {
+            return verdict;
+        }
+        // Write back only what changed.
+        if self.code.writes_scratch && frame[sr.clone()] != scratch[..n] {
+            frame[sr].copy_from_slice(&scratch[..n]);
+        }
+        if verdict == Verdict::Return {
+            return_to_source(frame, &l);
+        }
+        // Hops (and perhaps flags and scratchpad) changed: a UDP checksum
+        // that is in use is recomputed.
+        let at = l.udp + 6;
+        if l.ipv6 || frame[at] != 0 || frame[at + 1] != 0 {
+            let c = wire::udp_checksum(frame, l.net, l.udp, l.ipv6);
+            frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        }
+        verdict
+    }
+}
+
+/// The IP source of the datagram.
+fn source(frame: &[u8], l: &Located) -> Option<IpAddr> {
+    if l.ipv6 {
+        let b: [u8; 16] = frame.get(l.net + 8..l.net + 24)?.try_into().ok()?;
+        Some(IpAddr::from(b))
+    } else {
+        let b: [u8; 4] = frame.get(l.net + 12..l.net + 16)?.try_into().ok()?;
+        Some(IpAddr::from(b))
+    }
+}
+
+/// Swaps the IP addresses and marks the capsule returned; the UDP ports
+/// stay, so that it is still a capsule on its way back. The IPv4 header
+/// checksum is a sum, so swapping leaves it right.
+fn return_to_source(frame: &mut [u8], l: &Located) {
+    let (a, n) = if l.ipv6 { (l.net + 8, 16) } else { (l.net + 12, 4) };
+    for i in 0..n {
+        frame.swap(a + i, a + n + i);
+    }
+    frame[l.capsule + 3] |= FLAG_RETURNED;
+}
