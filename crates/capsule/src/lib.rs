@@ -16,6 +16,6 @@ pub mod profile;
 pub mod wire;
 
 pub use env::{Env, EnvConfig};
-pub use node::{CapsuleNode, DropReason, Hook, NodeConfig, NodeStats, Verdict};
+pub use node::{CapsuleNode, Carried, Chain, DropReason, Hook, NodeConfig, NodeStats, Verdict};
 pub use profile::{CapsuleCode, CostModel, Rejected, Verifier};
 pub use wire::{Dialect, Header, Link, Malformed, CAPSULE_PORT};

@@ -288,3 +288,63 @@ fn return_to_source(frame: &mut [u8], l: &Located) {
     }
     frame[l.capsule + 3] |= FLAG_RETURNED;
 }
+
+/// What became of a frame that crossed a [`Chain`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carried {
+    /// Not a capsule: every node let it pass.
+    Ordinary,
+    /// Forwarded by every node: it leaves the far end.
+    Delivered,
+    /// Returned by node `at` and carried back: it leaves the near end.
+    Returned {
+        /// Index of the node that returned it.
+        at: usize,
+    },
+    /// Dropped by node `at`.
+    Dropped {
+        /// Index of the node that dropped it.
+        at: usize,
+        /// Why.
+        reason: DropReason,
+    },
+}
+
+/// Capsule nodes one after another, as on a network path: a frame enters
+/// at node 0 and crosses them in order; one that a node returns crosses
+/// the nodes before it again, in reverse order.
+#[derive(Debug, Default)]
+pub struct Chain {
+    /// The nodes, near end first.
+    pub nodes: Vec<CapsuleNode>,
+}
+
+impl Chain {
+    /// Carries one frame that arrived at `ts` across the chain.
+    pub fn carry(&mut self, frame: &mut [u8], ts: Timestamp) -> Carried {
+        let mut capsule = false;
+        let mut returned_at = None;
+        for i in 0..self.nodes.len() {
+            match self.nodes[i].process(frame, ts, 1) {
+                Verdict::Ordinary => {}
+                Verdict::Forward => capsule = true,
+                Verdict::Return => {
+                    returned_at = Some(i);
+                    break;
+                }
+                Verdict::Drop(reason) => return Carried::Dropped { at: i, reason },
+            }
+        }
+        let Some(at) = returned_at else {
+            return if capsule { Carried::Delivered } else { Carried::Ordinary };
+        };
+        for j in (0..at).rev() {
+            // A second return is refused (dropped) by the node; anything
+            // else goes on back.
+            if let Verdict::Drop(reason) = self.nodes[j].process(frame, ts, 2) {
+                return Carried::Dropped { at: j, reason };
+            }
+        }
+        Carried::Returned { at }
+    }
+}

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime or input error, 2 usage error,
 //! 3 verification failure.
 
+mod capsule;
 mod common;
 mod compile;
 mod ctl;
@@ -75,6 +76,10 @@ enum Command {
     /// its counters (JSON), change tables and globals, add, remove, connect
     /// and replace NetPEs or the whole application while packets flow.
     Ctl(ctl::CtlArgs),
+    /// Active packets (docs/capsules.md): build capsules that carry NetIL
+    /// code from a listing, and carry a capture across a path of capsule
+    /// nodes that run them.
+    Capsule(capsule::CapsuleArgs),
     /// Measure what an engine's work costs on this machine (nanoseconds per
     /// NetIL instruction class, per region byte, per coprocessor operation,
     /// per packet and per NetPE): the weights of admission control, as JSON.
@@ -109,6 +114,7 @@ fn main() -> ExitCode {
         Command::Filter(args) => filter::cmd_filter(args),
         Command::Ids(args) => ids::cmd_ids(args),
         Command::Ctl(args) => ctl::cmd_ctl(args),
+        Command::Capsule(args) => capsule::cmd_capsule(args),
         Command::Calibrate { engine, rounds, output } => cmd_calibrate(engine, rounds, output.as_deref()),
     };
     ExitCode::from(code)

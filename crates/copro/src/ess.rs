@@ -393,36 +393,44 @@ fn parse_u64(cfg: &CoproConfig, name: &str) -> Result<Option<u64>, String> {
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
-    const KNOWN: [&str; 6] = ["tau", "capacity", "rate", "max_chain", "seed", "per_packet"];
-    if let Some(k) = cfg.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(format!("ess: unknown setting `{k}` (known: {})", KNOWN.join(", ")));
-    }
-    let tau_ns = match cfg.get("tau") {
-        None => DEFAULT_TAU_NS,
-        Some(v) => {
-            let s: f64 = v.trim().parse().map_err(|_| format!("ess: tau `{v}` is not a number of seconds"))?;
-            if !(s > 0.0 && s <= 86_400.0) {
-                return Err(format!("ess: tau must be between 0 and 86400 seconds, not {v}"));
+    Ess::from_config(cfg).map(|e| Box::new(e) as Box<dyn Coprocessor>)
+}
+
+impl Ess {
+    /// A store configured as the manifest's `copro.NAME = { ... }` does
+    /// (the module documentation lists the settings).
+    pub fn from_config(cfg: &CoproConfig) -> Result<Ess, String> {
+        const KNOWN: [&str; 6] = ["tau", "capacity", "rate", "max_chain", "seed", "per_packet"];
+        if let Some(k) = cfg.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(format!("ess: unknown setting `{k}` (known: {})", KNOWN.join(", ")));
+        }
+        let tau_ns = match cfg.get("tau") {
+            None => DEFAULT_TAU_NS,
+            Some(v) => {
+                let s: f64 = v.trim().parse().map_err(|_| format!("ess: tau `{v}` is not a number of seconds"))?;
+                if !(s > 0.0 && s <= 86_400.0) {
+                    return Err(format!("ess: tau must be between 0 and 86400 seconds, not {v}"));
+                }
+                (s * 1e9).round() as u64
             }
-            (s * 1e9).round() as u64
-        }
-    };
-    let per_packet = parse_u64(cfg, "per_packet")?.unwrap_or(1);
-    let capacity = match (parse_u64(cfg, "capacity")?, parse_u64(cfg, "rate")?) {
-        (Some(_), Some(_)) => return Err("ess: give capacity or rate, not both".into()),
-        (Some(c), None) => c,
-        (None, Some(r)) => {
-            // ceil(rate × tau × per_packet), in integers.
-            let e = u128::from(r) * u128::from(tau_ns) * u128::from(per_packet);
-            u64::try_from(e.div_ceil(1_000_000_000)).unwrap_or(u64::MAX)
-        }
-        (None, None) => DEFAULT_CAPACITY as u64,
-    };
-    let capacity = usize::try_from(capacity).unwrap_or(usize::MAX);
-    let max_chain = parse_u64(cfg, "max_chain")?.unwrap_or(u64::from(DEFAULT_MAX_CHAIN));
-    let max_chain = u32::try_from(max_chain).unwrap_or(u32::MAX);
-    let seed = parse_u64(cfg, "seed")?;
-    Ess::new(capacity, tau_ns, max_chain, seed).map(|e| Box::new(e) as Box<dyn Coprocessor>).map_err(|e| format!("ess: {e}"))
+        };
+        let per_packet = parse_u64(cfg, "per_packet")?.unwrap_or(1);
+        let capacity = match (parse_u64(cfg, "capacity")?, parse_u64(cfg, "rate")?) {
+            (Some(_), Some(_)) => return Err("ess: give capacity or rate, not both".into()),
+            (Some(c), None) => c,
+            (None, Some(r)) => {
+                // ceil(rate × tau × per_packet), in integers.
+                let e = u128::from(r) * u128::from(tau_ns) * u128::from(per_packet);
+                u64::try_from(e.div_ceil(1_000_000_000)).unwrap_or(u64::MAX)
+            }
+            (None, None) => DEFAULT_CAPACITY as u64,
+        };
+        let capacity = usize::try_from(capacity).unwrap_or(usize::MAX);
+        let max_chain = parse_u64(cfg, "max_chain")?.unwrap_or(u64::from(DEFAULT_MAX_CHAIN));
+        let max_chain = u32::try_from(max_chain).unwrap_or(u32::MAX);
+        let seed = parse_u64(cfg, "seed")?;
+        Ess::new(capacity, tau_ns, max_chain, seed).map_err(|e| format!("ess: {e}"))
+    }
 }
 
 fn key_of(words: &[u32]) -> u64 {

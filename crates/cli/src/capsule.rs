@@ -1,0 +1,381 @@
+//! `netvm capsule`: build capsules from NetIL text, and carry a capture
+//! across a path of capsule nodes. Argument parsing over `netvm-capsule`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+use netvm_capsule::build::build;
+use netvm_capsule::wire::{ethernet_ipv4_frame, CAPSULE_PORT, MAX_SCRATCH};
+use netvm_capsule::{CapsuleNode, Carried, Chain, Dialect, EnvConfig, Hook, Link, NodeConfig};
+use netvm_copro::ess::Ess;
+use netvm_io::{CaptureReader, PcapHeaderSpec, PcapWriter, LINKTYPE_ETHERNET};
+use netvm_vm::{Coprocessor, Timestamp};
+use serde_json::{json, Value};
+
+use crate::{EXIT_ERROR, EXIT_USAGE, EXIT_VERIFY};
+
+#[derive(Args, Debug)]
+pub struct CapsuleArgs {
+    #[command(subcommand)]
+    command: CapsuleCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CapsuleCommand {
+    /// Build capsules from a NetIL listing (docs/capsules.md): the `.push`
+    /// segment is the code, labels `ingress` and `egress` its entry points,
+    /// `.infosize` the scratchpad. Both entry points are verified first
+    /// (exit 3 with the reason if the code is outside the capsule profile).
+    /// Writes Ethernet/IPv4/UDP frames to a pcap file.
+    Build(BuildArgs),
+    /// Carry a capture across a path of capsule nodes (one per --path
+    /// address, or one --node): each runs the capsules it receives and
+    /// forwards, returns or drops them. Writes what leaves the path (-w) and
+    /// prints statistics.
+    Run(RunArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DialectArg {
+    /// Forward jumps only.
+    Wasp,
+    /// Backward jumps, paid from the local bound.
+    Snap,
+}
+
+#[derive(Args, Debug)]
+struct BuildArgs {
+    /// The capsule's code, a NetIL listing.
+    program: PathBuf,
+    /// Output capture (pcap, Ethernet).
+    #[arg(short = 'o', value_name = "OUT.pcap")]
+    output: PathBuf,
+    /// The dialect (default: WASP unless the code jumps backward).
+    #[arg(long, value_enum)]
+    dialect: Option<DialectArg>,
+    /// Ask for operator rights on the state store (granted only from a node's admin sources).
+    #[arg(long)]
+    admin: bool,
+    /// Capsule nodes the capsule may run on.
+    #[arg(long, default_value_t = 16)]
+    hops: u8,
+    /// The sender's cap on the cost per node, in units of 16 (0: none).
+    #[arg(long, default_value_t = 0)]
+    cost_limit: u16,
+    /// Initial scratchpad bytes, in hex (zero-padded to `.infosize`).
+    #[arg(long, default_value = "")]
+    scratch: String,
+    /// IPv4 source.
+    #[arg(long, default_value = "192.0.2.1")]
+    src: Ipv4Addr,
+    /// IPv4 destination.
+    #[arg(long, default_value = "198.51.100.1")]
+    dst: Ipv4Addr,
+    /// UDP source port.
+    #[arg(long, default_value_t = 4000)]
+    sport: u16,
+    /// UDP destination port.
+    #[arg(long, default_value_t = CAPSULE_PORT)]
+    port: u16,
+    /// IPv4 TTL.
+    #[arg(long, default_value_t = 64)]
+    ttl: u8,
+    /// Payload after the scratchpad (text).
+    #[arg(long, default_value = "")]
+    payload: String,
+    /// Copies to write.
+    #[arg(long, default_value_t = 1)]
+    count: u32,
+    /// Time between copies, microseconds.
+    #[arg(long, default_value_t = 1000)]
+    interval_us: u64,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum HookArg {
+    Ingress,
+    Egress,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Input capture (Ethernet).
+    #[arg(short = 'r', value_name = "IN.pcap")]
+    read: PathBuf,
+    /// Write what leaves the path: delivered and returned capsules and
+    /// ordinary packets, in order.
+    #[arg(short = 'w', value_name = "OUT.pcap")]
+    write: Option<PathBuf>,
+    /// The nodes' IPv4 addresses, near end first (comma-separated).
+    #[arg(long, value_delimiter = ',', conflicts_with = "node")]
+    path: Vec<Ipv4Addr>,
+    /// One node with this IPv4 address.
+    #[arg(long)]
+    node: Option<Ipv4Addr>,
+    /// Which entry point the nodes run.
+    #[arg(long, value_enum, default_value_t = HookArg::Ingress)]
+    hook: HookArg,
+    /// Cost units (ns) a capsule may spend per byte: the n of the bound n·|p|.
+    #[arg(long, default_value_t = NodeConfig::default().cost_per_byte)]
+    cost_per_byte: u32,
+    /// A source whose admin capsules get operator rights (repeatable).
+    #[arg(long = "admin-source")]
+    admin_sources: Vec<IpAddr>,
+    /// Congestion status (0-3) of each output queue, comma-separated (at most 8).
+    #[arg(long, value_delimiter = ',')]
+    queues: Vec<u8>,
+    /// Output queue depth (packets).
+    #[arg(long, default_value_t = 0)]
+    queue_depth: u32,
+    /// Interface speed, Mb/s.
+    #[arg(long, default_value_t = 1000)]
+    speed: u32,
+    /// UDP port of capsules.
+    #[arg(long, default_value_t = CAPSULE_PORT)]
+    port: u16,
+    /// Configuration of every node's state store: `capacity=N`, `rate=N`,
+    /// `tau=SECONDS`, `max_chain=N` (repeatable).
+    #[arg(long = "ess", value_name = "KEY=VALUE")]
+    ess: Vec<String>,
+    /// Load entries into every node's store before the first packet.
+    #[arg(long, value_name = "FILE")]
+    load_ess: Option<PathBuf>,
+    /// Print statistics as JSON on standard output.
+    #[arg(long)]
+    stats: bool,
+}
+
+pub fn cmd_capsule(args: CapsuleArgs) -> u8 {
+    match args.command {
+        CapsuleCommand::Build(a) => cmd_build(a),
+        CapsuleCommand::Run(a) => cmd_run(a),
+    }
+}
+
+fn hex(s: &str) -> Result<Vec<u8>, String> {
+    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+    if !s.len().is_multiple_of(2) {
+        return Err(format!("`{s}`: an odd number of hex digits"));
+    }
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| format!("`{}` is not hex", &s[i..i + 2]))).collect()
+}
+
+fn cmd_build(a: BuildArgs) -> u8 {
+    let src = match std::fs::read_to_string(&a.program) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("netvm capsule: {}: {e}", a.program.display());
+            return EXIT_ERROR;
+        }
+    };
+    let dialect = a.dialect.map(|d| match d {
+        DialectArg::Wasp => Dialect::Wasp,
+        DialectArg::Snap => Dialect::Snap,
+    });
+    let built = match build(&src, dialect, a.admin) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("netvm capsule: {}: {e}", a.program.display());
+            return EXIT_VERIFY;
+        }
+    };
+    let scratch = match hex(&a.scratch) {
+        Ok(s) if s.len() <= MAX_SCRATCH => s,
+        Ok(s) => {
+            eprintln!("netvm capsule: --scratch: {} bytes, at most {MAX_SCRATCH}", s.len());
+            return EXIT_USAGE;
+        }
+        Err(e) => {
+            eprintln!("netvm capsule: --scratch: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut h = built.header;
+    h.hops = a.hops;
+    h.cost_limit = a.cost_limit;
+    let capsule = built.encode(&h, &scratch, a.payload.as_bytes());
+    let frame = ethernet_ipv4_frame(a.src.octets(), a.dst.octets(), a.sport, a.port, a.ttl, &capsule);
+    let spec = PcapHeaderSpec { link_type: LINKTYPE_ETHERNET, ..PcapHeaderSpec::default() };
+    let result = PcapWriter::create_with(&a.output, spec).and_then(|mut w| {
+        for i in 0..u64::from(a.count) {
+            let ts = Timestamp::from_nanos(1_700_000_000_000_000_000 + i * a.interval_us * 1000);
+            w.write_record(&frame, frame.len() as u32, ts)?;
+        }
+        w.finish().map(|_| ())
+    });
+    if let Err(e) = result {
+        eprintln!("netvm capsule: {e}");
+        return EXIT_ERROR;
+    }
+    let dialect = if h.dialect() == Dialect::Snap { "snap" } else { "wasp" };
+    eprintln!(
+        "netvm capsule: {} bytes of code ({dialect}), scratchpad {} bytes, frame {} bytes; cost {} (ingress), {} (egress)",
+        built.code.len(),
+        h.scratch_len,
+        frame.len(),
+        built.cost.0,
+        built.cost.1
+    );
+    0
+}
+
+fn cmd_run(a: RunArgs) -> u8 {
+    let addresses: Vec<Ipv4Addr> = if a.path.is_empty() { vec![a.node.unwrap_or(Ipv4Addr::new(10, 0, 0, 1))] } else { a.path.clone() };
+    if a.queues.len() > netvm_capsule::env::MAX_QUEUES || a.queues.iter().any(|&q| q > 3) {
+        eprintln!("netvm capsule: --queues: at most {} statuses, each 0 to 3", netvm_capsule::env::MAX_QUEUES);
+        return EXIT_USAGE;
+    }
+    let mut queues = [0u8; netvm_capsule::env::MAX_QUEUES];
+    queues[..a.queues.len()].copy_from_slice(&a.queues);
+    let mut ess_cfg = netvm_vm::CoproConfig::new();
+    for kv in &a.ess {
+        let Some((k, v)) = kv.split_once('=') else {
+            eprintln!("netvm capsule: --ess `{kv}` is not KEY=VALUE");
+            return EXIT_USAGE;
+        };
+        ess_cfg.insert(k.trim().to_string(), v.trim().to_string());
+    }
+    let table = match &a.load_ess {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("netvm capsule: {}: {e}", p.display());
+                return EXIT_ERROR;
+            }
+        },
+        None => None,
+    };
+    let mut chain = Chain::default();
+    for addr in &addresses {
+        let env = EnvConfig {
+            ipv4: *addr,
+            congestion: queues.iter().copied().max().unwrap_or(0),
+            queue_depth: a.queue_depth,
+            speed_mbps: a.speed,
+            queues,
+            nqueues: a.queues.len().max(1) as u8,
+            ..EnvConfig::default()
+        };
+        let cfg = NodeConfig {
+            port: a.port,
+            link: Link::Ethernet,
+            hook: match a.hook {
+                HookArg::Ingress => Hook::Ingress,
+                HookArg::Egress => Hook::Egress,
+            },
+            cost_per_byte: a.cost_per_byte,
+            env,
+            admin_sources: a.admin_sources.clone(),
+            ..NodeConfig::default()
+        };
+        let mut ess = match Ess::from_config(&ess_cfg) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("netvm capsule: --ess: {e}");
+                return EXIT_USAGE;
+            }
+        };
+        if let Some(t) = &table {
+            if let Err(e) = ess.load(t) {
+                eprintln!("netvm capsule: --load-ess: {e}");
+                return EXIT_ERROR;
+            }
+        }
+        chain.nodes.push(CapsuleNode::new(cfg, ess));
+    }
+    let reader = match CaptureReader::open(&a.read) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("netvm capsule: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    if reader.link_type() != Some(LINKTYPE_ETHERNET) {
+        eprintln!("netvm capsule: {}: capsule nodes read Ethernet captures", a.read.display());
+        return EXIT_ERROR;
+    }
+    let mut writer = match a.write.as_deref().map(|p| PcapWriter::create_with(p, reader.header())).transpose() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("netvm capsule: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let (mut packets, mut ordinary, mut delivered, mut returned, mut dropped) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut code = 0;
+    for p in reader {
+        let mut p = match p {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("netvm capsule: {e} (the packets before it were processed)");
+                code = EXIT_ERROR;
+                break;
+            }
+        };
+        packets += 1;
+        let keep = match chain.carry(&mut p.data, p.ts) {
+            Carried::Ordinary => {
+                ordinary += 1;
+                true
+            }
+            Carried::Delivered => {
+                delivered += 1;
+                true
+            }
+            Carried::Returned { .. } => {
+                returned += 1;
+                true
+            }
+            Carried::Dropped { .. } => {
+                dropped += 1;
+                false
+            }
+        };
+        if let (true, Some(w)) = (keep, writer.as_mut()) {
+            if let Err(e) = w.write(&p) {
+                eprintln!("netvm capsule: {e}");
+                return EXIT_ERROR;
+            }
+        }
+    }
+    if let Some(w) = writer {
+        if let Err(e) = w.finish() {
+            eprintln!("netvm capsule: {e}");
+            return EXIT_ERROR;
+        }
+    }
+    if a.stats {
+        let nodes: Vec<Value> = chain
+            .nodes
+            .iter_mut()
+            .zip(&addresses)
+            .map(|(n, addr)| {
+                let s = n.stats().clone();
+                let ess: serde_json::Map<String, Value> = n.ess().stats().into_iter().map(|(k, v)| (k, json!(v))).collect();
+                json!({
+                    "address": addr.to_string(),
+                    "capsules": s.capsules,
+                    "ordinary": s.ordinary,
+                    "forwarded": s.forwarded,
+                    "returned": s.returned,
+                    "dropped": s.dropped,
+                    "instructions": s.instructions,
+                    "ess": ess,
+                })
+            })
+            .collect();
+        let out = json!({
+            "packets": packets,
+            "ordinary": ordinary,
+            "delivered": delivered,
+            "returned": returned,
+            "dropped": dropped,
+            "nodes": nodes,
+        });
+        if let Err(c) = crate::common::stdout_write(&(out.to_string() + "\n")) {
+            return c;
+        }
+    }
+    code
+}

@@ -1,0 +1,79 @@
+//! `netvm capsule build` and `netvm capsule run`, as a user types them.
+
+use std::process::Command;
+
+fn netvm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_netvm")).args(args).output().expect("run netvm")
+}
+
+fn example(name: &str) -> String {
+    format!("{}/../../examples/capsules/{name}.nil", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn a_path_capsule_crosses_three_nodes_and_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (caps, out) = (dir.path().join("path.pcap"), dir.path().join("out.pcap"));
+    let o = netvm(&["capsule", "build", &example("path"), "-o", caps.to_str().unwrap(), "--dst", "10.0.0.3", "--count", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(wasp)"));
+    let o = netvm(&[
+        "capsule",
+        "run",
+        "-r",
+        caps.to_str().unwrap(),
+        "--path",
+        "10.0.0.1,10.0.0.2,10.0.0.3",
+        "-w",
+        out.to_str().unwrap(),
+        "--stats",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["returned"].as_u64(), s["dropped"].as_u64()), (Some(2), Some(2), Some(0)));
+    assert_eq!(s["nodes"][2]["returned"].as_u64(), Some(2));
+    let (frames, err) = netvm_io::read_capture(&out, 0);
+    assert!(err.is_none());
+    let f = &frames[0].data;
+    // Back to the source; the scratchpad holds 10.0.0.1, .2, .3 and, on the way back, .2 and .1.
+    assert_eq!(&f[30..34], &[192, 0, 2, 1]);
+    let sp = 14 + 20 + 8 + 16 + 70;
+    assert_eq!(u32::from_be_bytes(f[sp..sp + 4].try_into().unwrap()), 5);
+    assert_eq!(&f[sp + 4..sp + 24], &[10, 0, 0, 1, 10, 0, 0, 2, 10, 0, 0, 3, 10, 0, 0, 2, 10, 0, 0, 1]);
+}
+
+#[test]
+fn code_outside_the_profile_does_not_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("bad.nil");
+    std::fs::write(&src, ".ports 2\nsegment .push\n    push 0\n    push 1\n    ustore.8\n    ret 0\nends\n").unwrap();
+    let o = netvm(&["capsule", "build", src.to_str().unwrap(), "-o", dir.path().join("x.pcap").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("instruction"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn count_absorbs_packets_beyond_its_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let caps = dir.path().join("count.pcap");
+    let o = netvm(&[
+        "capsule",
+        "build",
+        &example("count"),
+        "-o",
+        caps.to_str().unwrap(),
+        "--scratch",
+        "00000000000000aa00000002",
+        "--count",
+        "5",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = netvm(&["capsule", "run", "-r", caps.to_str().unwrap(), "--stats", "--ess", "capacity=100", "--ess", "tau=5"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s["delivered"].as_u64(), s["dropped"].as_u64()), (Some(2), Some(3)));
+    assert_eq!(s["nodes"][0]["dropped"]["dropped"].as_u64(), Some(3));
+    assert_eq!(s["nodes"][0]["ess"]["capacity"].as_u64(), Some(100));
+    let o = netvm(&["capsule", "run", "-r", caps.to_str().unwrap(), "--ess", "colour=red"]);
+    assert_eq!(o.status.code(), Some(2));
+}
