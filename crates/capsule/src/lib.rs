@@ -4,12 +4,14 @@
 //! - [`wire`]: the capsule format on the wire, finding one in a frame, building one;
 //! - [`profile`]: the capsule profile of NetIL, its one-pass verifier and the cost model;
 //! - [`env`]: the environment variables capsule code reads;
+//! - [`cache`]: the code cache: capsule code verified once, found again by its bytes;
 //! - [`node`]: the capsule node: verify, bound, run, and forward, return or drop.
 //!
 //! The ephemeral state store the code keeps state in is the `ess`
 //! coprocessor ([`netvm_copro::ess`]), which ordinary NetPEs can use too.
 
 pub mod build;
+pub mod cache;
 pub mod env;
 pub mod node;
 pub mod profile;

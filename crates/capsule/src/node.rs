@@ -12,6 +12,7 @@ use std::net::IpAddr;
 use netvm_copro::ess::{Ess, Principal};
 use netvm_vm::{FaultKind, Limits, Outcome, PeState, Timestamp, XbView};
 
+use crate::cache::CodeCache;
 use crate::env::{Env, EnvConfig};
 use crate::profile::{CapsuleCode, CostModel, Rejected, Verifier, PORT_FORWARD, PORT_RETURN};
 use crate::wire::{self, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
@@ -43,6 +44,8 @@ pub struct NodeConfig {
     pub admin_sources: Vec<IpAddr>,
     /// The instructions' weights.
     pub costs: CostModel,
+    /// Programs the code cache holds (0: every capsule is verified afresh).
+    pub code_cache: usize,
 }
 
 impl Default for NodeConfig {
@@ -55,6 +58,7 @@ impl Default for NodeConfig {
             env: EnvConfig::default(),
             admin_sources: Vec::new(),
             costs: CostModel::default(),
+            code_cache: 1024,
         }
     }
 }
@@ -122,7 +126,9 @@ pub struct NodeStats {
     pub returned: u64,
     /// Capsules dropped, by reason name.
     pub dropped: BTreeMap<String, u64>,
-    /// Instructions of verified code.
+    /// Programs verified (the others came from the code cache).
+    pub verified: u64,
+    /// Instructions of the programs verified.
     pub instructions: u64,
 }
 
@@ -131,7 +137,12 @@ pub struct CapsuleNode {
     cfg: NodeConfig,
     state: PeState,
     verifier: Verifier,
-    code: CapsuleCode,
+    cache: CodeCache,
+    /// Code verified for the current capsule when the cache holds nothing.
+    fresh: CapsuleCode,
+    fresh_tag: u64,
+    /// The scratchpad while the code runs.
+    scratch: [u8; MAX_SCRATCH],
     stats: NodeStats,
 }
 
@@ -154,7 +165,17 @@ impl CapsuleNode {
     pub fn new(cfg: NodeConfig, ess: Ess) -> CapsuleNode {
         let env = Env::new(&cfg.env);
         let state = PeState { data: Vec::new(), copros: vec![Box::new(ess), Box::new(env)], scratch: Vec::new(), budget_used: 0 };
-        CapsuleNode { cfg, state, verifier: Verifier::default(), code: CapsuleCode::default(), stats: NodeStats::default() }
+        let cache = CodeCache::new(cfg.code_cache);
+        CapsuleNode {
+            cfg,
+            state,
+            verifier: Verifier::default(),
+            cache,
+            fresh: CapsuleCode::default(),
+            fresh_tag: 0,
+            scratch: [0; MAX_SCRATCH],
+            stats: NodeStats::default(),
+        }
     }
 
     /// The configuration.
@@ -172,8 +193,9 @@ impl CapsuleNode {
         self.state.copros[0].as_any_mut().and_then(|a| a.downcast_mut::<Ess>()).expect("coprocessor 0 is the store")
     }
 
-    fn env(&mut self) -> &mut Env {
-        self.state.copros[1].as_any_mut().and_then(|a| a.downcast_mut::<Env>()).expect("coprocessor 1 is the environment")
+    /// The code cache.
+    pub fn code_cache(&self) -> &CodeCache {
+        &self.cache
     }
 
     /// Processes one frame that arrived at `ts` on `interface`, changing it
@@ -210,33 +232,63 @@ impl CapsuleNode {
             Hook::Ingress => h.ingress,
             Hook::Egress => h.egress,
         };
+        // The code: from the cache, or verified now (and cached).
         let code = &frame[l.code()];
-        if let Err(r) = self.verifier.verify(code, entry, h.dialect(), &self.cfg.costs, &mut self.code) {
-            return Verdict::Drop(DropReason::Rejected(r));
-        }
-        self.stats.instructions += self.code.insns as u64;
+        let dialect = h.dialect();
+        let slot = match self.cache.find(code, entry, dialect) {
+            Some(i) => Some(i),
+            None => {
+                if let Err(r) = self.verifier.verify(code, entry, dialect, &self.cfg.costs, &mut self.fresh) {
+                    return Verdict::Drop(DropReason::Rejected(r));
+                }
+                self.stats.verified += 1;
+                self.stats.instructions += self.fresh.insns as u64;
+                let tag = code_tag(code);
+                self.fresh_tag = tag;
+                if self.cache.capacity() == 0 {
+                    None
+                } else {
+                    self.cache.insert(code, entry, dialect, std::mem::take(&mut self.fresh), tag)
+                }
+            }
+        };
+        let (prog, tag) = match slot {
+            Some(i) => {
+                let c = self.cache.get_mut(i);
+                c.runs += 1;
+                (&c.code, c.tag)
+            }
+            None => (&self.fresh, self.fresh_tag),
+        };
         // The local bound: n·|p|, or less if the sender asks.
         let len = (l.end - l.net) as u64;
         let mut bound = u64::from(self.cfg.cost_per_byte) * len;
         if h.cost_limit != 0 {
             bound = bound.min(u64::from(h.cost_limit) * 16);
         }
-        if self.code.static_cost > bound {
+        if prog.static_cost > bound {
             return Verdict::Drop(DropReason::Cost);
         }
-        let tag = code_tag(code);
         // A hop is spent whatever the code does.
         frame[l.capsule + 12] = h.hops - 1;
-        self.ess().set_principal(Principal { admin, code: Some(tag) });
-        self.env().set_packet(interface, ts, h.hops - 1);
-        let limits = Limits { budget: bound - self.code.static_cost };
+        let limits = Limits { budget: bound - prog.static_cost };
+        let writes_scratch = prog.writes_scratch;
+        {
+            let [ess, env] = &mut self.state.copros[..] else { unreachable!("the store and the environment") };
+            if let Some(e) = ess.as_any_mut().and_then(|a| a.downcast_mut::<Ess>()) {
+                e.set_principal(Principal { admin, code: Some(tag) });
+            }
+            if let Some(e) = env.as_any_mut().and_then(|a| a.downcast_mut::<Env>()) {
+                e.set_packet(interface, ts, h.hops - 1);
+            }
+        }
         let sr = l.scratch();
-        let mut scratch = [0u8; MAX_SCRATCH];
         let n = sr.len();
+        let scratch = &mut self.scratch;
         scratch[..n].copy_from_slice(&frame[sr.clone()]);
         let outcome = {
             let mut xb = XbView { packet: &mut frame[l.net..l.end], wire_len: len as u32, ts, seq: 0, info: &mut scratch[..n] };
-            netvm_interp::run_prepared(&self.code.prepared, &mut self.state, &mut xb, interface, None, &limits, n, 2)
+            netvm_interp::run_prepared(&prog.prepared, &mut self.state, &mut xb, interface, None, &limits, n, 2)
         };
         let verdict = match outcome {
             Outcome::Forward(PORT_FORWARD) => Verdict::Forward,
@@ -249,18 +301,46 @@ impl CapsuleNode {
         if matches!(verdict, Verdict::Drop(_)) {
             return verdict;
         }
+        // A UDP checksum in use is updated for every 16-bit word of the
+        // datagram that changes (RFC 1624), never recomputed: a packet that
+        // arrived with a wrong one keeps it wrong, as routers do.
+        let at = l.udp + 6;
+        let mut sum = Some(u16::from_be_bytes([frame[at], frame[at + 1]])).filter(|&c| l.ipv6 || c != 0);
+        // Bytes past the datagram count as the zero padding of the checksum.
+        let end = l.end;
+        let byte = move |f: &[u8], k: usize| if k < end { f[k] } else { 0 };
+        let word = move |f: &[u8], i: usize| u16::from(byte(f, i)) << 8 | u16::from(byte(f, i + 1));
         // Write back only what changed.
-        if self.code.writes_scratch && frame[sr.clone()] != scratch[..n] {
+        if writes_scratch && frame[sr.clone()] != scratch[..n] {
+            if let Some(c) = sum.as_mut() {
+                // Words are counted from the UDP header, which starts even.
+                let first = sr.start - (sr.start - l.udp) % 2;
+                let mut i = first;
+                while i < sr.end {
+                    let old = word(frame, i);
+                    let b = |k: usize| if sr.contains(&k) { scratch[k - sr.start] } else { byte(frame, k) };
+                    let new = u16::from(b(i)) << 8 | u16::from(b(i + 1));
+                    if old != new {
+                        *c = wire::checksum_update(*c, old, new);
+                    }
+                    i += 2;
+                }
+            }
             frame[sr].copy_from_slice(&scratch[..n]);
         }
-        if verdict == Verdict::Return {
-            return_to_source(frame, &l);
+        let hops_word = l.capsule + 12;
+        if let Some(c) = sum.as_mut() {
+            *c = wire::checksum_update(*c, u16::from(h.hops) << 8 | u16::from(byte(frame, hops_word + 1)), word(frame, hops_word));
         }
-        // Hops (and perhaps flags and scratchpad) changed: a UDP checksum
-        // that is in use is recomputed.
-        let at = l.udp + 6;
-        if l.ipv6 || frame[at] != 0 || frame[at + 1] != 0 {
-            let c = wire::udp_checksum(frame, l.net, l.udp, l.ipv6);
+        if verdict == Verdict::Return {
+            let flags_word = l.capsule + 2;
+            let before = word(frame, flags_word);
+            return_to_source(frame, &l);
+            if let Some(c) = sum.as_mut() {
+                *c = wire::checksum_update(*c, before, word(frame, flags_word));
+            }
+        }
+        if let Some(c) = sum {
             frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
         }
         verdict

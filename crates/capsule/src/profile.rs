@@ -38,8 +38,7 @@
 //! backward jumps execution only moves forward, and each jump pays for what
 //! it makes run again (docs/capsules.md §2.3 has the argument).
 
-use netil::insn::decode_one;
-use netil::{Class, Insn, Opcode, Operands};
+use netil::{Class, Insn, Opcode, OperandKind, Operands};
 use netvm_interp::{decode_op, Edge, Op, Prepared};
 
 use crate::wire::{Dialect, MAX_CODE};
@@ -175,6 +174,54 @@ struct Reach {
 
 const UNREACHED: u32 = u32::MAX;
 
+/// What the verifier needs of an opcode byte, looked up once per instruction.
+#[derive(Clone, Copy, Debug)]
+struct OpInfo {
+    op: Option<Opcode>,
+    /// Inside the capsule profile.
+    allowed: bool,
+    /// Bytes of the whole instruction.
+    len: u8,
+    pops: u8,
+    pushes: u8,
+    ends_block: bool,
+    writes_scratch: bool,
+}
+
+const fn op_info(b: u8) -> OpInfo {
+    let none = OpInfo { op: None, allowed: false, len: 1, pops: 0, pushes: 0, ends_block: false, writes_scratch: false };
+    let Some(op) = Opcode::from_byte(b) else { return none };
+    let allowed = match op.class() {
+        Class::Stack | Class::Alu | Class::Compare | Class::Meta | Class::Info | Class::Local | Class::Copro => true,
+        Class::Control => !matches!(op, Opcode::Switch | Opcode::Exit),
+        Class::Packet => !op.is_store(),
+        Class::Data | Class::Region => false,
+    };
+    let len = match op.operands().fixed_size() {
+        Some(n) => 1 + n as u8,
+        None => 1,
+    };
+    OpInfo {
+        op: Some(op),
+        allowed,
+        len,
+        pops: op.pops() as u8,
+        pushes: op.pushes() as u8,
+        ends_block: op.ends_block(),
+        writes_scratch: matches!(op.class(), Class::Info) && op.is_store(),
+    }
+}
+
+const OPS: [OpInfo; 256] = {
+    let mut t = [op_info(0); 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = op_info(b as u8);
+        b += 1;
+    }
+    t
+};
+
 /// The one-pass verifier, with buffers reused from capsule to capsule (no
 /// allocation per packet once warm).
 #[derive(Debug)]
@@ -183,13 +230,17 @@ pub struct Verifier {
     pending: Vec<u32>,
     /// Per byte offset: the state the pass reached the instruction with, packed.
     reached: Vec<u32>,
-    /// Offsets with an entry in `pending` (to clear, and to check they were instructions).
-    targets: Vec<u32>,
-    insns: Vec<Insn>,
-    live: Vec<bool>,
+    /// Per byte offset: the index of the instruction starting there, or `u32::MAX`.
+    index: Vec<u32>,
+    /// Offsets written in the three tables above (to reset them).
+    touched: Vec<u32>,
+    /// Forward edges to resolve: (op index, target offset).
+    fixups: Vec<(u32, u32)>,
+    /// Weights of the instructions before each instruction (and after the last).
     prefix: Vec<u64>,
     ops: Vec<Op>,
     is_target: Vec<bool>,
+    new_index: Vec<u32>,
 }
 
 impl Default for Verifier {
@@ -197,12 +248,13 @@ impl Default for Verifier {
         Verifier {
             pending: vec![UNREACHED; MAX_CODE + 1],
             reached: vec![UNREACHED; MAX_CODE + 1],
-            targets: Vec::new(),
-            insns: Vec::new(),
-            live: Vec::new(),
+            index: vec![u32::MAX; MAX_CODE + 1],
+            touched: Vec::new(),
+            fixups: Vec::new(),
             prefix: Vec::new(),
             ops: Vec::new(),
             is_target: Vec::new(),
+            new_index: Vec::new(),
         }
     }
 }
@@ -215,6 +267,14 @@ fn unpack(v: u32) -> Option<Reach> {
     (v != UNREACHED).then_some(Reach { depth: (v >> 16) as u16, init: v as u16 })
 }
 
+fn u16_at(code: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([code[at], code[at + 1]])
+}
+
+fn u32_at(code: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([code[at], code[at + 1], code[at + 2], code[at + 3]])
+}
+
 impl Verifier {
     /// Checks `code` from byte `entry` under `dialect` and the weights of
     /// `costs`, and decodes it into `out` (whose buffers are reused).
@@ -224,80 +284,90 @@ impl Verifier {
         }
         let result = self.pass(code, entry, dialect, costs);
         // Leave the per-offset tables clean for the next capsule.
-        for &t in &self.targets {
+        for &t in &self.touched {
             self.pending[t as usize] = UNREACHED;
+            self.reached[t as usize] = UNREACHED;
+            self.index[t as usize] = u32::MAX;
         }
-        self.targets.clear();
-        for i in &self.insns {
-            self.reached[i.offset as usize] = UNREACHED;
-        }
+        self.touched.clear();
         let (static_cost, writes_scratch) = result?;
-        self.decode(costs, out);
+        out.prepared.switches.clear();
+        out.prepared.fuse_from_with(&self.ops, &self.is_target, &mut self.new_index);
         out.static_cost = static_cost;
         out.writes_scratch = writes_scratch;
-        out.insns = self.insns.len();
+        out.insns = self.ops.len();
         Ok(())
     }
 
-    /// The forward pass: checks every instruction from `entry` on, fills
-    /// `insns`, `live` and `prefix`.
+    /// The forward pass: checks every instruction from `entry` on and
+    /// decodes it into `ops` (forward edges resolved at the end).
     fn pass(&mut self, code: &[u8], entry: u16, dialect: Dialect, costs: &CostModel) -> Result<(u64, bool), Rejected> {
-        self.insns.clear();
-        self.live.clear();
+        self.ops.clear();
+        self.fixups.clear();
         self.prefix.clear();
         self.prefix.push(0);
         let mut cur = Some(Reach { depth: 0, init: 0 });
-        let mut pc = u32::from(entry);
+        let mut pc = usize::from(entry);
         let mut total = 0u64;
         let mut writes_scratch = false;
-        while (pc as usize) < code.len() {
-            if let Some(p) = unpack(self.pending[pc as usize]) {
+        while pc < code.len() {
+            let info = OPS[code[pc] as usize];
+            let Some(op) = info.op else { return Err(Rejected::Decode) };
+            let len = usize::from(info.len);
+            if pc + len > code.len() {
+                return Err(Rejected::Decode);
+            }
+            self.touched.push(pc as u32);
+            self.index[pc] = self.ops.len() as u32;
+            if let Some(p) = unpack(self.pending[pc]) {
                 cur = match cur {
                     None => Some(p),
                     Some(c) if c.depth != p.depth => return Err(Rejected::Depth),
                     Some(c) => Some(Reach { depth: c.depth, init: c.init & p.init }),
                 };
             }
-            let insn = decode_one(code, pc).map_err(|_| Rejected::Decode)?;
-            let next = insn.next();
             let Some(here) = cur else {
-                // Dead code: decoded (to find the next instruction), never run.
-                self.insns.push(insn);
-                self.live.push(false);
+                // Dead code: never runs (its bytes still decode).
+                self.ops.push(Op::Drop);
                 self.prefix.push(total);
-                pc = next;
+                pc += len;
                 continue;
             };
-            self.reached[pc as usize] = pack(here);
-            let op = insn.op;
-            let allowed = match op.class() {
-                Class::Stack | Class::Alu | Class::Compare | Class::Meta | Class::Info | Class::Local => true,
-                Class::Control => !matches!(op, Opcode::Switch | Opcode::Exit),
-                Class::Packet => !op.is_store(),
-                Class::Copro => true,
-                Class::Data | Class::Region => false,
-            };
-            if !allowed {
+            self.reached[pc] = pack(here);
+            if !info.allowed {
                 return Err(Rejected::Instruction);
             }
-            writes_scratch |= op.class() == Class::Info && op.is_store();
-            let (pops, pushes) = (
-                op.stack_needs(match insn.operands {
-                    Operands::Depth(d) => d,
-                    _ => 0,
-                }),
-                op.pushes(),
-            );
-            if u32::from(here.depth) < pops {
+            writes_scratch |= info.writes_scratch;
+            let a = pc + 1;
+            let operands = match op.operands() {
+                OperandKind::None => Operands::None,
+                OperandKind::Imm32 => Operands::Imm(u32_at(code, a)),
+                OperandKind::Target => Operands::Target((pc + len) as i64 + i64::from(u32_at(code, a) as i32)),
+                OperandKind::Port => Operands::Port(u16_at(code, a)),
+                OperandKind::Local => Operands::Local(u16_at(code, a)),
+                OperandKind::Depth => Operands::Depth(code[a]),
+                OperandKind::CoproReg => Operands::CoproReg { copro: code[a], reg: code[a + 1] },
+                OperandKind::CoproOp => Operands::CoproOp { copro: code[a], op: code[a + 1] },
+                // Region instructions and `switch` are outside the profile.
+                OperandKind::Mem | OperandKind::MemPair | OperandKind::Switch => return Err(Rejected::Instruction),
+            };
+            let needs = if let Operands::Depth(d) = operands { u32::from(d) + 1 } else { u32::from(info.pops) };
+            if u32::from(here.depth) < needs {
                 return Err(Rejected::Underflow);
             }
-            let popped = if op == Opcode::Pick { 0 } else { pops };
-            let depth = u32::from(here.depth) - popped + pushes;
+            let depth = u32::from(here.depth) - u32::from(info.pops) + u32::from(info.pushes);
             if depth > u32::from(MAX_STACK) {
                 return Err(Rejected::Overflow);
             }
             let mut after = Reach { depth: depth as u16, init: here.init };
-            match insn.operands {
+            let weight = match operands {
+                Operands::CoproOp { copro, .. } => costs.invoke.get(usize::from(copro)).copied().unwrap_or(u32::MAX),
+                _ => costs.weights[code[pc] as usize],
+            };
+            total += u64::from(weight);
+            let i = self.ops.len();
+            let mut edge = Edge { to: 0, cost: 0 };
+            match operands {
                 Operands::Local(n) => {
                     if n >= LOCALS || (op == Opcode::Locload && here.init & (1 << n) == 0) {
                         return Err(Rejected::Local);
@@ -314,74 +384,66 @@ impl Verifier {
                     if t < 0 || t >= code.len() as i64 {
                         return Err(Rejected::Target);
                     }
-                    let t = t as u32;
+                    let t = t as usize;
                     if t > pc {
-                        let merged = match unpack(self.pending[t as usize]) {
+                        let merged = match unpack(self.pending[t]) {
                             None => {
-                                self.targets.push(t);
+                                self.touched.push(t as u32);
                                 after
                             }
                             Some(p) if p.depth != after.depth => return Err(Rejected::Depth),
                             Some(p) => Reach { depth: p.depth, init: p.init & after.init },
                         };
-                        self.pending[t as usize] = pack(merged);
+                        self.pending[t] = pack(merged);
+                        self.fixups.push((i as u32, t as u32));
                     } else {
                         if dialect == Dialect::Wasp {
                             return Err(Rejected::BackwardJump);
                         }
-                        let Some(at) = unpack(self.reached[t as usize]) else { return Err(Rejected::LoopEntry) };
+                        let Some(at) = unpack(self.reached[t]) else { return Err(Rejected::LoopEntry) };
                         if at.depth != after.depth {
                             return Err(Rejected::Depth);
                         }
                         if at.init & !after.init != 0 {
                             return Err(Rejected::Local);
                         }
+                        // The weights of the instructions it repeats, this one included.
+                        let to = self.index[t] as usize;
+                        edge = Edge { to: to as u32, cost: (total - self.prefix[to]).min(u64::from(u32::MAX)) as u32 };
                     }
                 }
                 _ => {}
             }
-            total += u64::from(costs.weight(&insn));
-            self.insns.push(insn);
-            self.live.push(true);
+            let insn = Insn { offset: pc as u32, len: len as u32, op, operands };
+            let mut no_switch = Vec::new();
+            self.ops.push(decode_op(&insn, &mut |_| edge, &mut no_switch));
             self.prefix.push(total);
-            cur = (!op.ends_block()).then_some(after);
-            pc = next;
+            cur = (!info.ends_block).then_some(after);
+            pc += len;
         }
         if cur.is_some() {
             return Err(Rejected::FallThrough);
         }
-        // Every forward target must be the start of an instruction.
-        for &t in &self.targets {
-            if unpack(self.reached[t as usize]).is_none() && self.insns.binary_search_by_key(&t, |i| i.offset).is_err() {
+        // Resolve the forward edges: each must land on an instruction.
+        self.is_target.clear();
+        self.is_target.resize(self.ops.len() + 1, false);
+        for &(i, t) in &self.fixups {
+            let to = self.index[t as usize];
+            if to == u32::MAX {
                 return Err(Rejected::Target);
+            }
+            self.is_target[to as usize] = true;
+            match &mut self.ops[i as usize] {
+                Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) => e.to = to,
+                other => unreachable!("a forward edge on {other:?}"),
+            }
+        }
+        for op in &self.ops {
+            if let Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) = op {
+                self.is_target[e.to as usize] = true;
             }
         }
         Ok((total, writes_scratch))
-    }
-
-    /// Decodes the checked instructions into `out.prepared`.
-    fn decode(&mut self, _costs: &CostModel, out: &mut CapsuleCode) {
-        let (insns, live, prefix) = (&self.insns, &self.live, &self.prefix);
-        self.ops.clear();
-        self.is_target.clear();
-        self.is_target.resize(insns.len() + 1, false);
-        out.prepared.switches.clear();
-        for (i, insn) in insns.iter().enumerate() {
-            if !live[i] {
-                self.ops.push(Op::Drop);
-                continue;
-            }
-            let is_target = &mut self.is_target;
-            let mut edge = |t: i64| {
-                // Checked by the pass: an instruction of the code.
-                let to = insns.binary_search_by_key(&(t as u32), |x| x.offset).unwrap_or(0);
-                is_target[to] = true;
-                let cost = if to <= i { (prefix[i + 1] - prefix[to]).min(u64::from(u32::MAX)) as u32 } else { 0 };
-                Edge { to: to as u32, cost }
-            };
-            self.ops.push(decode_op(insn, &mut edge, &mut out.prepared.switches));
-        }
-        out.prepared.fuse_from(&self.ops, &self.is_target);
     }
 }
 

@@ -378,6 +378,16 @@ pub fn ethernet_ipv4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, port: u16, tt
     f
 }
 
+/// A UDP checksum `sum` updated for one 16-bit word of the datagram
+/// changing from `old` to `new` (RFC 1624, eqn. 3); 0 is sent as 0xffff.
+pub fn checksum_update(sum: u16, old: u16, new: u16) -> u16 {
+    let acc = u32::from(!sum) + u32::from(!old) + u32::from(new);
+    match !fold(acc) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
 /// The UDP checksum of the datagram at `udp` in `frame` (IP header at
 /// `net`), the checksum field counted as zero; 0 is sent as 0xffff.
 pub fn udp_checksum(frame: &[u8], net: usize, udp: usize, ipv6: bool) -> u16 {

@@ -57,7 +57,21 @@ fn count_lets_the_first_packets_through() {
     let mut sp = vec![0u8; 12];
     sp[..8].copy_from_slice(&0x1234_5678_9abc_def0u64.to_be_bytes());
     sp[8..].copy_from_slice(&3u32.to_be_bytes());
-    let verdicts: Vec<Verdict> = (0..5).map(|i| n.process(&mut frame(&b, &sp, S, D, false), t(i), 1)).collect();
+    let verdicts: Vec<Verdict> = (0..5)
+        .map(|i| {
+            let mut f = frame(&b, &sp, S, D, false);
+            let v = n.process(&mut f, t(i), 1);
+            let l = wire::locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+            if v == Verdict::Forward {
+                assert_eq!(
+                    wire::udp_checksum(&f, l.net, l.udp, false),
+                    u16::from_be_bytes([f[l.udp + 6], f[l.udp + 7]]),
+                    "updated for the hop"
+                );
+            }
+            v
+        })
+        .collect();
     let dropped = Verdict::Drop(DropReason::Code);
     assert_eq!(verdicts, vec![Verdict::Forward, Verdict::Forward, Verdict::Forward, dropped, dropped]);
     // Another key counts apart; after tau the count starts again.

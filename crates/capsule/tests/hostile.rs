@@ -51,11 +51,22 @@ fn mutated_capsules_are_counted_drops_or_bounded_runs() {
             let cut = 14 + (rnd() as usize) % (f.len() - 14);
             f.truncate(cut);
         }
+        // A correct UDP checksum for the mutated datagram, when it is whole.
+        if let Ok(Some(l)) = netvm_capsule::wire::locate(&f, netvm_capsule::Link::Ethernet, CAPSULE_PORT) {
+            let c = netvm_capsule::wire::udp_checksum(&f, l.net, l.udp, l.ipv6);
+            f[l.udp + 6..l.udp + 8].copy_from_slice(&c.to_be_bytes());
+        }
         let mut g = f.clone();
         let ts = Timestamp { sec: i as u64 / 1000, nsec: 0 };
         let (va, vb) = (a.process(&mut f, ts, 1), b.process(&mut g, ts, 1));
         assert_eq!(va, vb, "two nodes in the same state decide alike");
         assert_eq!(f, g);
+        if matches!(va, Verdict::Forward | Verdict::Return) {
+            // The UDP checksum, updated or recomputed, is right.
+            let l = netvm_capsule::wire::locate(&f, netvm_capsule::Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+            let field = u16::from_be_bytes([f[l.udp + 6], f[l.udp + 7]]);
+            assert_eq!(netvm_capsule::wire::udp_checksum(&f, l.net, l.udp, l.ipv6), field);
+        }
         let name = match va {
             Verdict::Drop(r) => r.name(),
             v => format!("{v:?}"),

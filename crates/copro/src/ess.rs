@@ -502,6 +502,11 @@ impl Ess {
         })
     }
 
+    /// The bucket `key` hashes to (benchmarks and tests aim keys at one chain).
+    pub fn bucket_of(&self, key: u64) -> u32 {
+        self.with_ref(|s| s.bucket(key))
+    }
+
     /// Live entries now.
     pub fn len(&self) -> usize {
         self.with_ref(|s| s.len)

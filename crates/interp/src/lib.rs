@@ -182,10 +182,17 @@ impl Prepared {
     /// `ops`); edges (here and in `self.switches`) are renumbered. Reuses
     /// the allocation of `self.ops`.
     pub fn fuse_from(&mut self, ops: &[Op], is_target: &[bool]) {
+        self.fuse_from_with(ops, is_target, &mut Vec::new());
+    }
+
+    /// [`Prepared::fuse_from`] with a scratch vector for the renumbering, so
+    /// that a caller fusing often (a capsule per packet) allocates nothing.
+    pub fn fuse_from_with(&mut self, ops: &[Op], is_target: &[bool], new_index: &mut Vec<u32>) {
         let fused = &mut self.ops;
         fused.clear();
         fused.reserve(ops.len());
-        let mut new_index = vec![0u32; ops.len() + 1];
+        new_index.clear();
+        new_index.resize(ops.len() + 1, 0);
         let mut i = 0;
         while i < ops.len() {
             new_index[i] = fused.len() as u32;

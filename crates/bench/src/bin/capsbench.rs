@@ -1,0 +1,171 @@
+//! `capsbench`: what capsules cost on a netvm node (issue 18's benchmarks).
+//!
+//! ```text
+//! capsbench [--reps R] [--iters N]
+//! ```
+//!
+//! Prints one JSON object per line:
+//!
+//! - `bench: "capsule"`: ns per capsule through `CapsuleNode::process` (find
+//!   the capsule, spend a hop, verify the code in one pass, check the bound,
+//!   run it on the interpreter, write back, fix the UDP checksum) for the
+//!   examples of examples/capsules (count, collect, path, hopcount) and two
+//!   16-instruction capsules (ALU only; and with a store lookup); and, apart,
+//!   the verifier alone and the interpreter alone on the verified code;
+//! - `bench: "ess"`: ns per store lookup against the length of the chain the
+//!   key is found at (WASP's Table 2), and per insert.
+//!
+//! Each figure: the median (and minimum) over `--reps` repetitions of
+//! `--iters` operations, after one untimed repetition.
+
+use std::time::Instant;
+
+use netvm_capsule::build::{build, Built};
+use netvm_capsule::profile::{CapsuleCode, CostModel, Verifier};
+use netvm_capsule::wire::{self, ethernet_ipv4_frame, Link, CAPSULE_PORT};
+use netvm_capsule::{CapsuleNode, Dialect, NodeConfig, Verdict};
+use netvm_copro::ess::{Ess, Visibility};
+use netvm_vm::{Limits, PeState, Timestamp, XbView};
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    netvm_bench::args::flag("capsbench", args, name, default)
+}
+
+fn die(msg: String) -> ! {
+    netvm_bench::args::die("capsbench", &msg)
+}
+
+/// ns per operation of each repetition (after a warm-up one).
+fn time(reps: usize, iters: u64, mut op: impl FnMut(u64)) -> Vec<f64> {
+    for i in 0..iters {
+        op(i);
+    }
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            for i in 0..iters {
+                op(i);
+            }
+            t.elapsed().as_nanos() as f64 / iters as f64
+        })
+        .collect()
+}
+
+fn report(fields: serde_json::Value, ns: &[f64]) {
+    let mut o = fields;
+    let min = ns.iter().copied().fold(f64::INFINITY, f64::min);
+    o["ns_median"] = serde_json::json!(netvm_bench::measure::round3(netvm_bench::measure::median(ns)));
+    o["ns_min"] = serde_json::json!(netvm_bench::measure::round3(min));
+    o["reps"] = serde_json::json!(ns.len());
+    println!("{o}");
+}
+
+fn capsules() -> Vec<(String, Built, Vec<u8>)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/capsules");
+    let mut out = Vec::new();
+    let key = 0x00c0_ffee_u64.to_be_bytes();
+    for (name, scratch) in [
+        ("count", [&key[..], &u32::MAX.to_be_bytes()].concat()),
+        ("collect", [&key[..], &1_000_000u32.to_be_bytes(), &7u32.to_be_bytes()].concat()),
+        ("path", vec![]),
+        ("hopcount", vec![]),
+    ] {
+        let src = std::fs::read_to_string(format!("{dir}/{name}.nil")).unwrap_or_else(|e| die(format!("{dir}/{name}.nil: {e}")));
+        out.push((name.to_string(), build(&src, None, false).unwrap_or_else(|e| die(format!("{name}: {e}"))), scratch));
+    }
+    // 16 instructions of arithmetic on the scratchpad, and 16 with one store lookup.
+    let alu =
+        "push 0\n iload.32\n push 3\n mul\n push 7\n add\n dup\n push 5\n shr\n xor\n push 0\n swap\n istore.32\n push 1\n pop\n ret 0\n";
+    let ess = "push 0\n iload.32\n copro.in ess, 0\n push 4\n iload.32\n copro.in ess, 1\n copro.invoke ess, 0\n copro.out ess, 0\n jz no\n push 1\n pop\n nop\n nop\n nop\n ret 0\nno:\n ret 0\n";
+    for (name, body) in [("alu16", alu), ("ess16", ess)] {
+        let src = format!(".copro ess ess\n.copro env env\n.infosize 8\n.ports 2\nsegment .push\n{body}ends\n");
+        out.push((name.to_string(), build(&src, None, false).unwrap_or_else(|e| die(format!("{name}: {e}"))), key.to_vec()));
+    }
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let reps: usize = arg(&args, "--reps", 7);
+    let iters: u64 = arg(&args, "--iters", 200_000);
+    let costs = CostModel::default();
+    for (name, built, scratch) in capsules() {
+        let mut h = built.header;
+        h.hops = 255;
+        let frame = ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 4000, CAPSULE_PORT, 64, &built.encode(&h, &scratch, b""));
+        let l = wire::locate(&frame, Link::Ethernet, CAPSULE_PORT).unwrap_or_else(|e| die(format!("{name}: {e:?}"))).unwrap();
+        let (sr, hops_at) = (l.scratch(), l.capsule + 12);
+        let insns = {
+            let mut out = CapsuleCode::default();
+            Verifier::default().verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut out).unwrap();
+            out.insns
+        };
+        // The whole node.
+        let mut node = CapsuleNode::new(NodeConfig::default(), Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
+        let mut f = frame.clone();
+        let mut verdict = Verdict::Ordinary;
+        let ns = time(reps, iters, |i| {
+            f[hops_at] = 255;
+            f[sr.clone()].copy_from_slice(&frame[sr.clone()]);
+            verdict = node.process(&mut f, Timestamp { sec: i / 1_000_000, nsec: 0 }, 1);
+        });
+        report(
+            serde_json::json!({"bench": "capsule", "capsule": name, "stage": "node", "instructions": insns, "code_bytes": built.code.len(), "verdict": format!("{verdict:?}")}),
+            &ns,
+        );
+        // The verifier alone.
+        let mut v = Verifier::default();
+        let mut code = CapsuleCode::default();
+        let ns = time(reps, iters, |_| {
+            v.verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut code).unwrap();
+        });
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "verify", "instructions": insns}), &ns);
+        // The interpreter alone on the verified code.
+        let mut state = PeState {
+            data: Vec::new(),
+            copros: vec![Box::new(Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap()), Box::new(netvm_capsule::Env::default())],
+            scratch: Vec::new(),
+            budget_used: 0,
+        };
+        let mut packet = frame[l.net..l.end].to_vec();
+        let mut sp = frame[sr.clone()].to_vec();
+        let limits = Limits { budget: 1 << 20 };
+        let n = sp.len();
+        let ns = time(reps, iters, |i| {
+            sp.copy_from_slice(&frame[sr.clone()]);
+            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+            std::hint::black_box(netvm_interp::run_prepared(&code.prepared, &mut state, &mut xb, 1, None, &limits, n, 2));
+        });
+        report(
+            serde_json::json!({"bench": "capsule", "capsule": name, "stage": "interpret", "instructions": insns, "dialect": if h.dialect() == Dialect::Snap { "snap" } else { "wasp" }}),
+            &ns,
+        );
+    }
+    // The store: lookups of the k-th key of one chain (keys aimed at one
+    // bucket of a store with a known hash key), and inserts.
+    let mut ess = Ess::new(1 << 20, 3_600_000_000_000, 8, Some(42)).unwrap();
+    let probe = Ess::new(1 << 20, 3_600_000_000_000, 8, Some(42)).unwrap();
+    let target = probe.bucket_of(0);
+    let chain: Vec<u64> = (0u64..).filter(|&k| probe.bucket_of(k) == target).take(8).collect();
+    for &k in &chain {
+        ess.put(k, &[1; 32], Visibility::Public, 0).unwrap();
+    }
+    // Fill the rest of the store with 500k other keys, so that chains are
+    // spread over memory as in a busy store.
+    for k in 1_000_000_000u64..1_000_500_000 {
+        let _ = ess.put(k, &[2; 32], Visibility::Public, 0);
+    }
+    for (depth, &k) in chain.iter().enumerate() {
+        let ns = time(reps, iters, |_| {
+            std::hint::black_box(ess.get(k, 1));
+        });
+        report(serde_json::json!({"bench": "ess", "op": "get", "chain_position": depth + 1}), &ns);
+    }
+    let mut next = 2_000_000_000u64;
+    let mut fresh = Ess::new(1 << 22, 3_600_000_000_000, 8, None).unwrap();
+    let ns = time(reps, iters.min(400_000) / 2, |_| {
+        next += 1;
+        let _ = std::hint::black_box(fresh.put(next, &[3; 32], Visibility::Public, 0));
+    });
+    report(serde_json::json!({"bench": "ess", "op": "put_new"}), &ns);
+}
