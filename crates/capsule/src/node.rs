@@ -128,8 +128,26 @@ pub struct NodeStats {
     pub dropped: BTreeMap<String, u64>,
     /// Programs verified (the others came from the code cache).
     pub verified: u64,
+    /// Capsules whose code came from the code cache.
+    pub cached: u64,
     /// Instructions of the programs verified.
     pub instructions: u64,
+}
+
+impl NodeStats {
+    /// Adds `other`'s counts (another worker's node).
+    pub fn add(&mut self, other: &NodeStats) {
+        self.ordinary += other.ordinary;
+        self.capsules += other.capsules;
+        self.forwarded += other.forwarded;
+        self.returned += other.returned;
+        for (k, v) in &other.dropped {
+            *self.dropped.entry(k.clone()).or_insert(0) += v;
+        }
+        self.verified += other.verified;
+        self.cached += other.cached;
+        self.instructions += other.instructions;
+    }
 }
 
 /// A capsule node (see the module documentation).
@@ -178,6 +196,13 @@ impl CapsuleNode {
         }
     }
 
+    /// Another worker's node: the same configuration and the same state
+    /// store (shared under a lock), a code cache and counters of its own.
+    pub fn fork(&mut self) -> Result<CapsuleNode, String> {
+        let ess = self.ess().handle()?;
+        Ok(CapsuleNode::new(self.cfg.clone(), ess))
+    }
+
     /// The configuration.
     pub fn config(&self) -> &NodeConfig {
         &self.cfg
@@ -191,6 +216,11 @@ impl CapsuleNode {
     /// The ephemeral state store.
     pub fn ess(&mut self) -> &mut Ess {
         self.state.copros[0].as_any_mut().and_then(|a| a.downcast_mut::<Ess>()).expect("coprocessor 0 is the store")
+    }
+
+    /// The state store's statistics.
+    pub fn ess_stats(&self) -> Vec<(String, u64)> {
+        self.state.copros[0].stats()
     }
 
     /// The code cache.
@@ -236,7 +266,10 @@ impl CapsuleNode {
         let code = &frame[l.code()];
         let dialect = h.dialect();
         let slot = match self.cache.find(code, entry, dialect) {
-            Some(i) => Some(i),
+            Some(i) => {
+                self.stats.cached += 1;
+                Some(i)
+            }
             None => {
                 if let Err(r) = self.verifier.verify(code, entry, dialect, &self.cfg.costs, &mut self.fresh) {
                     return Verdict::Drop(DropReason::Rejected(r));

@@ -361,6 +361,8 @@ fn cmd_run(a: RunArgs) -> u8 {
                     "returned": s.returned,
                     "dropped": s.dropped,
                     "instructions": s.instructions,
+                    "verified": s.verified,
+                    "cached": s.cached,
                     "ess": ess,
                 })
             })

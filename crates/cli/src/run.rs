@@ -369,6 +369,22 @@ fn stats_output(
             if !datapaths.is_empty() {
                 j["datapaths"] = netvm_runtime::socket::datapaths_json(datapaths);
             }
+            if let (Some(c), Some(stage)) = (app.capsule_stats(), app.capsule_stage()) {
+                let ess: serde_json::Map<String, serde_json::Value> = stage.ess_stats().into_iter().map(|(k, v)| (k, v.into())).collect();
+                // This instance's cache (each worker had its own); hits are every worker's.
+                let (programs, _, _, evictions) = stage.cache_stats();
+                j["capsules"] = serde_json::json!({
+                    "capsules": c.capsules,
+                    "ordinary": c.ordinary,
+                    "forwarded": c.forwarded,
+                    "returned": c.returned,
+                    "dropped": c.dropped,
+                    "verified": c.verified,
+                    "instructions": c.instructions,
+                    "code_cache": {"hits": c.cached, "programs": programs, "evictions": evictions},
+                    "ess": ess,
+                });
+            }
             format!("{j}\n")
         }
         Some(StatsFormat::Text) => {

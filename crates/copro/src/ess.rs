@@ -679,6 +679,19 @@ impl Coprocessor for Ess {
 
     /// Another handle on the same store (the store moves behind a lock).
     fn fork(&mut self) -> Result<Box<dyn Coprocessor>, String> {
+        Ok(Box::new(self.handle()?))
+    }
+
+    fn share(&self) -> WorkerShare {
+        WorkerShare::Shared
+    }
+}
+
+impl Ess {
+    /// Another handle on the same store, for another worker: the store
+    /// moves behind a lock the handles share; the new one acts for the
+    /// operator, with registers of its own.
+    pub fn handle(&mut self) -> Result<Ess, String> {
         if let Place::Own(_) = self.place {
             let Place::Own(s) = std::mem::replace(&mut self.place, Place::Shared(Arc::new(Mutex::new(Store::new(1, 1, 1, Some(0))?))))
             else {
@@ -687,11 +700,7 @@ impl Coprocessor for Ess {
             self.place = Place::Shared(Arc::new(Mutex::new(*s)));
         }
         let Place::Shared(l) = &self.place else { unreachable!("made shared above") };
-        Ok(Box::new(Ess { place: Place::Shared(Arc::clone(l)), principal: Principal::OPERATOR, input: [0; INPUTS], output: [0; OUTPUTS] }))
-    }
-
-    fn share(&self) -> WorkerShare {
-        WorkerShare::Shared
+        Ok(Ess { place: Place::Shared(Arc::clone(l)), principal: Principal::OPERATOR, input: [0; INPUTS], output: [0; OUTPUTS] })
     }
 }
 

@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::capsules::CapsuleStage;
 use netil::Mem;
+use netvm_capsule::NodeStats;
 use netvm_verify::Verified;
 use netvm_vm::buffer::{Batch, PacketBuf, PacketPool, PacketPoolConfig};
 use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FanoutExit, FlowCounts, LinkedCode, Verdict};
@@ -123,6 +125,10 @@ pub struct Application {
     /// The version of the running application this instance is (0 until
     /// the control plane installs another, see `crate::live`).
     pub(crate) epoch: u64,
+    /// The capsule stage in front of the data path, if the manifest has one.
+    capsules: Option<CapsuleStage>,
+    /// What the capsule stages of absorbed workers counted.
+    capsules_absorbed: NodeStats,
 }
 
 /// What [`Application::plan_with`] asks for a coprocessor slot (NetPE name,
@@ -184,6 +190,8 @@ pub struct AppPlan {
     /// [`Application::plan`]; the control plane keeps those of state it
     /// carries over.
     pub(crate) ids: Vec<StateIds>,
+    /// The capsule stage the manifest's `[capsules]` asks for.
+    pub capsules: Option<CapsuleStage>,
 }
 
 impl Application {
@@ -376,7 +384,8 @@ impl Application {
             }
         };
         let ids = verified.iter().map(|v| StateIds::fresh(v.module.copros.len())).collect();
-        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids })
+        let capsules = manifest.capsules.as_deref().map(CapsuleStage::from_spec).transpose().map_err(RuntimeError::Manifest)?;
+        Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids, capsules })
     }
 
     /// Builds an application: [`Application::plan`], then compiles it with
@@ -402,7 +411,7 @@ impl Application {
     /// code of a program the engine compiled before (the control plane's
     /// quick versions, `crate::live`), the engine prepares the others.
     pub(crate) fn from_plan_with(plan: AppPlan, engine: &dyn Engine, prepared: Option<&Prepared<'_>>) -> Result<Application, RuntimeError> {
-        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids } = plan;
+        let AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids, capsules } = plan;
         let wired = graph.wired_inputs();
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
@@ -430,7 +439,8 @@ impl Application {
             Binding::Dispatch(_) => "dispatch",
             Binding::Linked(_) => engine.link_name(),
         };
-        let writes_packets = verified.iter().any(|v| v.push.writes(Mem::Packet));
+        // The capsule stage writes the capsules it forwards (hops, scratchpad).
+        let writes_packets = capsules.is_some() || verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
         let modules = verified.into_iter().map(|v| v.module).collect();
         let worker_shares = states.iter().map(|s| s.copros.iter().map(|c| c.share()).collect()).collect();
@@ -451,6 +461,7 @@ impl Application {
             worker_shares,
         };
         let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
+        app.capsules = capsules;
         let meta = Arc::clone(&app.meta);
         let name = |i: usize| meta.names[i].clone();
         match &mut app.binding {
@@ -486,6 +497,8 @@ impl Application {
             next_tick: None,
             convenience: None,
             epoch: 0,
+            capsules: None,
+            capsules_absorbed: NodeStats::default(),
         }
     }
 
@@ -532,6 +545,7 @@ impl Application {
         let mut app = Application::instance(Arc::clone(&self.meta), binding, self.limits, states, counters);
         app.next_tick = self.next_tick;
         app.epoch = self.epoch;
+        app.capsules = self.capsules.as_mut().map(CapsuleStage::fork).transpose().map_err(RuntimeError::Manifest)?;
         Ok(app)
     }
 
@@ -570,6 +584,14 @@ impl Application {
         counted.netpes.retain(|c| meta.names.contains(&c.name));
         next.absorbed.add_by_name(&counted);
         next.next_tick = self.next_tick;
+        // The capsule stage (its store, its cache, its counts) stays as it
+        // is while a version with one follows another.
+        if next.capsules.is_some() {
+            if let Some(stage) = self.capsules.take() {
+                next.capsules = Some(stage);
+                next.capsules_absorbed = std::mem::take(&mut self.capsules_absorbed);
+            }
+        }
         *self = next;
     }
 
@@ -580,6 +602,9 @@ impl Application {
     /// had its own.
     pub fn absorb(&mut self, mut other: Application) {
         self.absorbed.add_by_name(&other.stats());
+        if let Some(c) = other.capsule_stats() {
+            self.capsules_absorbed.add(&c);
+        }
         for (pe, (mine, theirs)) in self.states.iter_mut().zip(&mut other.states).enumerate() {
             for (c, (a, b)) in mine.copros.iter_mut().zip(&mut theirs.copros).enumerate() {
                 // A shared instance is absorbed once, through its owner.
@@ -595,6 +620,21 @@ impl Application {
     pub(crate) fn netpe_records(&self) -> impl Iterator<Item = (&str, &netil::Module, &StateIds, &[WorkerShare])> {
         let m = &self.meta;
         m.names.iter().zip(&m.modules).zip(&m.ids).zip(&m.worker_shares).map(|(((n, md), i), w)| (n.as_str(), md, i, w.as_slice()))
+    }
+
+    /// What the capsule stage counted (this instance's and the absorbed
+    /// workers'), if the application has one.
+    pub fn capsule_stats(&self) -> Option<NodeStats> {
+        self.capsules.as_ref().map(|c| {
+            let mut s = c.stats().clone();
+            s.add(&self.capsules_absorbed);
+            s
+        })
+    }
+
+    /// The capsule stage, if the application has one.
+    pub fn capsule_stage(&self) -> Option<&CapsuleStage> {
+        self.capsules.as_ref()
     }
 
     /// The engine the application runs on.
@@ -649,7 +689,10 @@ impl Application {
     /// Stateless applications give the same results however packets are
     /// spread over workers.
     pub fn keeps_state(&self) -> bool {
-        self.meta.writes_data || self.states.iter().flat_map(|s| &s.copros).any(|c| c.share() == WorkerShare::PerWorker)
+        // A capsule stage keeps state too (the store, the code cache).
+        self.capsules.is_some()
+            || self.meta.writes_data
+            || self.states.iter().flat_map(|s| &s.copros).any(|c| c.share() == WorkerShare::PerWorker)
     }
 
     /// How packets are best spread over several workers: the manifest's
@@ -692,6 +735,9 @@ impl Application {
     /// first packet: periodic maintenance such as aging runs while traffic does.
     pub fn run_batch(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
         out.clear();
+        if let Some(stage) = &mut self.capsules {
+            stage.run(batch);
+        }
         if let Some(first) = batch.descs.first() {
             let now = first.ts();
             if self.next_tick.is_none_or(|t| now >= t) {

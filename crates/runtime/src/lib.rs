@@ -29,6 +29,7 @@
 pub mod admission;
 mod alias;
 mod app;
+pub mod capsules;
 pub mod datapath;
 mod distribute;
 mod driver;

@@ -124,6 +124,9 @@ pub struct Manifest {
     /// The NetPE that selects a data path per packet ([`crate::datapath`]).
     #[serde(default)]
     pub classifier: Option<crate::datapath::ClassifierSpec>,
+    /// A capsule stage in front of the data path ([`crate::capsules`]).
+    #[serde(default)]
+    pub capsules: Option<Box<crate::capsules::CapsuleSpec>>,
     /// Directory that relative program paths are resolved against.
     #[serde(skip)]
     pub base_dir: PathBuf,
@@ -254,6 +257,7 @@ impl Manifest {
             admission: None,
             datapaths: Vec::new(),
             classifier: None,
+            capsules: None,
             base_dir: PathBuf::new(),
         }
     }
