@@ -27,6 +27,14 @@ pub struct Cached {
     pub tag: u64,
     /// Times it ran.
     pub runs: u64,
+    /// Its native code, once compiled ([`crate::tier`]).
+    pub native: Option<crate::tier::Native>,
+    /// The compiler refused it: it stays interpreted.
+    pub native_failed: bool,
+    /// Interpreted time per run, ns (sampled, smoothed; 0 until measured).
+    pub interp_ns: f64,
+    /// Native time per run, ns (likewise).
+    pub native_ns: f64,
     last_used: u64,
 }
 
@@ -144,7 +152,19 @@ impl CodeCache {
         }
         self.clock += 1;
         let h = code_hash(bytes, entry, dialect);
-        let new = Cached { bytes: bytes.to_vec(), entry, dialect, code, tag, runs: 0, last_used: self.clock };
+        let new = Cached {
+            bytes: bytes.to_vec(),
+            entry,
+            dialect,
+            code,
+            tag,
+            runs: 0,
+            native: None,
+            native_failed: false,
+            interp_ns: 0.0,
+            native_ns: 0.0,
+            last_used: self.clock,
+        };
         let i = if self.entries.len() < self.capacity {
             self.entries.push(new);
             self.entries.len() - 1

@@ -5,6 +5,7 @@
 //! - [`profile`]: the capsule profile of NetIL, its one-pass verifier and the cost model;
 //! - [`env`]: the environment variables capsule code reads;
 //! - [`cache`]: the code cache: capsule code verified once, found again by its bytes;
+//! - [`tier`]: compiling capsule code once it pays (Cranelift);
 //! - [`node`]: the capsule node: verify, bound, run, and forward, return or drop.
 //!
 //! The ephemeral state store the code keeps state in is the `ess`
@@ -15,6 +16,7 @@ pub mod cache;
 pub mod env;
 pub mod node;
 pub mod profile;
+pub mod tier;
 pub mod wire;
 
 pub use env::{Env, EnvConfig};

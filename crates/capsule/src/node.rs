@@ -12,9 +12,13 @@ use std::net::IpAddr;
 use netvm_copro::ess::{Ess, Principal};
 use netvm_vm::{FaultKind, Limits, Outcome, PeState, Timestamp, XbView};
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use crate::cache::CodeCache;
 use crate::env::{Env, EnvConfig};
 use crate::profile::{CapsuleCode, CostModel, Rejected, Verifier, PORT_FORWARD, PORT_RETURN};
+use crate::tier::{self, Native, TierModel, TierPolicy};
 use crate::wire::{self, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
 
 /// Which entry point of the code a node runs.
@@ -46,6 +50,8 @@ pub struct NodeConfig {
     pub costs: CostModel,
     /// Programs the code cache holds (0: every capsule is verified afresh).
     pub code_cache: usize,
+    /// When cached programs are compiled to native code.
+    pub tier: TierPolicy,
 }
 
 impl Default for NodeConfig {
@@ -59,6 +65,7 @@ impl Default for NodeConfig {
             admin_sources: Vec::new(),
             costs: CostModel::default(),
             code_cache: 1024,
+            tier: TierPolicy::Auto,
         }
     }
 }
@@ -130,6 +137,14 @@ pub struct NodeStats {
     pub verified: u64,
     /// Capsules whose code came from the code cache.
     pub cached: u64,
+    /// Programs compiled to native code.
+    pub compiled: u64,
+    /// Time spent compiling them, ns.
+    pub compile_ns: u64,
+    /// Programs the compiler refused (they stay interpreted).
+    pub compile_failures: u64,
+    /// Capsules run as native code.
+    pub native: u64,
     /// Instructions of the programs verified.
     pub instructions: u64,
 }
@@ -146,6 +161,10 @@ impl NodeStats {
         }
         self.verified += other.verified;
         self.cached += other.cached;
+        self.compiled += other.compiled;
+        self.compile_ns += other.compile_ns;
+        self.compile_failures += other.compile_failures;
+        self.native += other.native;
         self.instructions += other.instructions;
     }
 }
@@ -161,6 +180,7 @@ pub struct CapsuleNode {
     fresh_tag: u64,
     /// The scratchpad while the code runs.
     scratch: [u8; MAX_SCRATCH],
+    model: TierModel,
     stats: NodeStats,
 }
 
@@ -192,6 +212,7 @@ impl CapsuleNode {
             fresh: CapsuleCode::default(),
             fresh_tag: 0,
             scratch: [0; MAX_SCRATCH],
+            model: TierModel::default(),
             stats: NodeStats::default(),
         }
     }
@@ -216,6 +237,46 @@ impl CapsuleNode {
     /// The ephemeral state store.
     pub fn ess(&mut self) -> &mut Ess {
         self.state.copros[0].as_any_mut().and_then(|a| a.downcast_mut::<Ess>()).expect("coprocessor 0 is the store")
+    }
+
+    /// Compiles cached program `i` (whose code is `code`, entered at
+    /// `entry`) when the tier policy says it is time.
+    fn maybe_compile(&mut self, i: usize, code: &[u8], entry: u16) {
+        let c = self.cache.get_mut(i);
+        if c.native.is_some() || c.native_failed {
+            return;
+        }
+        let due = match self.cfg.tier {
+            TierPolicy::Interpret => false,
+            TierPolicy::Compile => true,
+            TierPolicy::Auto => c.interp_ns > 0.0 && self.model.pays(c.runs, c.interp_ns, c.code.insns),
+        };
+        if !due {
+            return;
+        }
+        let insns = c.code.insns;
+        let t = Instant::now();
+        let result = tier::compile(code, entry, &self.cfg.costs);
+        let took = t.elapsed();
+        let c = self.cache.get_mut(i);
+        match result {
+            Ok(code) => {
+                c.native = Some(Native { code, compile: took });
+                self.model.compiled(insns, took);
+                self.stats.compiled += 1;
+                self.stats.compile_ns += took.as_nanos() as u64;
+            }
+            Err(_) => {
+                // The interpreter keeps running it.
+                c.native_failed = true;
+                self.stats.compile_failures += 1;
+            }
+        }
+    }
+
+    /// What the node learnt of the tiers' costs.
+    pub fn tier_model(&self) -> &TierModel {
+        &self.model
     }
 
     /// The state store's statistics.
@@ -285,13 +346,17 @@ impl CapsuleNode {
                 }
             }
         };
-        let (prog, tag) = match slot {
+        // Compile the program now if the policy says so (docs/capsules.md §4).
+        if let Some(i) = slot {
+            self.maybe_compile(i, code, entry);
+        }
+        let (prog, tag, native, runs) = match slot {
             Some(i) => {
                 let c = self.cache.get_mut(i);
                 c.runs += 1;
-                (&c.code, c.tag)
+                (&c.code, c.tag, c.native.as_ref().map(|n| Arc::clone(&n.code)), c.runs)
             }
-            None => (&self.fresh, self.fresh_tag),
+            None => (&self.fresh, self.fresh_tag, None, 0),
         };
         // The local bound: n·|p|, or less if the sender asks.
         let len = (l.end - l.net) as u64;
@@ -319,10 +384,32 @@ impl CapsuleNode {
         let n = sr.len();
         let scratch = &mut self.scratch;
         scratch[..n].copy_from_slice(&frame[sr.clone()]);
+        // Sample the time of every 16th run of a cached program for the
+        // tier model (timing costs more than some runs).
+        let sample = self.cfg.tier == TierPolicy::Auto && slot.is_some() && runs % 16 == 1;
+        let started = sample.then(Instant::now);
         let outcome = {
             let mut xb = XbView { packet: &mut frame[l.net..l.end], wire_len: len as u32, ts, seq: 0, info: &mut scratch[..n] };
-            netvm_interp::run_prepared(&prog.prepared, &mut self.state, &mut xb, interface, None, &limits, n, 2)
+            match &native {
+                Some(code) => {
+                    self.stats.native += 1;
+                    code.push(&mut self.state, &mut xb, interface, &limits)
+                }
+                None => netvm_interp::run_prepared(&prog.prepared, &mut self.state, &mut xb, interface, None, &limits, n, 2),
+            }
         };
+        if let (Some(t), Some(i)) = (started, slot) {
+            let ns = t.elapsed().as_nanos() as f64;
+            let c = self.cache.get_mut(i);
+            if native.is_some() {
+                c.native_ns = if c.native_ns == 0.0 { ns } else { 0.8 * c.native_ns + 0.2 * ns };
+                if c.runs % 256 == 1 {
+                    self.model.measured(c.interp_ns, c.native_ns);
+                }
+            } else {
+                c.interp_ns = if c.interp_ns == 0.0 { ns } else { 0.8 * c.interp_ns + 0.2 * ns };
+            }
+        }
         let verdict = match outcome {
             Outcome::Forward(PORT_FORWARD) => Verdict::Forward,
             Outcome::Forward(PORT_RETURN) if h.flags & FLAG_RETURNED != 0 => Verdict::Drop(DropReason::ReturnedTwice),

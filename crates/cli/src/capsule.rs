@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 use netvm_capsule::build::build;
+use netvm_capsule::tier::TierPolicy;
 use netvm_capsule::wire::{ethernet_ipv4_frame, CAPSULE_PORT, MAX_SCRATCH};
 use netvm_capsule::{CapsuleNode, Carried, Chain, Dialect, EnvConfig, Hook, Link, NodeConfig};
 use netvm_copro::ess::Ess;
@@ -141,9 +142,22 @@ struct RunArgs {
     /// Load entries into every node's store before the first packet.
     #[arg(long, value_name = "FILE")]
     load_ess: Option<PathBuf>,
+    /// When cached programs are compiled to native code.
+    #[arg(long, value_enum, default_value_t = TierArg::Auto)]
+    tier: TierArg,
     /// Print statistics as JSON on standard output.
     #[arg(long)]
     stats: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum TierArg {
+    /// When it pays: runs x (interpreted - native time) > compile time.
+    Auto,
+    /// Never: interpret every capsule.
+    Interpret,
+    /// At once: compile every program when first seen.
+    Compile,
 }
 
 pub fn cmd_capsule(args: CapsuleArgs) -> u8 {
@@ -267,6 +281,11 @@ fn cmd_run(a: RunArgs) -> u8 {
             cost_per_byte: a.cost_per_byte,
             env,
             admin_sources: a.admin_sources.clone(),
+            tier: match a.tier {
+                TierArg::Auto => TierPolicy::Auto,
+                TierArg::Interpret => TierPolicy::Interpret,
+                TierArg::Compile => TierPolicy::Compile,
+            },
             ..NodeConfig::default()
         };
         let mut ess = match Ess::from_config(&ess_cfg) {
@@ -363,6 +382,9 @@ fn cmd_run(a: RunArgs) -> u8 {
                     "instructions": s.instructions,
                     "verified": s.verified,
                     "cached": s.cached,
+                    "compiled": s.compiled,
+                    "compile_ns": s.compile_ns,
+                    "native": s.native,
                     "ess": ess,
                 })
             })

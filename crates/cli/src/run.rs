@@ -381,6 +381,9 @@ fn stats_output(
                     "dropped": c.dropped,
                     "verified": c.verified,
                     "instructions": c.instructions,
+                    "compiled": c.compiled,
+                    "compile_ns": c.compile_ns,
+                    "native": c.native,
                     "code_cache": {"hits": c.cached, "programs": programs, "evictions": evictions},
                     "ess": ess,
                 });

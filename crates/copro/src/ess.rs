@@ -12,11 +12,14 @@
 //!   entries of a bucket are chained in creation order. The oldest entry of
 //!   the whole store is therefore the first of its chain, and expiring it
 //!   unlinks it in O(1) (WASP Fig. 4).
-//! * The bucket is chosen by a **keyed** hash (SipHash-1-3 with a random key
-//!   per store), so that senders, who pick the keys, cannot aim them at one
-//!   chain; and a chain holds at most `max_chain` entries: a new key whose
-//!   chain is full is refused (`refused_chain`), so that no lookup walks
-//!   more than `max_chain` entries whatever the keys (WASP §5.1).
+//! * The bucket is chosen by a **keyed** hash (two folded 64×64-bit
+//!   multiplications keyed with 128 random bits per store, as `table`'s),
+//!   so that senders, who pick the keys, cannot aim them at one chain
+//!   without knowing the key; and a chain holds at most `max_chain`
+//!   entries: a new key whose chain is full is refused (`refused_chain`), so
+//!   that no lookup walks more than `max_chain` entries whatever the keys
+//!   (WASP §5.1). Bounded chains are what guarantees the time; the keyed
+//!   hash keeps honest keys from meeting full chains.
 //!
 //! # Entries and who may touch them
 //!
@@ -82,10 +85,10 @@
 //! Several workers: one store shared under a lock (`Shared`).
 
 use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 /// Default lifetime of an entry (ns): WASP's τ = 10 s.
 pub const DEFAULT_TAU_NS: u64 = 10_000_000_000;
@@ -176,8 +179,8 @@ pub enum Refused {
 struct Store {
     tau_ns: u64,
     max_chain: u32,
-    hash: RandomState,
-    seed: Option<u64>,
+    /// The hash key: random per store (or from `seed`).
+    key: [u64; 2],
     mask: u32,
     buckets: Vec<u32>,
     /// The newest entry of each bucket (where a new one is linked).
@@ -211,8 +214,7 @@ impl Store {
         Ok(Store {
             tau_ns,
             max_chain,
-            hash: RandomState::new(),
-            seed,
+            key: hash_key(seed),
             mask: (nbuckets - 1) as u32,
             buckets: vec![NONE; nbuckets],
             tails: vec![NONE; nbuckets],
@@ -231,16 +233,7 @@ impl Store {
     }
 
     fn bucket(&self, key: u64) -> u32 {
-        let h = match self.seed {
-            // A fixed key (tests, benchmarks): SipHash-1-3 keyed by the seed.
-            Some(s) => {
-                let mut st = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().build_hasher();
-                st.write_u64(s);
-                st.write_u64(key);
-                st.finish()
-            }
-            None => self.hash.hash_one(key),
-        };
+        let h = fold(fold(key ^ self.key[0], self.key[1] ^ 0x243f_6a88_85a3_08d3) ^ key.rotate_left(32), self.key[1]);
         (h as u32 ^ (h >> 32) as u32) & self.mask
     }
 
@@ -372,6 +365,25 @@ impl Store {
     }
 }
 
+/// The 128-bit product of `a` and `b`, folded to 64 bits.
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// A store's hash key: 128 random bits from the standard library's random
+/// source (the one its `HashMap`s are keyed from), or derived from `seed`.
+fn hash_key(seed: Option<u64>) -> [u64; 2] {
+    let s = match seed {
+        Some(s) => s,
+        None => {
+            let r = RandomState::new();
+            r.hash_one(0x9e37_79b9_u64) ^ r.hash_one(1u64).rotate_left(29)
+        }
+    };
+    [fold(s ^ 0x1319_8a2e_0370_7344, 0xa409_3822_299f_31d0) | 1, fold(s ^ 0x082e_fa98_ec4e_6c89, 0x4528_21e6_38d0_1377) | 1]
+}
+
 /// Where a handle's store is.
 #[derive(Debug)]
 enum Place {
@@ -386,6 +398,10 @@ pub struct Ess {
     principal: Principal,
     input: [u32; INPUTS],
     output: [u32; OUTPUTS],
+    /// The direct entries of the four operations for compiled code (filled
+    /// by `registers`, pointing at this handle): they read the registers
+    /// and the packet's time only.
+    direct: [DirectOp; 4],
 }
 
 fn parse_u64(cfg: &CoproConfig, name: &str) -> Result<Option<u64>, String> {
@@ -456,6 +472,7 @@ impl Ess {
             principal: Principal::OPERATOR,
             input: [0; INPUTS],
             output: [0; OUTPUTS],
+            direct: [DirectOp::NONE; 4],
         })
     }
 
@@ -533,9 +550,12 @@ impl Coprocessor for Ess {
     }
 
     fn registers(&mut self) -> RegisterFile {
-        RegisterFile::over(&mut self.input, &mut self.output)
+        self.direct =
+            [DirectOp::of::<Self, 0>(self), DirectOp::of::<Self, 1>(self), DirectOp::of::<Self, 2>(self), DirectOp::of::<Self, 3>(self)];
+        RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
     }
 
+    #[inline(always)]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         let key = key_of(&self.input[..2]);
         let now = ctx.now.as_nanos();
@@ -700,7 +720,13 @@ impl Ess {
             self.place = Place::Shared(Arc::new(Mutex::new(*s)));
         }
         let Place::Shared(l) = &self.place else { unreachable!("made shared above") };
-        Ok(Ess { place: Place::Shared(Arc::clone(l)), principal: Principal::OPERATOR, input: [0; INPUTS], output: [0; OUTPUTS] })
+        Ok(Ess {
+            place: Place::Shared(Arc::clone(l)),
+            principal: Principal::OPERATOR,
+            input: [0; INPUTS],
+            output: [0; OUTPUTS],
+            direct: [DirectOp::NONE; 4],
+        })
     }
 }
 

@@ -155,7 +155,7 @@ impl Prepared {
             let to = index(t);
             is_target[to as usize] = true;
             // Budget costs are defined on the original instruction indices.
-            Edge { to, cost: netvm_vm::edge_cost(from, to as usize) }
+            Edge { to, cost: seg.edge_cost(from, to as usize) }
         };
         let mut switches = Vec::new();
         let ops: Vec<Op> = seg

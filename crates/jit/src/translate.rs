@@ -16,7 +16,7 @@
 //!
 //! Every check the interpreter makes is made here, in the same order, with
 //! the same fault: bounds checks before loads and stores, division by zero,
-//! the budget charged on back edges ([`netvm_vm::edge_cost`]), the port of `ret.pop`, and the helpers'
+//! the budget charged on back edges (`SegmentInfo::edge_cost`), the port of `ret.pop`, and the helpers'
 //! results; except the bounds checks that [`crate::analysis`] proves
 //! redundant.
 
@@ -421,7 +421,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     /// current block stays open.)
     fn edge_block(&mut self, from: usize, to: usize) -> Block {
         let target = self.blocks[&to];
-        let cost = netvm_vm::edge_cost(from, to);
+        let cost = self.seg.edge_cost(from, to);
         if cost == 0 {
             return target;
         }
@@ -617,7 +617,7 @@ pub fn translate_segment<M: Module>(
         }
         for t in insn.targets() {
             let to = index(t);
-            back_edges |= netvm_vm::edge_cost(i, to) != 0;
+            back_edges |= seg.edge_cost(i, to) != 0;
             starts.insert(to);
         }
         if insn.op.is_jump() && insn.op != Opcode::Jump {
@@ -843,7 +843,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let to = tx.idx(*t);
             let target = tx.blocks[&to];
             // An unconditional jump charges in place (no block of its own needed).
-            tx.charge(netvm_vm::edge_cost(i, to));
+            tx.charge(tx.seg.edge_cost(i, to));
             tx.b.ins().jump(target, &[]);
         }
         (Operands::Target(t), _) => {

@@ -16,6 +16,7 @@
 //! speed = 1000                     # Mb/s
 //! udp_port = 7737
 //! code_cache = 1024                # programs verified once and kept
+//! tier = "auto"                    # compile cached programs when it pays (or interpret, compile)
 //! ess = { capacity = 65536, tau = 10 }
 //! ```
 //!
@@ -25,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use netvm_capsule::tier::TierPolicy;
 use netvm_capsule::{CapsuleNode, EnvConfig, Hook, Link, NodeConfig, NodeStats, Verdict};
 use netvm_copro::ess::Ess;
 use netvm_vm::buffer::Batch;
@@ -68,6 +70,10 @@ pub struct CapsuleSpec {
     /// Programs the code cache holds.
     #[serde(default)]
     pub code_cache: Option<usize>,
+    /// When cached programs are compiled: `auto` (when it pays, the
+    /// default), `interpret` (never), `compile` (at once).
+    #[serde(default)]
+    pub tier: Option<String>,
     /// The state store's configuration (`capacity`, `rate`, `tau`, `max_chain`, …).
     #[serde(default)]
     pub ess: BTreeMap<String, toml::Value>,
@@ -114,6 +120,12 @@ impl CapsuleStage {
             admin_sources: spec.admin_sources.clone(),
             costs: defaults.costs,
             code_cache: spec.code_cache.unwrap_or(defaults.code_cache),
+            tier: match spec.tier.as_deref() {
+                None | Some("auto") => TierPolicy::Auto,
+                Some("interpret") => TierPolicy::Interpret,
+                Some("compile") => TierPolicy::Compile,
+                Some(t) => return Err(format!("capsules: tier `{t}` is not auto, interpret or compile")),
+            },
         };
         let ess_cfg: CoproConfig = spec
             .ess

@@ -141,9 +141,27 @@ pub struct SegmentInfo {
     pub depth: Vec<Option<u16>>,
     /// Byte offset of an instruction → its index in `insns`.
     pub index_of: HashMap<u32, usize>,
+    /// Per instruction, the weight a taken backward edge charges for it
+    /// (capsule code, docs/capsules.md §2.3); `None`: every instruction
+    /// weighs 1, NetIL's budget (docs/netil.md §2.7).
+    pub weights: Option<Vec<u32>>,
 }
 
 impl SegmentInfo {
+    /// The budget a taken edge from instruction `from` to instruction `to`
+    /// costs: nothing forward; backward, the weights of the instructions
+    /// `to..=from` it repeats (their number when the segment has no
+    /// weights, as `netvm_vm::edge_cost`). Every engine charges this.
+    pub fn edge_cost(&self, from: usize, to: usize) -> u32 {
+        if to > from {
+            return 0;
+        }
+        match &self.weights {
+            None => (from - to + 1) as u32,
+            Some(w) => w.get(to..=from).map_or(u32::MAX, |s| s.iter().map(|&x| u64::from(x)).sum::<u64>().min(u64::from(u32::MAX)) as u32),
+        }
+    }
+
     /// Index in `insns` of the instruction starting at byte `offset`.
     pub fn index_of(&self, offset: u32) -> Option<usize> {
         self.insns.binary_search_by_key(&offset, |i| i.offset).ok()

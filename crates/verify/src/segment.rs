@@ -98,7 +98,7 @@ impl<'a> SegmentVerifier<'a> {
         let flow = self.flow()?;
         self.values(&flow)?;
         let index_of = self.insns.iter().enumerate().map(|(i, insn)| (insn.offset, i)).collect();
-        Ok(SegmentInfo { kind: self.kind, insns: self.insns, depth: flow.depth, index_of })
+        Ok(SegmentInfo { kind: self.kind, insns: self.insns, depth: flow.depth, index_of, weights: None })
     }
 
     // ---------------------------------------------------------------- pass 1

@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use netvm_capsule::build::{build, Built};
 use netvm_capsule::profile::{CapsuleCode, CostModel, Verifier};
+use netvm_capsule::tier::TierPolicy;
 use netvm_capsule::wire::{self, ethernet_ipv4_frame, Link, CAPSULE_PORT};
 use netvm_capsule::{CapsuleNode, Dialect, NodeConfig, Verdict};
 use netvm_copro::ess::{Ess, Visibility};
@@ -100,19 +101,32 @@ fn main() {
             Verifier::default().verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut out).unwrap();
             out.insns
         };
-        // The whole node.
-        let mut node = CapsuleNode::new(NodeConfig::default(), Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
-        let mut f = frame.clone();
-        let mut verdict = Verdict::Ordinary;
-        let ns = time(reps, iters, |i| {
-            f[hops_at] = 255;
-            f[sr.clone()].copy_from_slice(&frame[sr.clone()]);
-            verdict = node.process(&mut f, Timestamp { sec: i / 1_000_000, nsec: 0 }, 1);
-        });
-        report(
-            serde_json::json!({"bench": "capsule", "capsule": name, "stage": "node", "instructions": insns, "code_bytes": built.code.len(), "verdict": format!("{verdict:?}")}),
-            &ns,
-        );
+        // The whole node, each tier: the code verified once and cached,
+        // then interpreted or run natively.
+        for (stage, tier) in [("node", TierPolicy::Interpret), ("node-native", TierPolicy::Compile)] {
+            let cfg = NodeConfig { tier, ..NodeConfig::default() };
+            let mut node = CapsuleNode::new(cfg, Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
+            let mut f = frame.clone();
+            let mut verdict = Verdict::Ordinary;
+            let ns = time(reps, iters, |i| {
+                f[hops_at] = 255;
+                f[sr.clone()].copy_from_slice(&frame[sr.clone()]);
+                verdict = node.process(&mut f, Timestamp { sec: i / 1_000_000, nsec: 0 }, 1);
+            });
+            let fields = serde_json::json!({"bench": "capsule", "capsule": name, "stage": stage, "instructions": insns, "code_bytes": built.code.len(), "verdict": format!("{verdict:?}")});
+            report(fields, &ns);
+        }
+        // Compiling it with Cranelift (the native tier's cost).
+        let ns: Vec<f64> = (0..reps.max(5))
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(
+                    netvm_capsule::tier::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}"))),
+                );
+                t.elapsed().as_nanos() as f64
+            })
+            .collect();
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "compile-cranelift", "instructions": insns}), &ns);
         // The verifier alone.
         let mut v = Verifier::default();
         let mut code = CapsuleCode::default();
@@ -140,6 +154,14 @@ fn main() {
             serde_json::json!({"bench": "capsule", "capsule": name, "stage": "interpret", "instructions": insns, "dialect": if h.dialect() == Dialect::Snap { "snap" } else { "wasp" }}),
             &ns,
         );
+        // The native code alone on the same state.
+        let native = netvm_capsule::tier::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
+        let ns = time(reps, iters, |i| {
+            sp.copy_from_slice(&frame[sr.clone()]);
+            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+            std::hint::black_box(native.push(&mut state, &mut xb, 1, &limits));
+        });
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "native", "instructions": insns}), &ns);
     }
     // The store: lookups of the k-th key of one chain (keys aimed at one
     // bucket of a store with a known hash key), and inserts.
