@@ -4,6 +4,7 @@
 //! - [`wire`]: the capsule format on the wire, finding one in a frame, building one;
 //! - [`profile`]: the capsule profile of NetIL, its one-pass verifier and the cost model;
 //! - [`env`]: the environment variables capsule code reads;
+//! - [`calibrate`]: measuring the cost model's weights on this machine;
 //! - [`cache`]: the code cache: capsule code verified once, found again by its bytes;
 //! - [`tier`]: compiling capsule code once it pays (Cranelift);
 //! - [`node`]: the capsule node: verify, bound, run, and forward, return or drop.
@@ -13,6 +14,7 @@
 
 pub mod build;
 pub mod cache;
+pub mod calibrate;
 pub mod env;
 pub mod node;
 pub mod profile;

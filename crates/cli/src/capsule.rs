@@ -30,6 +30,18 @@ enum CapsuleCommand {
     /// (exit 3 with the reason if the code is outside the capsule profile).
     /// Writes Ethernet/IPv4/UDP frames to a pcap file.
     Build(BuildArgs),
+    /// Measure the cost model's weights on this machine (ns per
+    /// instruction on the interpreter, times a safety factor; a store
+    /// operation at its worst) and print them as JSON (or write them to -o),
+    /// for `capsule run --costs` and a manifest's `[capsules] costs`.
+    Calibrate {
+        /// Rounds per figure (the largest is kept).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Write the JSON here instead of standard output.
+        #[arg(short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Carry a capture across a path of capsule nodes (one per --path
     /// address, or one --node): each runs the capsules it receives and
     /// forwards, returns or drops them. Writes what leaves the path (-w) and
@@ -145,6 +157,9 @@ struct RunArgs {
     /// When cached programs are compiled to native code.
     #[arg(long, value_enum, default_value_t = TierArg::Auto)]
     tier: TierArg,
+    /// The instructions' weights, from `netvm capsule calibrate` (default: the built-in ones).
+    #[arg(long, value_name = "FILE")]
+    costs: Option<PathBuf>,
     /// Print statistics as JSON on standard output.
     #[arg(long)]
     stats: bool,
@@ -164,6 +179,19 @@ pub fn cmd_capsule(args: CapsuleArgs) -> u8 {
     match args.command {
         CapsuleCommand::Build(a) => cmd_build(a),
         CapsuleCommand::Run(a) => cmd_run(a),
+        CapsuleCommand::Calibrate { rounds, output } => {
+            let text = netvm_capsule::calibrate::calibrate(rounds).to_json();
+            match output {
+                Some(p) => match std::fs::write(&p, text) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        eprintln!("netvm capsule: {}: {e}", p.display());
+                        EXIT_ERROR
+                    }
+                },
+                None => crate::common::stdout_write(&text).map_or_else(|c| c, |_| 0),
+            }
+        }
     }
 }
 
@@ -260,6 +288,16 @@ fn cmd_run(a: RunArgs) -> u8 {
         },
         None => None,
     };
+    let costs = match &a.costs {
+        None => netvm_capsule::CostModel::default(),
+        Some(p) => match std::fs::read_to_string(p).map_err(|e| e.to_string()).and_then(|t| netvm_capsule::CostModel::from_json(&t)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("netvm capsule: --costs {}: {e}", p.display());
+                return EXIT_USAGE;
+            }
+        },
+    };
     let mut chain = Chain::default();
     for addr in &addresses {
         let env = EnvConfig {
@@ -281,6 +319,7 @@ fn cmd_run(a: RunArgs) -> u8 {
             cost_per_byte: a.cost_per_byte,
             env,
             admin_sources: a.admin_sources.clone(),
+            costs: costs.clone(),
             tier: match a.tier {
                 TierArg::Auto => TierPolicy::Auto,
                 TierArg::Interpret => TierPolicy::Interpret,

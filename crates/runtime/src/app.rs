@@ -384,7 +384,12 @@ impl Application {
             }
         };
         let ids = verified.iter().map(|v| StateIds::fresh(v.module.copros.len())).collect();
-        let capsules = manifest.capsules.as_deref().map(CapsuleStage::from_spec).transpose().map_err(RuntimeError::Manifest)?;
+        let capsules = manifest
+            .capsules
+            .as_deref()
+            .map(|c| CapsuleStage::from_spec(c, &manifest.base_dir))
+            .transpose()
+            .map_err(RuntimeError::Manifest)?;
         Ok(AppPlan { graph, verified, states, copro_names, names, info_size, limits, distribution, shares, ids, capsules })
     }
 

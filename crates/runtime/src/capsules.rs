@@ -17,6 +17,7 @@
 //! udp_port = 7737
 //! code_cache = 1024                # programs verified once and kept
 //! tier = "auto"                    # compile cached programs when it pays (or interpret, compile)
+//! costs = "weights.json"           # from `netvm capsule calibrate` (default: built-in weights)
 //! ess = { capacity = 65536, tau = 10 }
 //! ```
 //!
@@ -74,6 +75,10 @@ pub struct CapsuleSpec {
     /// default), `interpret` (never), `compile` (at once).
     #[serde(default)]
     pub tier: Option<String>,
+    /// A calibration file (`netvm capsule calibrate -o FILE`) with the
+    /// instructions' weights, relative to the manifest's directory.
+    #[serde(default)]
+    pub costs: Option<std::path::PathBuf>,
     /// The state store's configuration (`capacity`, `rate`, `tau`, `max_chain`, …).
     #[serde(default)]
     pub ess: BTreeMap<String, toml::Value>,
@@ -89,7 +94,7 @@ pub struct CapsuleStage {
 
 impl CapsuleStage {
     /// The stage a manifest's section describes; errors name the setting.
-    pub fn from_spec(spec: &CapsuleSpec) -> Result<CapsuleStage, String> {
+    pub fn from_spec(spec: &CapsuleSpec, base_dir: &std::path::Path) -> Result<CapsuleStage, String> {
         let hook = match spec.hook.as_deref() {
             None | Some("ingress") => Hook::Ingress,
             Some("egress") => Hook::Egress,
@@ -118,7 +123,14 @@ impl CapsuleStage {
             cost_per_byte: spec.cost_per_byte.unwrap_or(defaults.cost_per_byte),
             env,
             admin_sources: spec.admin_sources.clone(),
-            costs: defaults.costs,
+            costs: match &spec.costs {
+                None => defaults.costs,
+                Some(p) => {
+                    let path = base_dir.join(p);
+                    let text = std::fs::read_to_string(&path).map_err(|e| format!("capsules: costs {}: {e}", path.display()))?;
+                    netvm_capsule::CostModel::from_json(&text).map_err(|e| format!("capsules: costs {}: {e}", path.display()))?
+                }
+            },
             code_cache: spec.code_cache.unwrap_or(defaults.code_cache),
             tier: match spec.tier.as_deref() {
                 None | Some("auto") => TierPolicy::Auto,
