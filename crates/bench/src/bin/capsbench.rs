@@ -15,6 +15,9 @@
 //! - `bench: "ess"`: ns per store lookup against the length of the chain the
 //!   key is found at (WASP's Table 2), and per insert.
 //!
+//! `capsbench gen-mixed DIR` writes the mixed stream of capsules and
+//! ordinary packets the whole-command benchmark runs (see [`gen_mixed`]).
+//!
 //! Each figure: the median (and minimum) over `--reps` repetitions of
 //! `--iters` operations, after one untimed repetition.
 
@@ -85,8 +88,65 @@ fn capsules() -> Vec<(String, Built, Vec<u8>)> {
     out
 }
 
+/// `capsbench gen-mixed DIR [--packets N] [--percent P]`: a routing table
+/// (`routes.txt`, 1,000 routes) and two captures of N 64-to-239-byte
+/// frames to routed destinations: `ordinary.pcap`, and `mixed.pcap`, the
+/// same with P % of the frames replaced by capsules (count, collect, path,
+/// hopcount in turn; one flow each, so that a flow's capsules carry the
+/// same code).
+fn gen_mixed(dir: &std::path::Path, args: &[String]) {
+    use netvm_traffic::apps::{route_file, router_trace, routes4};
+    use netvm_traffic::SplitMix64;
+    let n: usize = arg(args, "--packets", 100_000);
+    let percent: u64 = arg(args, "--percent", 20);
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
+    let mut r = SplitMix64::new(18);
+    let routes = routes4(&mut r, 1000, 16);
+    std::fs::write(dir.join("routes.txt"), route_file(&routes)).unwrap_or_else(|e| die(e.to_string()));
+    let ordinary = router_trace(&mut r, &routes, n);
+    let caps = capsules();
+    let write = |name: &str, pkts: &[netvm_vm::Packet]| {
+        let mut w = netvm_io::PcapWriter::create(&dir.join(name)).unwrap_or_else(|e| die(e.to_string()));
+        for p in pkts {
+            w.write(p).unwrap_or_else(|e| die(e.to_string()));
+        }
+        w.finish().unwrap_or_else(|e| die(e.to_string()));
+    };
+    write("ordinary.pcap", &ordinary);
+    let mut mixed = ordinary.clone();
+    let mut k = 0usize;
+    for (i, p) in mixed.iter_mut().enumerate() {
+        if (i as u64 * 7919) % 100 >= percent {
+            continue;
+        }
+        let (_, built, scratch) = &caps[k % 4];
+        k += 1;
+        let mut h = built.header;
+        h.hops = 16;
+        // To the ordinary frame's destination, so that it is routed alike.
+        let dst: [u8; 4] = p.data.get(30..34).and_then(|d| d.try_into().ok()).unwrap_or([10, 0, 0, 1]);
+        let frame = ethernet_ipv4_frame(
+            [192, 0, 2, 1 + (k % 4) as u8],
+            dst,
+            4000 + (k % 4) as u16,
+            CAPSULE_PORT,
+            64,
+            &built.encode(&h, scratch, b""),
+        );
+        p.wire_len = frame.len() as u32;
+        p.data = frame;
+    }
+    write("mixed.pcap", &mixed);
+    eprintln!("capsbench: {} frames, {k} of them capsules, in {}", mixed.len(), dir.display());
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("gen-mixed") {
+        let dir = args.get(1).unwrap_or_else(|| die("gen-mixed DIR".into()));
+        gen_mixed(std::path::Path::new(dir), &args[2..]);
+        return;
+    }
     let reps: usize = arg(&args, "--reps", 7);
     let iters: u64 = arg(&args, "--iters", 200_000);
     let costs = CostModel::default();
