@@ -6,12 +6,14 @@
 //! - [`env`]: the environment variables capsule code reads;
 //! - [`calibrate`]: measuring the cost model's weights on this machine;
 //! - [`cache`]: the code cache: capsule code verified once, found again by its bytes;
+//! - [`baseline`]: the one-pass baseline compiler (x86-64);
 //! - [`tier`]: compiling capsule code once it pays (Cranelift);
 //! - [`node`]: the capsule node: verify, bound, run, and forward, return or drop.
 //!
 //! The ephemeral state store the code keeps state in is the `ess`
 //! coprocessor ([`netvm_copro::ess`]), which ordinary NetPEs can use too.
 
+pub mod baseline;
 pub mod build;
 pub mod cache;
 pub mod calibrate;

@@ -18,7 +18,7 @@ use std::time::Instant;
 use crate::cache::CodeCache;
 use crate::env::{Env, EnvConfig};
 use crate::profile::{CapsuleCode, CostModel, Rejected, Verifier, PORT_FORWARD, PORT_RETURN};
-use crate::tier::{self, Native, TierModel, TierPolicy};
+use crate::tier::{self, Compiler, Native, TierModel, TierPolicy};
 use crate::wire::{self, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
 
 /// Which entry point of the code a node runs.
@@ -246,17 +246,22 @@ impl CapsuleNode {
         if c.native.is_some() || c.native_failed {
             return;
         }
-        let due = match self.cfg.tier {
-            TierPolicy::Interpret => false,
-            TierPolicy::Compile => true,
-            TierPolicy::Auto => c.interp_ns > 0.0 && self.model.pays(c.runs, c.interp_ns, c.code.insns),
+        let compiler = match self.cfg.tier {
+            TierPolicy::Interpret => return,
+            TierPolicy::Baseline => Compiler::Baseline,
+            TierPolicy::Cranelift => Compiler::Cranelift,
+            TierPolicy::Auto if c.interp_ns > 0.0 && self.model.pays(c.runs, c.interp_ns, c.code.insns) => {
+                if cfg!(target_arch = "x86_64") {
+                    Compiler::Baseline
+                } else {
+                    Compiler::Cranelift
+                }
+            }
+            TierPolicy::Auto => return,
         };
-        if !due {
-            return;
-        }
         let insns = c.code.insns;
         let t = Instant::now();
-        let result = tier::compile(code, entry, &self.cfg.costs);
+        let result = tier::compile_with(compiler, code, entry, &self.cfg.costs);
         let took = t.elapsed();
         let c = self.cache.get_mut(i);
         match result {

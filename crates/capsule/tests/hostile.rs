@@ -77,7 +77,10 @@ fn mutated_capsules_are_counted_drops_or_bounded_runs() {
     assert!(outcomes.keys().any(|k| k.starts_with("rejected.")), "{outcomes:?}");
     assert!(outcomes.keys().any(|k| k.starts_with("malformed.")), "{outcomes:?}");
     assert!(outcomes.contains_key("Forward"), "{outcomes:?}");
-    assert_eq!(a.stats(), b.stats());
+    // The same outcomes (the tiers each node chose may differ: they follow
+    // measured times).
+    let (sa, sb) = (a.stats(), b.stats());
+    assert_eq!((sa.capsules, sa.forwarded, sa.returned, &sa.dropped), (sb.capsules, sb.forwarded, sb.returned, &sb.dropped));
 }
 
 #[test]

@@ -131,7 +131,7 @@ fn interpreted_and_compiled_capsules_agree() {
         let src = program(&mut r, snap);
         let Ok(b) = build(&src, Some(if snap { Dialect::Snap } else { Dialect::Wasp }), false) else { continue };
         programs += 1;
-        let (mut interp, mut native) = (node(TierPolicy::Interpret), node(TierPolicy::Compile));
+        let (mut interp, mut native, mut baseline) = (node(TierPolicy::Interpret), node(TierPolicy::Cranelift), node(TierPolicy::Baseline));
         for k in 0..6 {
             let mut h = b.header;
             h.hops = 9;
@@ -139,20 +139,25 @@ fn interpreted_and_compiled_capsules_agree() {
             let scratch: Vec<u8> = (0..32).map(|_| r.below(256) as u8).collect();
             let payload: Vec<u8> = (0..r.below(40)).map(|_| r.below(256) as u8).collect();
             let frame = ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 9, CAPSULE_PORT, 64, &b.encode(&h, &scratch, &payload));
-            let (mut f, mut g) = (frame.clone(), frame);
+            let (mut f, mut g, mut e) = (frame.clone(), frame.clone(), frame);
             let ts = Timestamp { sec: k, nsec: 0 };
-            let (vi, vn) = (interp.process(&mut f, ts, 1), native.process(&mut g, ts, 1));
-            assert_eq!(vi, vn, "packet {k} of\n{src}");
-            assert_eq!(f, g, "packet {k} of\n{src}");
+            let (vi, vn, vb) = (interp.process(&mut f, ts, 1), native.process(&mut g, ts, 1), baseline.process(&mut e, ts, 1));
+            assert_eq!(vi, vn, "cranelift: packet {k} of\n{src}");
+            assert_eq!(f, g, "cranelift: packet {k} of\n{src}");
+            assert_eq!(vi, vb, "baseline: packet {k} of\n{src}");
+            assert_eq!(f, e, "baseline: packet {k} of\n{src}");
             verdicts.insert(match vi {
                 Verdict::Drop(d) => d.name(),
                 v => format!("{v:?}"),
             });
             compared += 1;
         }
-        assert_eq!(interp.ess().dump(), native.ess().dump(), "the store after\n{src}");
-        assert_eq!(native.stats().compile_failures, 0, "{src}");
-        assert!(native.stats().native > 0, "ran natively: {src}");
+        assert_eq!(interp.ess().dump(), native.ess().dump(), "cranelift: the store after\n{src}");
+        assert_eq!(interp.ess().dump(), baseline.ess().dump(), "baseline: the store after\n{src}");
+        for n in [&native, &baseline] {
+            assert_eq!(n.stats().compile_failures, 0, "{src}");
+            assert!(n.stats().native > 0, "ran natively: {src}");
+        }
     }
     assert!(compared >= 300);
     // The generator reaches every kind of ending.
@@ -176,7 +181,7 @@ fn auto_compiles_a_program_that_keeps_coming() {
         runs += 1;
     }
     assert_eq!(n.stats().compiled, 1, "compiled after {runs} runs");
-    assert!(runs > 10, "not at once: {runs}");
+    assert!(runs > 1, "interpreted first: {runs}");
     let m = n.tier_model();
     assert!(m.compile_ns(51) > 0.0);
     let mut f = frame.clone();

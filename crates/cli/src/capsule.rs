@@ -167,12 +167,14 @@ struct RunArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum TierArg {
-    /// When it pays: runs x (interpreted - native time) > compile time.
+    /// With the baseline compiler, when it pays: runs x (interpreted - native time) > compile time.
     Auto,
     /// Never: interpret every capsule.
     Interpret,
-    /// At once: compile every program when first seen.
-    Compile,
+    /// At once, with the one-pass baseline compiler.
+    Baseline,
+    /// At once, with Cranelift.
+    Cranelift,
 }
 
 pub fn cmd_capsule(args: CapsuleArgs) -> u8 {
@@ -323,7 +325,8 @@ fn cmd_run(a: RunArgs) -> u8 {
             tier: match a.tier {
                 TierArg::Auto => TierPolicy::Auto,
                 TierArg::Interpret => TierPolicy::Interpret,
-                TierArg::Compile => TierPolicy::Compile,
+                TierArg::Baseline => TierPolicy::Baseline,
+                TierArg::Cranelift => TierPolicy::Cranelift,
             },
             ..NodeConfig::default()
         };

@@ -16,7 +16,7 @@
 //! speed = 1000                     # Mb/s
 //! udp_port = 7737
 //! code_cache = 1024                # programs verified once and kept
-//! tier = "auto"                    # compile cached programs when it pays (or interpret, compile)
+//! tier = "auto"                    # compile cached programs when it pays (or interpret, baseline, cranelift)
 //! costs = "weights.json"           # from `netvm capsule calibrate` (default: built-in weights)
 //! ess = { capacity = 65536, tau = 10 }
 //! ```
@@ -71,8 +71,9 @@ pub struct CapsuleSpec {
     /// Programs the code cache holds.
     #[serde(default)]
     pub code_cache: Option<usize>,
-    /// When cached programs are compiled: `auto` (when it pays, the
-    /// default), `interpret` (never), `compile` (at once).
+    /// When cached programs are compiled: `auto` (with the baseline
+    /// compiler, when it pays: the default), `interpret` (never),
+    /// `baseline` or `cranelift` (at once, with that compiler).
     #[serde(default)]
     pub tier: Option<String>,
     /// A calibration file (`netvm capsule calibrate -o FILE`) with the
@@ -135,8 +136,9 @@ impl CapsuleStage {
             tier: match spec.tier.as_deref() {
                 None | Some("auto") => TierPolicy::Auto,
                 Some("interpret") => TierPolicy::Interpret,
-                Some("compile") => TierPolicy::Compile,
-                Some(t) => return Err(format!("capsules: tier `{t}` is not auto, interpret or compile")),
+                Some("baseline") => TierPolicy::Baseline,
+                Some("cranelift") => TierPolicy::Cranelift,
+                Some(t) => return Err(format!("capsules: tier `{t}` is not auto, interpret, baseline or cranelift")),
             },
         };
         let ess_cfg: CoproConfig = spec

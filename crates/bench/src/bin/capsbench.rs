@@ -163,7 +163,9 @@ fn main() {
         };
         // The whole node, each tier: the code verified once and cached,
         // then interpreted or run natively.
-        for (stage, tier) in [("node", TierPolicy::Interpret), ("node-native", TierPolicy::Compile)] {
+        for (stage, tier) in
+            [("node", TierPolicy::Interpret), ("node-baseline", TierPolicy::Baseline), ("node-cranelift", TierPolicy::Cranelift)]
+        {
             let cfg = NodeConfig { tier, ..NodeConfig::default() };
             let mut node = CapsuleNode::new(cfg, Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
             let mut f = frame.clone();
@@ -187,6 +189,16 @@ fn main() {
             })
             .collect();
         report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "compile-cranelift", "instructions": insns}), &ns);
+        let ns: Vec<f64> = (0..reps.max(5) * 20)
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(
+                    netvm_capsule::baseline::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}"))),
+                );
+                t.elapsed().as_nanos() as f64
+            })
+            .collect();
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "compile-baseline", "instructions": insns}), &ns);
         // The verifier alone.
         let mut v = Verifier::default();
         let mut code = CapsuleCode::default();
@@ -221,7 +233,15 @@ fn main() {
             let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
             std::hint::black_box(native.push(&mut state, &mut xb, 1, &limits));
         });
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "native", "instructions": insns}), &ns);
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "cranelift", "instructions": insns}), &ns);
+        // The baseline compiler's code alone.
+        let base = netvm_capsule::baseline::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
+        let ns = time(reps, iters, |i| {
+            sp.copy_from_slice(&frame[sr.clone()]);
+            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+            std::hint::black_box(netvm_vm::PeCode::push(&*base, &mut state, &mut xb, 1, &limits));
+        });
+        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "baseline", "instructions": insns}), &ns);
     }
     // The store: lookups of the k-th key of one chain (keys aimed at one
     // bucket of a store with a known hash key), and inserts.
