@@ -1,9 +1,10 @@
 //! Fuzzes the capsule node: any bytes, as an Ethernet frame or as the
 //! capsule part of a well-formed UDP datagram, must be an ordinary packet, a
 //! counted drop, or a capsule run within its bound: never a panic or a
-//! hang. Capsules that run are run twice on fresh nodes and must end the
-//! same way (the interpreter is deterministic), and a forwarded or
-//! returned capsule must still parse.
+//! hang. Capsules run on a fresh interpreting node and on a fresh node that
+//! compiles every program with the baseline compiler: both must end the
+//! same way and leave the same bytes; a forwarded or returned capsule must
+//! still parse.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,8 +13,9 @@ use netvm_capsule::{CapsuleNode, NodeConfig, Verdict};
 use netvm_copro::ess::Ess;
 use netvm_vm::Timestamp;
 
-fn node(snap_hook: bool) -> CapsuleNode {
-    let cfg = NodeConfig { hook: if snap_hook { netvm_capsule::Hook::Egress } else { netvm_capsule::Hook::Ingress }, ..NodeConfig::default() };
+fn node(egress: bool, tier: netvm_capsule::tier::TierPolicy) -> CapsuleNode {
+    let hook = if egress { netvm_capsule::Hook::Egress } else { netvm_capsule::Hook::Ingress };
+    let cfg = NodeConfig { hook, tier, ..NodeConfig::default() };
     CapsuleNode::new(cfg, Ess::new(64, 1_000_000_000, 4, Some(3)).expect("a small store"))
 }
 
@@ -26,9 +28,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let copy = frame.clone();
     let ts = Timestamp { sec: 1, nsec: 0 };
-    let v = node(mode & 2 != 0).process(&mut frame, ts, 1);
+    use netvm_capsule::tier::TierPolicy;
+    let v = node(mode & 2 != 0, TierPolicy::Interpret).process(&mut frame, ts, 1);
     let mut again = copy.clone();
-    assert_eq!(node(mode & 2 != 0).process(&mut again, ts, 1), v, "the same verdict on a fresh node");
+    assert_eq!(node(mode & 2 != 0, TierPolicy::Baseline).process(&mut again, ts, 1), v, "the same verdict compiled");
     assert_eq!(again, frame);
     match v {
         Verdict::Ordinary => assert_eq!(frame, copy),
