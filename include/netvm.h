@@ -47,7 +47,7 @@ struct netvm_xb {
 /* The direct entry of a coprocessor operation: call(this_, pkt, pkt_len,
  * ts_sec, ts_nsec) does what netvm_rt_copro_invoke does for that operation
  * (which reads nothing but the packet and its time), returning 0, or 1 to
- * fault. */
+ * fault. In .init there is no packet: pkt is NULL and pkt_len 0. */
 struct netvm_directop {
     uint32_t (*call)(void *this_, const uint8_t *pkt, uint64_t pkt_len, uint64_t ts_sec, uint32_t ts_nsec);
     void *this_;

@@ -149,7 +149,7 @@ impl Default for DirectOp {
 ///
 /// # Safety
 /// `this` is a `T` nothing else reaches during the call, and `packet` is
-/// readable for `packet_len` bytes.
+/// readable for `packet_len` bytes (or null, in `.init`).
 unsafe extern "C" fn direct_invoke<T: Coprocessor, const OP: u8>(
     this: *mut std::ffi::c_void,
     packet: *const u8,
@@ -159,7 +159,14 @@ unsafe extern "C" fn direct_invoke<T: Coprocessor, const OP: u8>(
 ) -> u32 {
     // SAFETY: the caller's contract (the entry an instance's `registers`
     // made for itself, called while the engine holds the instance).
-    let (me, packet) = unsafe { (&mut *this.cast::<T>(), std::slice::from_raw_parts(packet, packet_len as usize)) };
+    let me = unsafe { &mut *this.cast::<T>() };
+    // `.init` has no packet: compiled code passes a null pointer then.
+    let packet: &[u8] = if packet.is_null() || packet_len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller's contract: `packet_len` readable bytes.
+        unsafe { std::slice::from_raw_parts(packet, packet_len as usize) }
+    };
     let ctx = InvokeContext { packet, info: &[], now: crate::Timestamp { sec: ts_sec, nsec: ts_nsec }, seq: 0 };
     u32::from(me.invoke(OP, &ctx).is_err())
 }
