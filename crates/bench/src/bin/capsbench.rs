@@ -70,7 +70,7 @@ fn capsules() -> Vec<(String, Built, Vec<u8>)> {
     let key = 0x00c0_ffee_u64.to_be_bytes();
     for (name, scratch) in [
         ("count", [&key[..], &u32::MAX.to_be_bytes()].concat()),
-        ("collect", [&key[..], &1_000_000u32.to_be_bytes(), &7u32.to_be_bytes()].concat()),
+        ("collect", [&0x00c0_11ec_u64.to_be_bytes()[..], &1_000_000u32.to_be_bytes(), &7u32.to_be_bytes()].concat()),
         ("path", vec![]),
         ("hopcount", vec![]),
     ] {
