@@ -23,6 +23,8 @@ pub struct Edge {
     pub cost: u32,
 }
 
+const _: () = assert!(std::mem::size_of::<Op>() <= 16, "an Op stays 16 bytes");
+
 /// A pre-decoded instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -101,6 +103,22 @@ pub enum Op {
     JcmpImm(Cond, u32, Edge),
     /// `push off; upload.N`: push the packet value at a constant offset.
     UploadConst(u8, u32),
+    /// `push off; upload.N; push v; jcmp.C L` with a forward `L` (no
+    /// budget): compare the packet value at a constant offset with a
+    /// constant and branch, in one dispatch (filters test header fields
+    /// this way, one after another).
+    UploadJcmpImm {
+        /// Access width in bytes.
+        width: u8,
+        /// The condition.
+        cond: Cond,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// The target instruction (a forward edge: it costs nothing).
+        to: u32,
+    },
 }
 
 /// Fuses `push v` with the instruction after it when that instruction is
@@ -196,6 +214,19 @@ impl Prepared {
         let mut i = 0;
         while i < ops.len() {
             new_index[i] = fused.len() as u32;
+            // push off; upload.N; push v; jcmp.C L (forward): one op.
+            if let (Op::Push(off), Some(&Op::Load(Mem::Packet, width)), Some(&Op::Push(value)), Some(&Op::Jcmp(cond, e))) =
+                (ops[i], ops.get(i + 1), ops.get(i + 2), ops.get(i + 3))
+            {
+                if e.cost == 0 && !is_target[i + 1] && !is_target[i + 2] && !is_target[i + 3] {
+                    fused.push(Op::UploadJcmpImm { width, cond, off, value, to: e.to });
+                    for k in 1..4 {
+                        new_index[i + k] = new_index[i];
+                    }
+                    i += 4;
+                    continue;
+                }
+            }
             if let (Op::Push(v), Some(&next)) = (ops[i], ops.get(i + 1)) {
                 if !is_target[i + 1] {
                     if let Some(f) = fuse(v, next) {
@@ -214,6 +245,7 @@ impl Prepared {
         for op in fused.iter_mut() {
             match op {
                 Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) => remap(e),
+                Op::UploadJcmpImm { to, .. } => *to = new_index[*to as usize],
                 _ => {}
             }
         }
@@ -696,6 +728,14 @@ fn execute(
             }
             Op::UploadConst(w, off) => match mem::load_be(xb.packet, off, u32::from(w)) {
                 Some(v) => push!(tos, stack, sp, v),
+                None => fault!(Bounds),
+            },
+            Op::UploadJcmpImm { width, cond, off, value, to } => match mem::load_be(xb.packet, off, u32::from(width)) {
+                Some(v) => {
+                    if cond.eval(v, value) {
+                        pc = to as usize;
+                    }
+                }
                 None => fault!(Bounds),
             },
             Op::CoproInvoke(c, o) => {
