@@ -412,7 +412,7 @@ fn cmd_run(a: RunArgs) -> u8 {
             .iter_mut()
             .zip(&addresses)
             .map(|(n, addr)| {
-                let s = n.stats().clone();
+                let s = n.stats();
                 let ess: serde_json::Map<String, Value> = n.ess().stats().into_iter().map(|(k, v)| (k, json!(v))).collect();
                 json!({
                     "address": addr.to_string(),

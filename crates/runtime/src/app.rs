@@ -631,7 +631,7 @@ impl Application {
     /// workers'), if the application has one.
     pub fn capsule_stats(&self) -> Option<NodeStats> {
         self.capsules.as_ref().map(|c| {
-            let mut s = c.stats().clone();
+            let mut s = c.stats();
             s.add(&self.capsules_absorbed);
             s
         })

@@ -207,7 +207,7 @@ impl CapsuleStage {
     }
 
     /// What the node counted.
-    pub fn stats(&self) -> &NodeStats {
+    pub fn stats(&self) -> NodeStats {
         self.node.stats()
     }
 
