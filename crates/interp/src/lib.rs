@@ -103,6 +103,9 @@ pub enum Op {
     JcmpImm(Cond, u32, Edge),
     /// `push off; upload.N`: push the packet value at a constant offset.
     UploadConst(u8, u32),
+    /// `pktlen; push v; jcmp.C L`: compare the packet's length with a
+    /// constant and branch (a filter's first test).
+    PktlenJcmpImm(Cond, u32, Edge),
     /// `push off; upload.N; push v; jcmp.C L` with a forward `L` (no
     /// budget): compare the packet value at a constant offset with a
     /// constant and branch, in one dispatch (filters test header fields
@@ -214,6 +217,16 @@ impl Prepared {
         let mut i = 0;
         while i < ops.len() {
             new_index[i] = fused.len() as u32;
+            // pktlen; push v; jcmp.C L: one op.
+            if let (Op::Pktlen, Some(&Op::Push(value)), Some(&Op::Jcmp(cond, e))) = (ops[i], ops.get(i + 1), ops.get(i + 2)) {
+                if !is_target[i + 1] && !is_target[i + 2] {
+                    fused.push(Op::PktlenJcmpImm(cond, value, e));
+                    new_index[i + 1] = new_index[i];
+                    new_index[i + 2] = new_index[i];
+                    i += 3;
+                    continue;
+                }
+            }
             // push off; upload.N; push v; jcmp.C L (forward): one op.
             if let (Op::Push(off), Some(&Op::Load(Mem::Packet, width)), Some(&Op::Push(value)), Some(&Op::Jcmp(cond, e))) =
                 (ops[i], ops.get(i + 1), ops.get(i + 2), ops.get(i + 3))
@@ -244,7 +257,7 @@ impl Prepared {
         let remap = |e: &mut Edge| e.to = new_index[e.to as usize];
         for op in fused.iter_mut() {
             match op {
-                Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) => remap(e),
+                Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) | Op::PktlenJcmpImm(_, _, e) => remap(e),
                 Op::UploadJcmpImm { to, .. } => *to = new_index[*to as usize],
                 _ => {}
             }
@@ -355,16 +368,31 @@ pub struct InterpCode {
     push: Prepared,
     info_size: usize,
     out_ports: u16,
+    /// `.push` begins with a `pop` no edge returns to: it is skipped.
+    entry_pop: bool,
+}
+
+/// Whether some edge of `code` leads to instruction 0.
+fn targets_start(code: &Prepared) -> bool {
+    let edge_to_0 = |op: &Op| match op {
+        Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) | Op::PktlenJcmpImm(_, _, e) => e.to == 0,
+        Op::UploadJcmpImm { to, .. } => *to == 0,
+        _ => false,
+    };
+    code.ops.iter().any(edge_to_0) || code.switches.iter().any(|s| s.default.to == 0 || s.edges.iter().any(|e| e.to == 0))
 }
 
 impl InterpCode {
     /// Pre-decodes a verified module.
     pub fn new(v: &Verified) -> InterpCode {
+        let push = Prepared::new(&v.push);
+        let entry_pop = push.ops.first() == Some(&Op::Pop) && !targets_start(&push);
         InterpCode {
             init: v.init.as_ref().map(Prepared::new),
-            push: Prepared::new(&v.push),
+            push,
             info_size: v.module.info_size as usize,
             out_ports: v.module.out_ports,
+            entry_pop,
         }
     }
 
@@ -384,6 +412,7 @@ impl InterpCode {
         in_port: u16,
         initial: Option<u32>,
         limits: &Limits,
+        start: usize,
     ) -> Outcome {
         // Scratch layout: STACK_SLOTS stack slots ([0] is a dummy slot under
         // the bottom of the stack), then LOCAL_SLOTS locals. Both are powers of
@@ -396,7 +425,7 @@ impl InterpCode {
         let (stack, locals) = scratch.split_at_mut(STACK_SLOTS);
         let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("sized above");
         let locals: &mut [u32; LOCAL_SLOTS] = (&mut locals[..LOCAL_SLOTS]).try_into().expect("sized above");
-        let out = execute(code, stack, locals, state, xb, in_port, initial, limits, self.info_size, self.out_ports);
+        let out = execute(code, stack, locals, state, xb, in_port, initial, limits, self.info_size, self.out_ports, start);
         state.scratch = scratch;
         out
     }
@@ -420,20 +449,26 @@ pub fn run_prepared(
     info_size: usize,
     out_ports: u16,
 ) -> Outcome {
-    InterpCode { init: None, push: Prepared { ops: Vec::new(), switches: Vec::new() }, info_size, out_ports }
-        .run(code, state, xb, in_port, initial, limits)
+    InterpCode { init: None, push: Prepared { ops: Vec::new(), switches: Vec::new() }, info_size, out_ports, entry_pop: false }
+        .run(code, state, xb, in_port, initial, limits, 0)
 }
 
 impl PeCode for InterpCode {
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
         match &self.init {
-            Some(code) => self.run(code, state, &mut XbView::empty(), 0, None, limits),
+            Some(code) => self.run(code, state, &mut XbView::empty(), 0, None, limits, 0),
             None => Outcome::Exit,
         }
     }
 
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        self.run(&self.push, state, xb, in_port, Some(u32::from(in_port)), limits)
+        if self.entry_pop {
+            // The handler starts by discarding its entry value: start after
+            // that `pop`, on an empty stack (one dispatch less per packet).
+            self.run(&self.push, state, xb, in_port, None, limits, 1)
+        } else {
+            self.run(&self.push, state, xb, in_port, Some(u32::from(in_port)), limits, 0)
+        }
     }
 }
 
@@ -523,6 +558,7 @@ fn execute(
     limits: &Limits,
     info_size: usize,
     out_ports: u16,
+    start: usize,
 ) -> Outcome {
     let ops = &code.ops[..];
     let mut budget = limits.budget;
@@ -530,7 +566,7 @@ fn execute(
         Some(v) => (v, 1usize),
         None => (0, 0usize),
     };
-    let mut pc = 0usize;
+    let mut pc = start;
     macro_rules! take_edge {
         ($e:expr) => {{
             let e: Edge = $e;
@@ -730,6 +766,11 @@ fn execute(
                 Some(v) => push!(tos, stack, sp, v),
                 None => fault!(Bounds),
             },
+            Op::PktlenJcmpImm(c, v, e) => {
+                if c.eval(xb.packet.len() as u32, v) {
+                    take_edge!(e)
+                }
+            }
             Op::UploadJcmpImm { width, cond, off, value, to } => match mem::load_be(xb.packet, off, u32::from(width)) {
                 Some(v) => {
                     if cond.eval(v, value) {
