@@ -404,6 +404,7 @@ impl InterpCode {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
     fn run(
         &self,
         code: &Prepared,
