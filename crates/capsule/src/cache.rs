@@ -75,6 +75,9 @@ pub struct CodeCache {
     by_hash: HashMap<u64, Vec<u32>, BuildHasherDefault<Prehashed>>,
     clock: u64,
     stats: CacheStats,
+    /// The program found last: compared first, before any hashing (WASP's
+    /// one-entry cache; a flow's capsules come one after another).
+    last: Option<usize>,
 }
 
 /// A fast, unkeyed 64-bit hash of the code's bytes (a key into the cache
@@ -96,7 +99,7 @@ pub fn code_hash(bytes: &[u8], entry: u16, dialect: Dialect) -> u64 {
 impl CodeCache {
     /// A cache of at most `capacity` programs (0: nothing is cached).
     pub fn new(capacity: usize) -> CodeCache {
-        CodeCache { capacity, entries: Vec::new(), by_hash: HashMap::default(), clock: 0, stats: CacheStats::default() }
+        CodeCache { capacity, entries: Vec::new(), by_hash: HashMap::default(), clock: 0, stats: CacheStats::default(), last: None }
     }
 
     /// What it counted.
@@ -121,13 +124,17 @@ impl CodeCache {
 
     /// The index of the program for these bytes, entry and dialect, if cached.
     pub fn find(&mut self, bytes: &[u8], entry: u16, dialect: Dialect) -> Option<usize> {
-        let h = code_hash(bytes, entry, dialect);
-        let found = self.by_hash.get(&h).and_then(|ix| {
-            ix.iter().map(|&i| i as usize).find(|&i| {
-                let e = &self.entries[i];
-                e.entry == entry && e.dialect == dialect && e.bytes == bytes
-            })
-        });
+        let same = |e: &Cached| e.entry == entry && e.dialect == dialect && e.bytes == bytes;
+        let found = match self.last.filter(|&i| same(&self.entries[i])) {
+            Some(i) => Some(i),
+            None => {
+                let h = code_hash(bytes, entry, dialect);
+                self.by_hash.get(&h).and_then(|ix| ix.iter().map(|&i| i as usize).find(|&i| same(&self.entries[i])))
+            }
+        };
+        if found.is_some() {
+            self.last = found;
+        }
         match found {
             Some(i) => {
                 self.clock += 1;
