@@ -381,8 +381,7 @@ pub fn ethernet_ipv4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, port: u16, tt
 /// A UDP checksum `sum` updated for one 16-bit word of the datagram
 /// changing from `old` to `new` (RFC 1624, eqn. 3); 0 is sent as 0xffff.
 pub fn checksum_update(sum: u16, old: u16, new: u16) -> u16 {
-    let acc = u32::from(!sum) + u32::from(!old) + u32::from(new);
-    match !fold(acc) {
+    match netvm_vm::region::csum_update(u32::from(sum), u32::from(old), u32::from(new)) as u16 {
         0 => 0xffff,
         c => c,
     }

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use netvm_capsule::build::{build, Built};
 use netvm_capsule::profile::{CapsuleCode, CostModel, Verifier};
-use netvm_capsule::tier::TierPolicy;
+use netvm_capsule::tier::{compile_with, Compiler, TierPolicy};
 use netvm_capsule::wire::{self, ethernet_ipv4_frame, Link, CAPSULE_PORT};
 use netvm_capsule::{CapsuleNode, Dialect, NodeConfig, Verdict};
 use netvm_copro::ess::{Ess, Visibility};
@@ -178,27 +178,21 @@ fn main() {
             let fields = serde_json::json!({"bench": "capsule", "capsule": name, "stage": stage, "instructions": insns, "code_bytes": built.code.len(), "verdict": format!("{verdict:?}")});
             report(fields, &ns);
         }
-        // Compiling it with Cranelift (the native tier's cost).
-        let ns: Vec<f64> = (0..reps.max(5))
-            .map(|_| {
-                let t = Instant::now();
-                std::hint::black_box(
-                    netvm_capsule::tier::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}"))),
-                );
-                t.elapsed().as_nanos() as f64
-            })
-            .collect();
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "compile-cranelift", "instructions": insns}), &ns);
-        let ns: Vec<f64> = (0..reps.max(5) * 20)
-            .map(|_| {
-                let t = Instant::now();
-                std::hint::black_box(
-                    netvm_capsule::baseline::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}"))),
-                );
-                t.elapsed().as_nanos() as f64
-            })
-            .collect();
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "compile-baseline", "instructions": insns}), &ns);
+        // Compiling it with each compiler (the native tiers' cost).
+        for (stage, compiler, n) in
+            [("compile-cranelift", Compiler::Cranelift, reps.max(5)), ("compile-baseline", Compiler::Baseline, reps.max(5) * 20)]
+        {
+            let ns: Vec<f64> = (0..n)
+                .map(|_| {
+                    let t = Instant::now();
+                    std::hint::black_box(
+                        compile_with(compiler, &frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}"))),
+                    );
+                    t.elapsed().as_nanos() as f64
+                })
+                .collect();
+            report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": stage, "instructions": insns}), &ns);
+        }
         // The verifier alone.
         let mut v = Verifier::default();
         let mut code = CapsuleCode::default();
