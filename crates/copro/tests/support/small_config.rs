@@ -13,6 +13,7 @@ pub fn small_config(kind: &str) -> CoproConfig {
         "lpm" => &[("tbl8_groups", "64")],
         "eventlog" => &[("capacity", "16")],
         "flow" => &[("capacity", "64"), ("bits", "32")],
+        "ess" => &[("capacity", "64")],
         "strmatch" => &[("backend", "aho-corasick")],
         _ => &[],
     };
