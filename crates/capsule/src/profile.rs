@@ -122,7 +122,14 @@ impl Default for CostModel {
     /// `benches/results/capsule-weights-2026-11-28.json`). A node on other
     /// hardware should measure its own.
     fn default() -> CostModel {
-        CostModel::from_json(include_str!("weights.json")).unwrap_or_else(|e| unreachable!("the built-in weights file is valid: {e}"))
+        // Read once: nodes, builds and tests ask for it often.
+        static BUILT_IN: std::sync::OnceLock<CostModel> = std::sync::OnceLock::new();
+        BUILT_IN
+            .get_or_init(|| {
+                CostModel::from_json(include_str!("weights.json"))
+                    .unwrap_or_else(|e| unreachable!("the built-in weights file is valid: {e}"))
+            })
+            .clone()
     }
 }
 
