@@ -1,9 +1,10 @@
-//! The JIT against the reference interpreter, without end: the fuzzer's
-//! bytes drive netvm-fuzzgen (a program and packets); both engines run the
+//! The JIT and the baseline compiler against the reference interpreter,
+//! without end: the fuzzer's bytes drive netvm-fuzzgen (a program and
+//! packets); every engine runs the
 //! program on the packets from fresh state and must observe exactly the same
 //! (`.init` outcome, and per packet: outcome, packet bytes, info and data
-//! memory, coprocessor state). crates/jit/tests/differential.rs runs the
-//! bounded version in CI.
+//! memory, coprocessor state). crates/jit/tests/differential.rs and
+//! crates/baseline/tests/differential.rs run the bounded versions in CI.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -23,4 +24,10 @@ fuzz_target!(|data: &[u8]| {
     let expect = observe(&InterpCode::new(&v), &g.module, &packets, &limits);
     let got = observe(&jit, &g.module, &packets, &limits);
     assert_eq!(expect, got, "interpreter and JIT differ:\n{}", g.listing);
+    #[cfg(target_arch = "x86_64")]
+    {
+        let base = netvm_baseline::BaselineCode::compile(&v).unwrap_or_else(|e| panic!("baseline compiler failed: {e}\n{}", g.listing));
+        let got = observe(&base, &g.module, &packets, &limits);
+        assert_eq!(expect, got, "interpreter and baseline compiler differ:\n{}", g.listing);
+    }
 });

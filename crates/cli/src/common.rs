@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use netvm_io::{CaptureSource, PcapHeaderSpec, PcapSink};
 use netvm_jit::link::{BatchMode, Batching};
-use netvm_runtime::{Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, LinkMode, RunReport};
+use netvm_runtime::{BaselineEngine, Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, LinkMode, RunReport};
 use netvm_vm::port::{OutPacket, PortError, Sink};
 
 use crate::EXIT_ERROR;
@@ -20,6 +20,9 @@ pub enum EngineArg {
     Jit,
     /// The reference interpreter.
     Interp,
+    /// The one-pass baseline compiler (x86-64): native code in microseconds,
+    /// each NetPE on its own, the graph walked by the runtime.
+    Baseline,
 }
 
 /// `--link`.
@@ -53,6 +56,7 @@ pub fn engine(e: EngineArg, link: LinkArg) -> std::sync::Arc<dyn Engine> {
 pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> std::sync::Arc<dyn Engine> {
     match e {
         EngineArg::Interp => std::sync::Arc::new(InterpEngine),
+        EngineArg::Baseline => std::sync::Arc::new(BaselineEngine),
         EngineArg::Jit => std::sync::Arc::new(JitEngine { batching, ..JitEngine::with_link(link.mode()) }),
     }
 }
@@ -64,6 +68,7 @@ pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> std::
 pub fn control_engine(e: EngineArg, link: LinkArg, batching: Batching) -> std::sync::Arc<dyn Engine> {
     match e {
         EngineArg::Interp => std::sync::Arc::new(InterpEngine),
+        EngineArg::Baseline => std::sync::Arc::new(BaselineEngine),
         EngineArg::Jit => {
             let mut j = JitEngine { batching, ..JitEngine::with_link(link.mode()) };
             j.opts.threads = 1;

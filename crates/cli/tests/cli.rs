@@ -257,14 +257,17 @@ fn compile_emits_clif_and_asm_and_jit_is_the_default_engine() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(text.matches("bytes of machine code").count(), 4, "{text}");
     assert!(text.contains("; netvm_pe2 (") && text.contains("return_call_indirect"), "{text}");
-    // The default engine is the JIT, and both engines count the same.
+    // The default engine is the JIT, and every engine counts the same.
     let trace = path("examples/traces/mixed.pcap");
     let app = path("examples/classifier/app.toml");
     let jit = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json"]));
-    let interp = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json", "--engine", "interp"]));
     assert_eq!(jit["engine"], "jit");
-    for key in ["packets", "ports", "dropped", "faults", "netpes", "copro"] {
-        assert_eq!(jit[key], interp[key], "{key}");
+    for engine in ["interp", "baseline"] {
+        let other = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json", "--engine", engine]));
+        assert_eq!(other["engine"], engine);
+        for key in ["packets", "ports", "dropped", "faults", "netpes", "copro"] {
+            assert_eq!(jit[key], other[key], "{engine}: {key}");
+        }
     }
 }
 

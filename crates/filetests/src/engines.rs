@@ -1,5 +1,6 @@
 //! The engines of the suite, by name: the interpreter (the oracle), the
-//! JIT per NetPE (with every domain optimisation, and with each one off),
+//! baseline compiler per NetPE, the JIT per NetPE (with every domain
+//! optimisation, and with each one off),
 //! whole applications linked by the JIT (direct and table), and AOT objects
 //! run in a C host (x86-64 natively, aarch64 under qemu).
 
@@ -12,6 +13,8 @@ use netvm_vm::Engine;
 pub enum EngineKind {
     /// The reference interpreter, per NetPE: the oracle.
     Interp,
+    /// The one-pass baseline compiler per NetPE (x86-64 hosts).
+    Baseline,
     /// The JIT per NetPE, with these domain optimisations.
     Jit(DomainOpts),
     /// A whole application linked by the JIT.
@@ -47,8 +50,9 @@ const NO_DEAD_INFO: DomainOpts = DomainOpts { dead_info_stores: false, ..DomainO
 
 impl EngineKind {
     /// Every engine, the oracle first.
-    pub const ALL: [EngineKind; 10] = [
+    pub const ALL: [EngineKind; 11] = [
         EngineKind::Interp,
+        EngineKind::Baseline,
         EngineKind::Jit(DomainOpts::ALL),
         EngineKind::Jit(NO_BSWAP),
         EngineKind::Jit(NO_BOUNDS),
@@ -64,6 +68,7 @@ impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Interp => "interp",
+            EngineKind::Baseline => "baseline",
             EngineKind::Jit(o) if o == DomainOpts::ALL => "jit",
             EngineKind::Jit(o) if o == NO_BSWAP => "jit-no-bswap-const",
             EngineKind::Jit(o) if o == NO_BOUNDS => "jit-no-bounds",
@@ -108,7 +113,7 @@ impl EngineKind {
 
     /// Whether the engine runs single NetPEs (and so observes info memory).
     pub fn is_netpe(self) -> bool {
-        matches!(self, EngineKind::Interp | EngineKind::Jit(_))
+        matches!(self, EngineKind::Interp | EngineKind::Baseline | EngineKind::Jit(_))
     }
 
     /// The code-generator options of a JIT engine.
@@ -126,6 +131,7 @@ impl EngineKind {
     pub fn runtime_engine(self) -> Option<Box<dyn Engine>> {
         match self {
             EngineKind::Interp => Some(Box::new(netvm_runtime::InterpEngine)),
+            EngineKind::Baseline => Some(Box::new(netvm_baseline::BaselineEngine)),
             EngineKind::Jit(_) => Some(Box::new(JitEngine { link: None, opts: self.jit_options(), batching: Default::default() })),
             EngineKind::Linked(mode, _) => {
                 Some(Box::new(JitEngine { link: Some(mode), opts: self.jit_options(), batching: Default::default() }))

@@ -130,6 +130,9 @@ fn check_subject(path: &Path, file: &TestFile, subject: &Subject, comment: char)
 
 /// Why an engine cannot run `subject` here, if it cannot.
 fn unavailable(subject: &Subject, engine: EngineKind) -> Option<String> {
+    if engine == EngineKind::Baseline && !cfg!(target_arch = "x86_64") {
+        return Some("the baseline compiler exists for x86-64 only".into());
+    }
     let EngineKind::Aot(target) = engine else { return None };
     if subject.has_copros() {
         return Some("a NetPE declares a coprocessor (the C host has none)".into());

@@ -108,7 +108,7 @@ pub fn packet_of(case: &RunCase) -> Packet {
 /// Runs `file` on `engine`.
 pub fn run(subject: &Subject, file: &TestFile, engine: EngineKind) -> Result<EngineRun, String> {
     match engine {
-        EngineKind::Interp | EngineKind::Jit(_) if subject.single => run_netpe(subject, file, engine),
+        EngineKind::Interp | EngineKind::Baseline | EngineKind::Jit(_) if subject.single => run_netpe(subject, file, engine),
         EngineKind::Aot(target) => host::run(subject, file, target, &subject.plan()?),
         _ => run_app(subject, file, engine),
     }

@@ -45,7 +45,7 @@ use netil::{Opcode, SegmentKind};
 use netvm_verify::Verified;
 use netvm_vm::{Limits, Outcome, PeCode, PeState, RegisterFile, XbView};
 
-pub use context::JitCtx;
+pub use context::HandlerCtx;
 
 /// Why a module could not be compiled. These are bugs or host limits, never
 /// properties of a verified program.
@@ -276,8 +276,8 @@ impl Isas {
     }
 }
 
-/// A compiled handler: `extern "C" fn(*mut JitCtx) -> u32` (see [`Outcome::from_code`]).
-pub type HandlerFn = unsafe extern "C" fn(*mut JitCtx) -> u32;
+/// A compiled handler: `extern "C" fn(*mut HandlerCtx) -> u32` (see [`Outcome::from_code`]).
+pub type HandlerFn = unsafe extern "C" fn(*mut HandlerCtx) -> u32;
 
 /// Owns the executable memory of one compiled module.
 pub(crate) struct CodeMemory {
@@ -389,7 +389,7 @@ impl JitCode {
             // SAFETY: `ptr` is the entry of a function just compiled with the
             // signature `handler_signature` (one pointer argument, one i32
             // result, the host's default calling convention), which is
-            // `extern "C" fn(*mut JitCtx) -> u32` on every supported host.
+            // `extern "C" fn(*mut HandlerCtx) -> u32` on every supported host.
             let f: HandlerFn = unsafe { std::mem::transmute::<*const u8, HandlerFn>(ptr) };
             match kind {
                 SegmentKind::Init => init = Some(f),
@@ -437,7 +437,7 @@ impl JitCode {
                 *f = c.registers();
             }
         }
-        let mut ctx = JitCtx::new(state, xb, in_port, self.info_size, limits.budget);
+        let mut ctx = HandlerCtx::new(state, xb, in_port, self.info_size, limits.budget);
         if inline {
             ctx.regs = files.as_ptr();
             ctx.nregs = n as u64;
@@ -454,7 +454,7 @@ impl JitCode {
 }
 
 /// The environment of a single handler: everything is read from its
-/// [`JitCtx`] (the function's one parameter) in the entry block.
+/// [`HandlerCtx`] (the function's one parameter) in the entry block.
 fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr: types::Type, kind: SegmentKind) -> translate::SegmentEnv {
     use context::offsets as o;
     let c = b.block_params(entry)[0];

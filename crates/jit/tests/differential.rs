@@ -9,8 +9,7 @@
 //! changes the seed. `fuzz/fuzz_targets/jit_differential.rs` does the same
 //! without end.
 
-use netvm_fuzzgen::arbitrary::Unstructured;
-use netvm_fuzzgen::{generate_packets, generate_program, observe, GenConfig};
+use netvm_fuzzgen::{compare_generated, first_difference, observe, real_programs_and_packets};
 use netvm_interp::InterpCode;
 use netvm_jit::{JitCode, JitOptions};
 use netvm_traffic::SplitMix64;
@@ -30,61 +29,18 @@ fn compare(module: &netil::Module, packets: &[Packet], limits: &Limits, opts: Ji
     if ia != ja {
         return Err(format!(".init: interpreter {ia}, JIT {ja}"));
     }
-    for (k, (a, b)) in io.iter().zip(&jo).enumerate() {
-        if a != b {
-            let field = if a.outcome != b.outcome {
-                format!("outcome: interpreter {}, JIT {}", a.outcome, b.outcome)
-            } else if a.packet != b.packet {
-                "packet bytes differ".to_string()
-            } else if a.info != b.info {
-                "info memory differs".to_string()
-            } else if a.data != b.data {
-                "data memory differs".to_string()
-            } else {
-                format!("coprocessor state: {:?} vs {:?}", a.copros, b.copros)
-            };
-            return Err(format!(
-                "packet {k} ({} bytes, wire {}): {field}\npacket: {}",
-                packets[k].data.len(),
-                packets[k].wire_len,
-                hex(&packets[k].data)
-            ));
-        }
+    match first_difference(&io, &jo, packets, "JIT") {
+        Some(e) => Err(e),
+        None => Ok(io.len()),
     }
-    assert_eq!(io.len(), jo.len());
-    Ok(io.len())
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Generated programs and packets, each compared on both engines; the JIT
 /// compiles with `opts`.
 fn generated(programs: u64, seed: u64, opts: JitOptions) -> usize {
-    let per_program = 50;
-    let mut rng = SplitMix64(seed);
-    let cfg = GenConfig::default();
     let limits = Limits { budget: 4000 };
-    let mut cases = 0usize;
-    let mut failures = Vec::new();
-    for p in 0..programs {
-        let prog_bytes = rng.bytes(4096);
-        let pkt_bytes = rng.bytes(per_program * 160);
-        let Ok(g) = generate_program(&mut Unstructured::new(&prog_bytes), &cfg) else { continue };
-        let Ok(packets) = generate_packets(&mut Unstructured::new(&pkt_bytes), per_program) else { continue };
-        match compare(&g.module, &packets, &limits, opts) {
-            Ok(n) => cases += n,
-            Err(e) => {
-                failures.push(format!("program {p} (seed {seed:#x}):\n{e}\n{}", g.listing));
-                if failures.len() >= 3 {
-                    break;
-                }
-            }
-        }
-    }
+    let cases = compare_generated(programs, seed, |m, packets| compare(m, packets, &limits, opts)).unwrap_or_else(|e| panic!("{e}"));
     println!("{programs} programs, {cases} cases compared");
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     cases
 }
 
@@ -113,35 +69,12 @@ fn generated_programs_and_packets_single_pass_regalloc() {
 #[test]
 fn examples_and_test_programs_on_real_captures() {
     let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let mut packets: Vec<Packet> = netvm_io::read_capture(&root.join("examples/traces/mixed.pcap"), 0).0;
-    if let Ok(rd) = std::fs::read_dir(root.join("../shared/corpus/tcpdump-tests")) {
-        let mut files: Vec<_> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-        files.sort();
-        for f in files {
-            packets.extend(netvm_io::read_capture(&f, 0).0.into_iter().take(20));
-        }
-    }
-    // Truncated copies: captured length shorter than the wire length.
-    let truncated: Vec<Packet> =
-        packets.iter().take(500).map(|p| Packet { data: p.data[..p.data.len() / 2].to_vec(), ..p.clone() }).collect();
-    packets.extend(truncated);
-    let mut programs: Vec<std::path::PathBuf> = ["examples/fig2-filter", "examples/classifier", "tests/programs"]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap().filter_map(|e| e.ok().map(|e| e.path())))
-        .filter(|p| p.extension().is_some_and(|x| x == "nil"))
-        .collect();
-    programs.sort();
-    let limits = Limits::default();
+    let (programs, packets) = real_programs_and_packets(&root);
     let mut cases = 0;
-    for p in &programs {
-        let src = std::fs::read_to_string(p).unwrap();
-        let m = netil::assemble(&src).unwrap().module;
-        if netvm_verify::verify(&m).is_err() {
-            continue; // tests/programs may hold deliberately rejected listings
-        }
-        match compare(&m, &packets, &limits, JitOptions::default()) {
+    for (path, module) in &programs {
+        match compare(module, &packets, &Limits::default(), JitOptions::default()) {
             Ok(n) => cases += n,
-            Err(e) => panic!("{}: {e}", p.display()),
+            Err(e) => panic!("{}: {e}", path.display()),
         }
     }
     println!("{} programs × {} packets = {cases} cases", programs.len(), packets.len());

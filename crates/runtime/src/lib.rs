@@ -45,6 +45,7 @@ pub use distribute::{flow_hash, Distribution};
 pub use driver::{Driver, DriverConfig, RunReport, WorkerReport, MAX_BATCH};
 pub use live::{Change, Control, ControlError, Installed, Listing, NetPeInfo, ProgramRef, Rebuild};
 pub use manifest::Manifest;
+pub use netvm_baseline::BaselineEngine;
 #[cfg(feature = "interp")]
 pub use netvm_interp::InterpEngine;
 #[cfg(feature = "jit")]

@@ -1,7 +1,7 @@
 //! `filterbench compile`: compile latency of whole applications.
 //!
 //! ```text
-//! filterbench compile [--n N] [--modes direct,table,dispatch] APP.toml|PROGRAM.nil ...
+//! filterbench compile [--n N] [--modes direct,table,dispatch,baseline] APP.toml|PROGRAM.nil ...
 //! ```
 //!
 //! For each application (a manifest, or a program run as a one-NetPE
@@ -11,7 +11,10 @@
 //!   (Cranelift IR construction, optimisation, code emission, finalisation
 //!   into executable memory of a fresh `JITModule`);
 //! - `dispatch`: `JitCode::compile` of every NetPE, one after the other
-//!   (what `JitEngine::with_link(None)` does).
+//!   (what `JitEngine::with_link(None)` does);
+//! - `baseline`: `BaselineCode::compile` of every NetPE with the one-pass
+//!   baseline compiler (what `netvm run --engine baseline` does), mapping
+//!   into executable memory included.
 //!
 //! Loading, verification and the coprocessors (`Application::plan`) are
 //! done once, before timing; so is one compilation per binding, which
@@ -34,11 +37,15 @@ use netvm_bench::measure::round3;
 enum Compiled {
     Linked(Box<LinkedApp>),
     PerNetPe(Vec<JitCode>),
+    Baseline(Vec<netvm_baseline::BaselineCode>),
 }
 
 impl Compiled {
-    /// Compiles the whole plan with `binding` (`direct`, `table`, `dispatch`).
+    /// Compiles the whole plan with `binding` (`direct`, `table`, `dispatch`, `baseline`).
     fn new(plan: &AppPlan, binding: &str) -> Result<Compiled, String> {
+        if binding == "baseline" {
+            return plan.verified.iter().map(netvm_baseline::BaselineCode::compile).collect::<Result<_, _>>().map(Compiled::Baseline);
+        }
         Ok(match LinkMode::from_name(binding) {
             Some(m) => Compiled::Linked(Box::new(
                 LinkedApp::compile(&plan.graph, &plan.verified, &plan.limits, m, JitOptions::default()).map_err(|e| e.to_string())?,
@@ -52,6 +59,7 @@ impl Compiled {
         match self {
             Compiled::Linked(a) => a.text().code_size.iter().map(|c| c.1).sum(),
             Compiled::PerNetPe(codes) => codes.iter().flat_map(|c| c.code_size()).map(|c| c.1).sum(),
+            Compiled::Baseline(codes) => codes.iter().map(|c| c.size()).sum(),
         }
     }
 }
@@ -71,8 +79,8 @@ pub(crate) fn run(paths: &[PathBuf], n: usize, modes: &str) -> Result<(), String
         return Err("compile needs --n > 0 and at least one APP.toml or PROGRAM.nil".into());
     }
     let modes: Vec<&str> = modes.split(',').collect();
-    if let Some(m) = modes.iter().find(|m| LinkMode::from_name(m).is_none() && **m != "dispatch") {
-        return Err(format!("unknown binding {m:?} (direct, table, dispatch)"));
+    if let Some(m) = modes.iter().find(|m| LinkMode::from_name(m).is_none() && !["dispatch", "baseline"].contains(m)) {
+        return Err(format!("unknown binding {m:?} (direct, table, dispatch, baseline)"));
     }
     println!(
         "{:<44} {:>6} {:>6} {:<9} {:>10} {:>9} {:>9} {:>11} {:>7}",

@@ -17,7 +17,7 @@
 //!     FILE holds KEY=VALUE lines describing the machine and the command
 //! filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]
 //!     the cost of binding NetPEs together (see `binding.rs`)
-//! filterbench compile [--n N] [--modes direct,table,dispatch] APP.toml|PROGRAM.nil ...
+//! filterbench compile [--n N] [--modes direct,table,dispatch,baseline] APP.toml|PROGRAM.nil ...
 //!     compile latency of whole applications (see `compile.rs`)
 //! ```
 //!
@@ -62,7 +62,11 @@ const LINKED: &str = "netvm-jit/linked";
 /// The engines measured, by report name. Everything else (the per-packet
 /// and end-to-end figures, the reports) follows from this list.
 fn engines() -> Vec<(&'static str, Box<dyn netvm_runtime::Engine>)> {
-    vec![("netvm-jit", Box::new(netvm_runtime::JitEngine::default())), ("netvm-interp", Box::new(netvm_runtime::InterpEngine))]
+    vec![
+        ("netvm-jit", Box::new(netvm_runtime::JitEngine::default())),
+        ("netvm-interp", Box::new(netvm_runtime::InterpEngine)),
+        ("netvm-baseline", Box::new(netvm_runtime::BaselineEngine)),
+    ]
 }
 
 struct RunArgs {
@@ -82,7 +86,7 @@ fn usage() -> ExitCode {
          filterbench run --traces DIR [--filters DIR] [--reps N] [--target-ms MS] [--engines a,b] [--filter NAME]\n       \
          filterbench report --dir DIR [--meta FILE] [--json OUT]\n       \
          filterbench binding --traces DIR [--binding DIR] [--rounds N] [--target-ms MS]\n       \
-         filterbench compile [--n N] [--modes direct,table,dispatch] APP.toml|PROGRAM.nil ..."
+         filterbench compile [--n N] [--modes direct,table,dispatch,baseline] APP.toml|PROGRAM.nil ..."
     );
     ExitCode::from(2)
 }
@@ -158,7 +162,7 @@ fn main() -> ExitCode {
             binding::run(&a)
         })(),
         "compile" => (|| {
-            let modes = opts.get("modes").map_or("direct,table,dispatch", String::as_str);
+            let modes = opts.get("modes").map_or("direct,table,dispatch,baseline", String::as_str);
             compile::run(&paths, num("n", 200)? as usize, modes)
         })(),
         "report" => (|| {

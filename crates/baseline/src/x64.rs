@@ -1,0 +1,394 @@
+//! The x86-64 templates and the helpers generated code calls.
+
+use dynasmrt::{dynasm, DynamicLabel, DynasmApi, DynasmLabelApi};
+use netil::{Cond, Mem, Opcode, Operands};
+use netvm_rt::handler::offsets::{
+    BUDGET_LEFT, COPROS, DATA, DATA_LEN, INFO, INFO_LEN, IN_PORT, NCOPROS, PKT, PKT_LEN, SEQ, TS_NSEC, TS_SEC, WIRE_LEN,
+};
+use netvm_rt::helpers::{netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3};
+use netvm_verify::SegmentInfo;
+use netvm_vm::{region, FaultKind, Outcome};
+
+use super::{Handler, Shape};
+
+/// Slot `d` of the operand stack, relative to `r12`.
+fn slot(d: u32) -> i32 {
+    4 * d as i32
+}
+
+/// The context's fields for a memory's base and length.
+fn mem_fields(m: Mem) -> (i32, i32) {
+    match m {
+        Mem::Packet => (PKT, PKT_LEN),
+        Mem::Info => (INFO, INFO_LEN),
+        Mem::Data => (DATA, DATA_LEN),
+    }
+}
+
+extern "sysv64" fn unary(which: u32, a: u32) -> u32 {
+    match which {
+        0 => a.count_ones(),
+        1 => a.leading_zeros(),
+        2 => a.trailing_zeros(),
+        _ => region::hash32(a),
+    }
+}
+
+extern "sysv64" fn csum_upd(hc: u32, old: u32, new: u32) -> u32 {
+    region::csum_update(hc, old, new)
+}
+
+/// `mcopy`'s move, after the generated code checked both ranges.
+///
+/// # Safety
+/// `[src, src + n)` is readable and `[dst, dst + n)` writable; they may overlap.
+unsafe extern "sysv64" fn move_bytes(dst: *mut u8, src: *const u8, n: u64) {
+    // SAFETY: the caller's contract; `copy` is a memmove.
+    unsafe { std::ptr::copy(src, dst, n as usize) }
+}
+
+/// Where a taken edge goes: straight to its target, or through a stub that
+/// pays its cost first.
+struct Edges {
+    /// Stubs to emit after the code: (stub, cost, target).
+    pays: Vec<(DynamicLabel, u64, DynamicLabel)>,
+}
+
+impl Edges {
+    fn dest(&mut self, ops: &mut dynasmrt::x64::Assembler, cost: u32, to: DynamicLabel) -> DynamicLabel {
+        if cost == 0 {
+            return to;
+        }
+        let pay = ops.new_dynamic_label();
+        self.pays.push((pay, u64::from(cost), to));
+        pay
+    }
+}
+
+/// A switch over `eax`: a binary search over the ascending `cases`.
+fn switch_tree(ops: &mut dynasmrt::x64::Assembler, cases: &[(u32, DynamicLabel)], default: DynamicLabel) {
+    if cases.len() <= 4 {
+        for &(v, l) in cases {
+            dynasm!(ops ; .arch x64 ; cmp eax, v as i32 ; je =>l);
+        }
+        dynasm!(ops ; .arch x64 ; jmp =>default);
+        return;
+    }
+    let mid = cases.len() / 2;
+    let (v, l) = cases[mid];
+    let above = ops.new_dynamic_label();
+    dynasm!(ops ; .arch x64 ; cmp eax, v as i32 ; je =>l ; ja =>above);
+    switch_tree(ops, &cases[..mid], default);
+    dynasm!(ops ; .arch x64 ; =>above);
+    switch_tree(ops, &cases[mid + 1..], default);
+}
+
+/// Compiles one verified segment (or code another verifier checked to the
+/// same guarantees: every reachable instruction has its depth, every
+/// target is an instruction, the stack stays within its slots, every local
+/// is written before it is read, coprocessor indices name coprocessors).
+pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, String> {
+    let n = seg.insns.len();
+    // Slots in use (one spare above the deepest), then the locals.
+    let mut max_depth = 0u32;
+    let mut locals = 0u32;
+    for (insn, d) in seg.insns.iter().zip(&seg.depth) {
+        let Some(d) = d.map(u32::from) else { continue };
+        let after = d.saturating_sub(insn.op.pops()) + insn.op.pushes();
+        max_depth = max_depth.max(d).max(after);
+        if let Operands::Local(l) = insn.operands {
+            locals = locals.max(u32::from(l) + 1);
+        }
+    }
+    let locals_base = 4 * (max_depth as i32 + 1);
+    let local = |l: u16| locals_base + 4 * i32::from(l);
+    let scratch = (max_depth + 1 + locals) as usize;
+
+    let mut ops = dynasmrt::x64::Assembler::new().map_err(|e| e.to_string())?;
+    let labels: Vec<DynamicLabel> = (0..n).map(|_| ops.new_dynamic_label()).collect();
+    let epilogue = ops.new_dynamic_label();
+    let faults: Vec<DynamicLabel> = FaultKind::ALL.iter().map(|_| ops.new_dynamic_label()).collect();
+    let fault = |k: FaultKind| faults[k as usize];
+    let mut edges = Edges { pays: Vec::new() };
+    let target = |t: i64| -> Result<usize, String> {
+        u32::try_from(t).ok().and_then(|t| seg.index_of.get(&t).copied()).ok_or_else(|| "a jump to no instruction".to_string())
+    };
+
+    let start = ops.offset();
+    dynasm!(ops ; .arch x64
+        ; push rbx ; push r12 ; push r13
+        ; mov rbx, rdi ; mov r12, rsi ; mov r13, [rbx + PKT]
+    );
+    // `.push` starts with the input port on the stack.
+    if seg.depth.first() == Some(&Some(1)) {
+        dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT] ; mov [r12], eax);
+    }
+    for (i, insn) in seg.insns.iter().enumerate() {
+        dynasm!(ops ; .arch x64 ; =>labels[i]);
+        let Some(d) = seg.depth[i].map(u32::from) else { continue };
+        // The two top slots before the instruction (`a` below `b`, `t` the top).
+        let (a, b, t) = (slot(d.wrapping_sub(2)), slot(d.wrapping_sub(1)), slot(d.wrapping_sub(1)));
+        use Opcode::*;
+        match (insn.op, &insn.operands) {
+            (Nop, _) | (Pop, _) => {}
+            (Push, Operands::Imm(v)) => dynasm!(ops ; .arch x64 ; mov DWORD [r12 + slot(d)], *v as i32),
+            (Dup, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; mov [r12 + slot(d)], eax),
+            (Over, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov [r12 + slot(d)], eax),
+            (Swap, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; mov [r12 + a], ecx ; mov [r12 + b], eax),
+            (Pick, Operands::Depth(k)) => {
+                dynasm!(ops ; .arch x64 ; mov eax, [r12 + slot(d - 1 - u32::from(*k))] ; mov [r12 + slot(d)], eax)
+            }
+            (Add, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; add eax, [r12 + b] ; mov [r12 + a], eax),
+            (Sub, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; sub eax, [r12 + b] ; mov [r12 + a], eax),
+            (Mul, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; imul eax, [r12 + b] ; mov [r12 + a], eax),
+            (And, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; and eax, [r12 + b] ; mov [r12 + a], eax),
+            (Or, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; or eax, [r12 + b] ; mov [r12 + a], eax),
+            (Xor, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; xor eax, [r12 + b] ; mov [r12 + a], eax),
+            // x86 masks a 32-bit shift count to 5 bits, as NetIL does.
+            (Shl, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shl eax, cl ; mov [r12 + a], eax),
+            (Shr, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shr eax, cl ; mov [r12 + a], eax),
+            (Sar, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; sar eax, cl ; mov [r12 + a], eax),
+            (Rotl, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; rol eax, cl ; mov [r12 + a], eax),
+            (Rotr, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; ror eax, cl ; mov [r12 + a], eax),
+            (Div | Mod, _) => {
+                dynasm!(ops ; .arch x64
+                    ; mov ecx, [r12 + b] ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero)
+                    ; mov eax, [r12 + a] ; xor edx, edx ; div ecx
+                );
+                if insn.op == Div {
+                    dynasm!(ops ; .arch x64 ; mov [r12 + a], eax);
+                } else {
+                    dynasm!(ops ; .arch x64 ; mov [r12 + a], edx);
+                }
+            }
+            (Sdiv | Smod, _) => {
+                let (normal, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                dynasm!(ops ; .arch x64
+                    ; mov ecx, [r12 + b] ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero)
+                    ; cmp ecx, -1 ; jne =>normal
+                );
+                // x / -1 = -x (wrapping: MIN stays MIN), x % -1 = 0, without idiv's trap.
+                if insn.op == Sdiv {
+                    dynasm!(ops ; .arch x64 ; neg DWORD [r12 + a] ; jmp =>done);
+                } else {
+                    dynasm!(ops ; .arch x64 ; mov DWORD [r12 + a], 0 ; jmp =>done);
+                }
+                dynasm!(ops ; .arch x64 ; =>normal ; mov eax, [r12 + a] ; cdq ; idiv ecx);
+                if insn.op == Sdiv {
+                    dynasm!(ops ; .arch x64 ; mov [r12 + a], eax);
+                } else {
+                    dynasm!(ops ; .arch x64 ; mov [r12 + a], edx);
+                }
+                dynasm!(ops ; .arch x64 ; =>done);
+            }
+            (Not, _) => dynasm!(ops ; .arch x64 ; not DWORD [r12 + t]),
+            (Neg, _) => dynasm!(ops ; .arch x64 ; neg DWORD [r12 + t]),
+            (Bswap, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; bswap eax ; mov [r12 + t], eax),
+            (Bswap16, _) => dynasm!(ops ; .arch x64 ; movzx eax, WORD [r12 + t] ; rol ax, 8 ; movzx eax, ax ; mov [r12 + t], eax),
+            (Popcnt | Clz | Ctz | Hash32, _) => {
+                let which = match insn.op {
+                    Popcnt => 0,
+                    Clz => 1,
+                    Ctz => 2,
+                    _ => 3,
+                };
+                dynasm!(ops ; .arch x64
+                    ; mov edi, which ; mov esi, [r12 + t] ; mov rax, QWORD unary as *const () as i64 ; call rax ; mov [r12 + t], eax
+                );
+            }
+            (CsumUpd, _) => {
+                let c = slot(d - 3);
+                dynasm!(ops ; .arch x64
+                    ; mov edi, [r12 + c] ; mov esi, [r12 + a] ; mov edx, [r12 + b]
+                    ; mov rax, QWORD csum_upd as *const () as i64 ; call rax ; mov [r12 + c], eax
+                );
+            }
+            (Btest, _) => {
+                dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shr eax, cl ; and eax, 1 ; mov [r12 + a], eax)
+            }
+            (Bset, _) => dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b] ; mov eax, 1 ; shl eax, cl ; or [r12 + a], eax),
+            (Bclr, _) => dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b] ; mov eax, 1 ; shl eax, cl ; not eax ; and [r12 + a], eax),
+            (op, Operands::None) if op.class() == netil::Class::Compare => {
+                let c = op.condition().ok_or("a comparison without a condition")?;
+                dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; cmp eax, [r12 + b]);
+                match c {
+                    Cond::Eq => dynasm!(ops ; .arch x64 ; sete al),
+                    Cond::Ne => dynasm!(ops ; .arch x64 ; setne al),
+                    Cond::Lt => dynasm!(ops ; .arch x64 ; setb al),
+                    Cond::Le => dynasm!(ops ; .arch x64 ; setbe al),
+                    Cond::Gt => dynasm!(ops ; .arch x64 ; seta al),
+                    Cond::Ge => dynasm!(ops ; .arch x64 ; setae al),
+                    Cond::Slt => dynasm!(ops ; .arch x64 ; setl al),
+                    Cond::Sle => dynasm!(ops ; .arch x64 ; setle al),
+                    Cond::Sgt => dynasm!(ops ; .arch x64 ; setg al),
+                    Cond::Sge => dynasm!(ops ; .arch x64 ; setge al),
+                }
+                dynasm!(ops ; .arch x64 ; movzx eax, al ; mov [r12 + a], eax);
+            }
+            (op, Operands::Target(tgt)) => {
+                let to = target(*tgt)?;
+                let dest = edges.dest(&mut ops, seg.edge_cost(i, to), labels[to]);
+                match op {
+                    Jump => dynasm!(ops ; .arch x64 ; jmp =>dest),
+                    Jz => dynasm!(ops ; .arch x64 ; cmp DWORD [r12 + t], 0 ; je =>dest),
+                    Jnz => dynasm!(ops ; .arch x64 ; cmp DWORD [r12 + t], 0 ; jne =>dest),
+                    _ => {
+                        dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; cmp eax, [r12 + b]);
+                        match op.condition().ok_or("a jump without a condition")? {
+                            Cond::Eq => dynasm!(ops ; .arch x64 ; je =>dest),
+                            Cond::Ne => dynasm!(ops ; .arch x64 ; jne =>dest),
+                            Cond::Lt => dynasm!(ops ; .arch x64 ; jb =>dest),
+                            Cond::Le => dynasm!(ops ; .arch x64 ; jbe =>dest),
+                            Cond::Gt => dynasm!(ops ; .arch x64 ; ja =>dest),
+                            Cond::Ge => dynasm!(ops ; .arch x64 ; jae =>dest),
+                            Cond::Slt => dynasm!(ops ; .arch x64 ; jl =>dest),
+                            Cond::Sle => dynasm!(ops ; .arch x64 ; jle =>dest),
+                            Cond::Sgt => dynasm!(ops ; .arch x64 ; jg =>dest),
+                            Cond::Sge => dynasm!(ops ; .arch x64 ; jge =>dest),
+                        }
+                    }
+                }
+            }
+            (Switch, Operands::Switch(table)) => {
+                let mut cases = Vec::with_capacity(table.cases.len());
+                for &(v, tgt) in &table.cases {
+                    let to = target(tgt)?;
+                    cases.push((v, edges.dest(&mut ops, seg.edge_cost(i, to), labels[to])));
+                }
+                let to = target(table.default)?;
+                let default = edges.dest(&mut ops, seg.edge_cost(i, to), labels[to]);
+                dynasm!(ops ; .arch x64 ; mov eax, [r12 + t]);
+                switch_tree(&mut ops, &cases, default);
+            }
+            (Ret, Operands::Port(p)) => dynasm!(ops ; .arch x64 ; mov eax, i32::from(*p) ; jmp =>epilogue),
+            (RetPop, _) => dynasm!(ops ; .arch x64
+                ; mov eax, [r12 + t] ; cmp eax, i32::from(shape.out_ports) ; jae =>fault(FaultKind::BadPort) ; jmp =>epilogue
+            ),
+            (Drop, _) => dynasm!(ops ; .arch x64 ; mov eax, Outcome::Drop.code() as i32 ; jmp =>epilogue),
+            (Exit, _) => dynasm!(ops ; .arch x64 ; mov eax, Outcome::Exit.code() as i32 ; jmp =>epilogue),
+            (Upload8 | Upload16 | Upload32, _) => {
+                let w = insn.op.access_width().unwrap_or(4) as i32;
+                dynasm!(ops ; .arch x64
+                    ; mov eax, [r12 + t] ; lea rcx, [rax + w] ; cmp rcx, [rbx + PKT_LEN] ; ja =>fault(FaultKind::Bounds)
+                );
+                match w {
+                    1 => dynasm!(ops ; .arch x64 ; movzx eax, BYTE [r13 + rax]),
+                    2 => dynasm!(ops ; .arch x64 ; movzx eax, WORD [r13 + rax] ; rol ax, 8 ; movzx eax, ax),
+                    _ => dynasm!(ops ; .arch x64 ; mov eax, [r13 + rax] ; bswap eax),
+                }
+                dynasm!(ops ; .arch x64 ; mov [r12 + t], eax);
+            }
+            (Iload8 | Iload16 | Iload32 | Dload8 | Dload16 | Dload32, _) => {
+                let (base, len) = if matches!(insn.op, Iload8 | Iload16 | Iload32) { (INFO, INFO_LEN) } else { (DATA, DATA_LEN) };
+                let w = insn.op.access_width().unwrap_or(4) as i32;
+                dynasm!(ops ; .arch x64
+                    ; mov eax, [r12 + t] ; lea rcx, [rax + w] ; cmp rcx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
+                    ; mov rdx, [rbx + base]
+                );
+                match w {
+                    1 => dynasm!(ops ; .arch x64 ; movzx eax, BYTE [rdx + rax]),
+                    2 => dynasm!(ops ; .arch x64 ; movzx eax, WORD [rdx + rax] ; rol ax, 8 ; movzx eax, ax),
+                    _ => dynasm!(ops ; .arch x64 ; mov eax, [rdx + rax] ; bswap eax),
+                }
+                dynasm!(ops ; .arch x64 ; mov [r12 + t], eax);
+            }
+            (Ustore8 | Ustore16 | Ustore32 | Istore8 | Istore16 | Istore32 | Dstore8 | Dstore16 | Dstore32, _) => {
+                let w = insn.op.access_width().unwrap_or(4) as i32;
+                match insn.op {
+                    Ustore8 | Ustore16 | Ustore32 => dynasm!(ops ; .arch x64
+                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + PKT_LEN] ; ja =>fault(FaultKind::Bounds)
+                        ; mov rdx, r13
+                    ),
+                    Istore8 | Istore16 | Istore32 => dynasm!(ops ; .arch x64
+                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + INFO_LEN] ; ja =>fault(FaultKind::Bounds)
+                        ; mov rdx, [rbx + INFO]
+                    ),
+                    _ => dynasm!(ops ; .arch x64
+                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + DATA_LEN] ; ja =>fault(FaultKind::Bounds)
+                        ; mov rdx, [rbx + DATA]
+                    ),
+                }
+                dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b]);
+                match w {
+                    1 => dynasm!(ops ; .arch x64 ; mov [rdx + rax], cl),
+                    2 => dynasm!(ops ; .arch x64 ; rol cx, 8 ; mov [rdx + rax], cx),
+                    _ => dynasm!(ops ; .arch x64 ; bswap ecx ; mov [rdx + rax], ecx),
+                }
+            }
+            (Pktlen, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + PKT_LEN] ; mov [r12 + slot(d)], eax),
+            (Wirelen, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + WIRE_LEN] ; mov [r12 + slot(d)], eax),
+            (Inport, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT] ; mov [r12 + slot(d)], eax),
+            (TstampS, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + TS_SEC] ; mov [r12 + slot(d)], eax),
+            (TstampNs, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + TS_NSEC] ; mov [r12 + slot(d)], eax),
+            (Locload, Operands::Local(l)) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + local(*l)] ; mov [r12 + slot(d)], eax),
+            (Locstore, Operands::Local(l)) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; mov [r12 + local(*l)], eax),
+            (Mcopy, Operands::MemPair(s, dm)) => {
+                let ((sbase, slen), (dbase, dlen)) = (mem_fields(*s), mem_fields(*dm));
+                let (dst, src, len) = (slot(d - 3), slot(d - 2), slot(d - 1));
+                dynasm!(ops ; .arch x64
+                    ; mov r8d, [r12 + len]
+                    ; mov eax, [r12 + src] ; lea rdx, [rax + r8] ; cmp rdx, [rbx + slen] ; ja =>fault(FaultKind::Bounds)
+                    ; mov ecx, [r12 + dst] ; lea rdx, [rcx + r8] ; cmp rdx, [rbx + dlen] ; ja =>fault(FaultKind::Bounds)
+                    ; mov rsi, [rbx + sbase] ; add rsi, rax ; mov rdi, [rbx + dbase] ; add rdi, rcx ; mov rdx, r8
+                    ; mov rax, QWORD move_bytes as *const () as i64 ; call rax
+                );
+            }
+            (Crc32 | Hash | Csum, Operands::Mem(m)) => {
+                let helper = match insn.op {
+                    Crc32 => netvm_rt_crc32 as *const (),
+                    Hash => netvm_rt_murmur3 as *const (),
+                    _ => netvm_rt_csum as *const (),
+                };
+                let (base, len) = mem_fields(*m);
+                dynasm!(ops ; .arch x64
+                    ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; lea rdx, [rax + rcx] ; cmp rdx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
+                    ; mov rdi, [rbx + base] ; add rdi, rax ; mov rsi, rcx
+                    ; mov rax, QWORD helper as i64 ; call rax ; mov [r12 + a], eax
+                );
+            }
+            (CoproIn, Operands::CoproReg { copro, reg }) => dynasm!(ops ; .arch x64
+                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
+                ; mov r8d, [r12 + t]
+                ; mov rax, QWORD netvm_rt_copro_in as *const () as i64 ; call rax ; test eax, eax ; jnz =>fault(FaultKind::Copro)
+            ),
+            (CoproOut, Operands::CoproReg { copro, reg }) => dynasm!(ops ; .arch x64
+                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
+                ; mov rax, QWORD netvm_rt_copro_out as *const () as i64 ; call rax
+                ; mov rcx, rax ; shr rcx, 32 ; jnz =>fault(FaultKind::Copro) ; mov [r12 + slot(d)], eax
+            ),
+            (CoproInvoke, Operands::CoproOp { copro, op }) => dynasm!(ops ; .arch x64
+                // Six arguments in registers, five on the stack (48 bytes keep rsp aligned).
+                ; sub rsp, 48
+                ; mov rax, [rbx + INFO] ; mov [rsp], rax
+                ; mov rax, [rbx + INFO_LEN] ; mov [rsp + 8], rax
+                ; mov rax, [rbx + TS_SEC] ; mov [rsp + 16], rax
+                ; mov eax, [rbx + TS_NSEC] ; mov [rsp + 24], rax
+                ; mov rax, [rbx + SEQ] ; mov [rsp + 32], rax
+                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*op)
+                ; mov r8, r13 ; mov r9, [rbx + PKT_LEN]
+                ; mov rax, QWORD netvm_rt_copro_invoke as *const () as i64 ; call rax
+                ; add rsp, 48
+                ; test eax, eax ; jnz =>fault(FaultKind::Copro)
+            ),
+            (op, _) => return Err(format!("`{}` with operands {:?}: not a verified instruction", op.mnemonic(), insn.operands)),
+        }
+    }
+    // Verified code never runs past its end; the epilogue, the stubs that
+    // pay for edges, and the exits.
+    dynasm!(ops ; .arch x64 ; =>epilogue ; pop r13 ; pop r12 ; pop rbx ; ret);
+    for (pay, cost, to) in std::mem::take(&mut edges.pays) {
+        if let Ok(c) = i32::try_from(cost) {
+            dynasm!(ops ; .arch x64 ; =>pay ; cmp QWORD [rbx + BUDGET_LEFT], c ; jb =>fault(FaultKind::Budget) ; sub QWORD [rbx + BUDGET_LEFT], c ; jmp =>to);
+        } else {
+            dynasm!(ops ; .arch x64
+                ; =>pay ; mov rax, QWORD cost as i64 ; cmp [rbx + BUDGET_LEFT], rax ; jb =>fault(FaultKind::Budget) ; sub [rbx + BUDGET_LEFT], rax ; jmp =>to
+            );
+        }
+    }
+    for k in FaultKind::ALL {
+        dynasm!(ops ; .arch x64 ; =>fault(k) ; mov eax, k.code() as i32 ; jmp =>epilogue);
+    }
+    let buf = ops.finalize().map_err(|_| "the assembler could not finish".to_string())?;
+    let size = buf.len();
+    Ok(Handler { buf, entry: start, scratch, size })
+}
