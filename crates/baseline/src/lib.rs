@@ -14,22 +14,27 @@
 //!
 //! The generated function reads the machine through the same context as
 //! the JIT's per-NetPE code ([`HandlerCtx`], in `rdi`, kept in `rbx`); the
-//! stack slots and locals live in the NetPE state's scratch memory (as the
-//! interpreter keeps them: its address in `rsi`, kept in `r12`), and the
-//! packet's base stays in `r13`; every other register is scratch. Every memory access is checked
+//! stack slots and locals live in its own stack frame (reached through
+//! `r12`; the verifier proves every slot and local written before it is
+//! read), and the packet's base stays in `r13`; every other register is
+//! scratch. Every memory access is checked
 //! against its memory's length; division by zero, a refused edge, a bad
 //! `ret.pop` port and a coprocessor error leave with the fault's code, as
 //! every engine does (docs/netil.md §2.6), and a taken backward edge pays
 //! [`netvm_verify::SegmentInfo::edge_cost`] from the budget first.
-//! Coprocessor accesses and the region instructions call the run-time
-//! helpers the JIT calls (`netvm_rt::helpers`), after the same checks;
+//! A coprocessor register in the instance's inline register file is a load
+//! or a store, and an operation with a direct entry a call to it
+//! (`netvm_vm::RegisterFile`, asked before every call as the JIT's
+//! per-NetPE code does); other coprocessor accesses and the region
+//! instructions call the run-time helpers the JIT calls
+//! (`netvm_rt::helpers`), after the same checks;
 //! `mcopy`, `popcnt`, `clz`, `ctz`, `hash32` and `csum.upd` call small
 //! helpers of this crate. Other architectures have no baseline
 //! compiler: [`compile_segment`] and the engine say so.
 
 use std::sync::Arc;
 
-use netvm_rt::HandlerCtx;
+use netvm_rt::handler::{HandlerCtx, MAX_FILES};
 use netvm_verify::Verified;
 use netvm_vm::{Engine, EngineError, Limits, Outcome, PeCode, PeState, XbView};
 
@@ -46,15 +51,17 @@ pub struct Handler {
     buf: dynasmrt::ExecutableBuffer,
     #[cfg(target_arch = "x86_64")]
     entry: dynasmrt::AssemblyOffset,
-    /// Scratch words the handler uses (stack slots, then locals).
-    scratch: usize,
+    /// Bytes of the handler's stack frame (its slots, then its locals).
+    frame: usize,
+    /// The coprocessor instances the handler uses, one bit each.
+    copros: u64,
     /// Bytes of machine code.
     pub size: usize,
 }
 
 impl std::fmt::Debug for Handler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handler").field("size", &self.size).field("scratch", &self.scratch).finish()
+        f.debug_struct("Handler").field("size", &self.size).field("frame", &self.frame).finish()
     }
 }
 
@@ -64,23 +71,31 @@ pub struct BaselineCode {
     init: Option<Handler>,
     push: Handler,
     info_size: usize,
+    /// The coprocessor instances the handlers use, one bit each: every
+    /// call passes their inline register files.
+    registers: u64,
 }
 
 impl BaselineCode {
     /// Compiles a verified module's handlers.
     pub fn compile(v: &Verified) -> Result<BaselineCode, String> {
         let shape = Shape { out_ports: v.module.out_ports };
-        Ok(BaselineCode {
-            init: v.init.as_ref().map(|s| compile_segment(s, shape)).transpose()?,
-            push: compile_segment(&v.push, shape)?,
-            info_size: v.module.info_size as usize,
-        })
+        let init = v.init.as_ref().map(|s| compile_segment(s, shape)).transpose()?;
+        let push = compile_segment(&v.push, shape)?;
+        let registers = push.copros | init.as_ref().map_or(0, |h| h.copros);
+        Ok(BaselineCode { init, push, info_size: v.module.info_size as usize, registers })
     }
 
     /// Code with only a `.push` handler (capsule code): info memory is the
     /// whole info view it is given.
     pub fn from_push(push: Handler) -> BaselineCode {
-        BaselineCode { init: None, push, info_size: usize::MAX }
+        let registers = push.copros;
+        BaselineCode { init: None, push, info_size: usize::MAX, registers }
+    }
+
+    /// The `.push` handler.
+    pub fn push_handler(&self) -> &Handler {
+        &self.push
     }
 
     /// Bytes of machine code.
@@ -89,13 +104,13 @@ impl BaselineCode {
     }
 
     fn run(&self, h: &Handler, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        let mut scratch = std::mem::take(&mut state.scratch);
-        if scratch.len() < h.scratch {
-            scratch.resize(h.scratch, 0);
-        }
-        let mut ctx = HandlerCtx::new(state, xb, in_port, self.info_size, limits.budget);
-        let code = h.call(&mut ctx, &mut scratch);
-        state.scratch = scratch;
+        let mut files = [std::mem::MaybeUninit::uninit(); MAX_FILES];
+        let mut ctx = if self.registers != 0 {
+            HandlerCtx::with_registers(state, xb, in_port, self.info_size, limits.budget, &mut files, self.registers)
+        } else {
+            HandlerCtx::new(state, xb, in_port, self.info_size, limits.budget)
+        };
+        let code = h.call(&mut ctx);
         state.budget_used += limits.budget - ctx.budget_left;
         Outcome::from_code(code)
     }
@@ -115,23 +130,28 @@ impl PeCode for BaselineCode {
 }
 
 impl Handler {
+    /// The machine code (for disassembly).
     #[cfg(target_arch = "x86_64")]
-    fn call(&self, ctx: &mut HandlerCtx, scratch: &mut [u32]) -> u32 {
-        assert!(scratch.len() >= self.scratch, "the handler's slots and locals");
-        let f: extern "sysv64" fn(*mut HandlerCtx, *mut u32) -> u32 =
+    pub fn machine_code(&self) -> &[u8] {
+        &self.buf
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn call(&self, ctx: &mut HandlerCtx) -> u32 {
+        let f: extern "sysv64" fn(*mut HandlerCtx) -> u32 =
             // SAFETY: `entry` is the start of the function `compile_segment`
             // assembled into `buf`, which lives as long as `self`; its
-            // signature is this one (the context in rdi, the slots in rsi,
-            // the outcome's code in eax: the System V convention). The
-            // context describes live memories and coprocessors
-            // (`HandlerCtx::new`), and the slots hold at least
-            // `self.scratch` words (asserted above).
+            // signature is this one (the context in rdi, the outcome's code
+            // in eax: the System V convention). The context describes live
+            // memories and coprocessors (`HandlerCtx::new`); the function
+            // touches no other memory than them and its own stack frame
+            // (probed page by page when it is large).
             unsafe { std::mem::transmute(self.buf.ptr(self.entry)) };
-        f(ctx, scratch.as_mut_ptr())
+        f(ctx)
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    fn call(&self, _ctx: &mut HandlerCtx, _scratch: &mut [u32]) -> u32 {
+    fn call(&self, _ctx: &mut HandlerCtx) -> u32 {
         unreachable!("no baseline code is compiled on this architecture")
     }
 }

@@ -3,13 +3,42 @@
 use dynasmrt::{dynasm, DynamicLabel, DynasmApi, DynasmLabelApi};
 use netil::{Cond, Mem, Opcode, Operands};
 use netvm_rt::handler::offsets::{
-    BUDGET_LEFT, COPROS, DATA, DATA_LEN, INFO, INFO_LEN, IN_PORT, NCOPROS, PKT, PKT_LEN, SEQ, TS_NSEC, TS_SEC, WIRE_LEN,
+    BUDGET_LEFT, COPROS, DATA, DATA_LEN, INFO, INFO_LEN, IN_PORT, NCOPROS, NREGS, PKT, PKT_LEN, REGS, SEQ, TS_NSEC, TS_SEC, WIRE_LEN,
 };
 use netvm_rt::helpers::{netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3};
 use netvm_verify::SegmentInfo;
-use netvm_vm::{region, FaultKind, Outcome};
+use netvm_vm::{region, DirectOp, FaultKind, Outcome, RegisterFile};
 
 use super::{Handler, Shape};
+
+/// `struct netvm_regfile`: its size and fields.
+const FILE_SIZE: i32 = std::mem::size_of::<RegisterFile>() as i32;
+const FILE_INPUT: i32 = std::mem::offset_of!(RegisterFile, input) as i32;
+const FILE_OUTPUT: i32 = std::mem::offset_of!(RegisterFile, output) as i32;
+const FILE_INPUTS: i32 = std::mem::offset_of!(RegisterFile, inputs) as i32;
+const FILE_OUTPUTS: i32 = std::mem::offset_of!(RegisterFile, outputs) as i32;
+const FILE_DIRECT: i32 = std::mem::offset_of!(RegisterFile, direct) as i32;
+const FILE_OPS: i32 = std::mem::offset_of!(RegisterFile, ops) as i32;
+/// `struct netvm_directop`: its size and fields.
+const DIRECT_SIZE: i32 = std::mem::size_of::<DirectOp>() as i32;
+const DIRECT_CALL: i32 = std::mem::offset_of!(DirectOp, call) as i32;
+const DIRECT_THIS: i32 = std::mem::offset_of!(DirectOp, this) as i32;
+
+/// Where bit `bit` of the mask at `mask` of instance `copro`'s register
+/// file is set, the pointer at `field` of that file into `rax`; jumps to
+/// `call` where it is not (or the context has no file for the instance).
+fn regfile_pointer(ops: &mut dynasmrt::x64::Assembler, copro: u8, mask: i32, bit: u8, field: i32, call: DynamicLabel) {
+    let file = FILE_SIZE * i32::from(copro);
+    dynasm!(ops ; .arch x64
+        ; cmp QWORD [rbx + NREGS], i32::from(copro) ; jbe =>call
+        ; mov rax, [rbx + REGS]
+        ; test DWORD [rax + file + mask], 1i32 << bit ; jz =>call
+        ; mov rax, [rax + file + field]
+    );
+}
+
+/// The stack's page size, for probing large frames.
+const PAGE: usize = 4096;
 
 /// Slot `d` of the operand stack, relative to `r12`.
 fn slot(d: u32) -> i32 {
@@ -102,7 +131,8 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     }
     let locals_base = 4 * (max_depth as i32 + 1);
     let local = |l: u16| locals_base + 4 * i32::from(l);
-    let scratch = (max_depth + 1 + locals) as usize;
+    // The frame: slots and locals, a multiple of 16 bytes (rsp stays aligned).
+    let frame = (4 * (max_depth + 1 + locals) as usize).next_multiple_of(16);
 
     let mut ops = dynasmrt::x64::Assembler::new().map_err(|e| e.to_string())?;
     let labels: Vec<DynamicLabel> = (0..n).map(|_| ops.new_dynamic_label()).collect();
@@ -110,6 +140,7 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     let faults: Vec<DynamicLabel> = FaultKind::ALL.iter().map(|_| ops.new_dynamic_label()).collect();
     let fault = |k: FaultKind| faults[k as usize];
     let mut edges = Edges { pays: Vec::new() };
+    let copros = seg.copros_used();
     let target = |t: i64| -> Result<usize, String> {
         u32::try_from(t).ok().and_then(|t| seg.index_of.get(&t).copied()).ok_or_else(|| "a jump to no instruction".to_string())
     };
@@ -117,8 +148,16 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     let start = ops.offset();
     dynasm!(ops ; .arch x64
         ; push rbx ; push r12 ; push r13
-        ; mov rbx, rdi ; mov r12, rsi ; mov r13, [rbx + PKT]
+        ; mov rbx, rdi ; mov r13, [rbx + PKT]
     );
+    // Allocate the frame, touching each page of a large one in order so
+    // that no access skips the stack's guard page.
+    let mut left = frame;
+    while left > PAGE {
+        dynasm!(ops ; .arch x64 ; sub rsp, PAGE as i32 ; or DWORD [rsp], 0);
+        left -= PAGE;
+    }
+    dynasm!(ops ; .arch x64 ; sub rsp, left as i32 ; mov r12, rsp);
     // `.push` starts with the input port on the stack.
     if seg.depth.first() == Some(&Some(1)) {
         dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT] ; mov [r12], eax);
@@ -346,36 +385,70 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                     ; mov rax, QWORD helper as i64 ; call rax ; mov [r12 + a], eax
                 );
             }
-            (CoproIn, Operands::CoproReg { copro, reg }) => dynasm!(ops ; .arch x64
-                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
-                ; mov r8d, [r12 + t]
-                ; mov rax, QWORD netvm_rt_copro_in as *const () as i64 ; call rax ; test eax, eax ; jnz =>fault(FaultKind::Copro)
-            ),
-            (CoproOut, Operands::CoproReg { copro, reg }) => dynasm!(ops ; .arch x64
-                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
-                ; mov rax, QWORD netvm_rt_copro_out as *const () as i64 ; call rax
-                ; mov rcx, rax ; shr rcx, 32 ; jnz =>fault(FaultKind::Copro) ; mov [r12 + slot(d)], eax
-            ),
-            (CoproInvoke, Operands::CoproOp { copro, op }) => dynasm!(ops ; .arch x64
-                // Six arguments in registers, five on the stack (48 bytes keep rsp aligned).
-                ; sub rsp, 48
-                ; mov rax, [rbx + INFO] ; mov [rsp], rax
-                ; mov rax, [rbx + INFO_LEN] ; mov [rsp + 8], rax
-                ; mov rax, [rbx + TS_SEC] ; mov [rsp + 16], rax
-                ; mov eax, [rbx + TS_NSEC] ; mov [rsp + 24], rax
-                ; mov rax, [rbx + SEQ] ; mov [rsp + 32], rax
-                ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*op)
-                ; mov r8, r13 ; mov r9, [rbx + PKT_LEN]
-                ; mov rax, QWORD netvm_rt_copro_invoke as *const () as i64 ; call rax
-                ; add rsp, 48
-                ; test eax, eax ; jnz =>fault(FaultKind::Copro)
-            ),
+            (CoproIn, Operands::CoproReg { copro, reg }) => {
+                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                if *reg < 32 {
+                    regfile_pointer(&mut ops, *copro, FILE_INPUTS, *reg, FILE_INPUT, call);
+                    dynasm!(ops ; .arch x64 ; mov ecx, [r12 + t] ; mov [rax + 4 * i32::from(*reg)], ecx ; jmp =>done);
+                }
+                dynasm!(ops ; .arch x64
+                    ; =>call
+                    ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
+                    ; mov r8d, [r12 + t]
+                    ; mov rax, QWORD netvm_rt_copro_in as *const () as i64 ; call rax ; test eax, eax ; jnz =>fault(FaultKind::Copro)
+                    ; =>done
+                );
+            }
+            (CoproOut, Operands::CoproReg { copro, reg }) => {
+                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                if *reg < 32 {
+                    regfile_pointer(&mut ops, *copro, FILE_OUTPUTS, *reg, FILE_OUTPUT, call);
+                    dynasm!(ops ; .arch x64 ; mov eax, [rax + 4 * i32::from(*reg)] ; mov [r12 + slot(d)], eax ; jmp =>done);
+                }
+                dynasm!(ops ; .arch x64
+                    ; =>call
+                    ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
+                    ; mov rax, QWORD netvm_rt_copro_out as *const () as i64 ; call rax
+                    ; mov rcx, rax ; shr rcx, 32 ; jnz =>fault(FaultKind::Copro) ; mov [r12 + slot(d)], eax
+                    ; =>done
+                );
+            }
+            (CoproInvoke, Operands::CoproOp { copro, op }) => {
+                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                if *op < 32 {
+                    // The direct entry: (instance, packet, its length, seconds, nanoseconds).
+                    let at = DIRECT_SIZE * i32::from(*op);
+                    regfile_pointer(&mut ops, *copro, FILE_OPS, *op, FILE_DIRECT, call);
+                    dynasm!(ops ; .arch x64
+                        ; mov rdi, [rax + at + DIRECT_THIS] ; mov rsi, r13 ; mov rdx, [rbx + PKT_LEN]
+                        ; mov rcx, [rbx + TS_SEC] ; mov r8d, [rbx + TS_NSEC]
+                        ; call QWORD [rax + at + DIRECT_CALL]
+                        ; test eax, eax ; jnz =>fault(FaultKind::Copro) ; jmp =>done
+                    );
+                }
+                dynasm!(ops ; .arch x64
+                    ; =>call
+                    // Six arguments in registers, five on the stack (48 bytes keep rsp aligned).
+                    ; sub rsp, 48
+                    ; mov rax, [rbx + INFO] ; mov [rsp], rax
+                    ; mov rax, [rbx + INFO_LEN] ; mov [rsp + 8], rax
+                    ; mov rax, [rbx + TS_SEC] ; mov [rsp + 16], rax
+                    ; mov eax, [rbx + TS_NSEC] ; mov [rsp + 24], rax
+                    ; mov rax, [rbx + SEQ] ; mov [rsp + 32], rax
+                    ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*op)
+                    ; mov r8, r13 ; mov r9, [rbx + PKT_LEN]
+                    ; mov rax, QWORD netvm_rt_copro_invoke as *const () as i64 ; call rax
+                    ; add rsp, 48
+                    ; test eax, eax ; jnz =>fault(FaultKind::Copro)
+                    ; =>done
+                );
+            }
             (op, _) => return Err(format!("`{}` with operands {:?}: not a verified instruction", op.mnemonic(), insn.operands)),
         }
     }
     // Verified code never runs past its end; the epilogue, the stubs that
     // pay for edges, and the exits.
-    dynasm!(ops ; .arch x64 ; =>epilogue ; pop r13 ; pop r12 ; pop rbx ; ret);
+    dynasm!(ops ; .arch x64 ; =>epilogue ; lea rsp, [r12 + frame as i32] ; pop r13 ; pop r12 ; pop rbx ; ret);
     for (pay, cost, to) in std::mem::take(&mut edges.pays) {
         if let Ok(c) = i32::try_from(cost) {
             dynasm!(ops ; .arch x64 ; =>pay ; cmp QWORD [rbx + BUDGET_LEFT], c ; jb =>fault(FaultKind::Budget) ; sub QWORD [rbx + BUDGET_LEFT], c ; jmp =>to);
@@ -390,5 +463,5 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     }
     let buf = ops.finalize().map_err(|_| "the assembler could not finish".to_string())?;
     let size = buf.len();
-    Ok(Handler { buf, entry: start, scratch, size })
+    Ok(Handler { buf, entry: start, frame, copros, size })
 }

@@ -41,9 +41,9 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::FunctionBuilder;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module as _};
-use netil::{Opcode, SegmentKind};
+use netil::SegmentKind;
 use netvm_verify::Verified;
-use netvm_vm::{Limits, Outcome, PeCode, PeState, RegisterFile, XbView};
+use netvm_vm::{Limits, Outcome, PeCode, PeState, XbView};
 
 pub use context::HandlerCtx;
 
@@ -307,9 +307,9 @@ pub struct JitCode {
     init: Option<HandlerFn>,
     push: HandlerFn,
     info_size: usize,
-    /// Whether the module has `copro.in` or `copro.out`: calls then pass
-    /// the instances' register files.
-    registers: bool,
+    /// The instances the module's coprocessor instructions use (one bit
+    /// each): calls pass their register files.
+    registers: u64,
     /// Cranelift IR of each compiled segment after optimisation, for `--emit clif`.
     clif: Vec<(SegmentKind, String)>,
     /// Machine code of each compiled segment as text, for `--emit asm`.
@@ -400,7 +400,7 @@ impl JitCode {
             init,
             push: push.expect("a verified module has a .push segment"),
             info_size: v.module.info_size as usize,
-            registers: segs.iter().any(|s| s.insns.iter().any(|i| matches!(i.op, Opcode::CoproIn | Opcode::CoproOut))),
+            registers: segs.iter().fold(0, |m, s| m | s.copros_used()),
             clif,
             asm,
             code_size,
@@ -427,21 +427,12 @@ impl JitCode {
     }
 
     fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        /// Instances up to which a call passes their register files.
-        const MAX_FILES: usize = 8;
-        let mut files = [RegisterFile::NONE; MAX_FILES];
-        let n = state.copros.len();
-        let inline = self.registers && n <= MAX_FILES;
-        if inline {
-            for (f, c) in files.iter_mut().zip(state.copros.iter_mut()) {
-                *f = c.registers();
-            }
-        }
-        let mut ctx = HandlerCtx::new(state, xb, in_port, self.info_size, limits.budget);
-        if inline {
-            ctx.regs = files.as_ptr();
-            ctx.nregs = n as u64;
-        }
+        let mut files = [std::mem::MaybeUninit::uninit(); netvm_rt::handler::MAX_FILES];
+        let mut ctx = if self.registers != 0 {
+            HandlerCtx::with_registers(state, xb, in_port, self.info_size, limits.budget, &mut files, self.registers)
+        } else {
+            HandlerCtx::new(state, xb, in_port, self.info_size, limits.budget)
+        };
         // SAFETY: `ctx` points into `state` and `xb`, which are exclusively
         // borrowed for the whole call, so the raw pointers in it stay valid
         // and unaliased; the compiled code only accesses memory inside the

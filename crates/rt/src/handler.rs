@@ -2,7 +2,7 @@
 //! a single NetPE and the baseline compiler's code read of the machine,
 //! at fixed offsets, and write back (the budget left).
 
-use std::mem::offset_of;
+use std::mem::{offset_of, MaybeUninit};
 
 use netvm_vm::{Coprocessor, PeState, RegisterFile, XbView};
 
@@ -92,6 +92,7 @@ pub mod offsets {
 
 impl HandlerCtx {
     /// The context of one call on `state` and `xb`.
+    #[inline]
     pub fn new(state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, info_size: usize, budget: u64) -> HandlerCtx {
         let info_len = info_size.min(xb.info.len());
         HandlerCtx {
@@ -113,5 +114,43 @@ impl HandlerCtx {
             seq: xb.seq,
             budget_left: budget,
         }
+    }
+}
+
+/// Instances up to which a handler's context passes their inline register
+/// files ([`HandlerCtx::with_registers`]).
+pub const MAX_FILES: usize = 8;
+
+impl HandlerCtx {
+    /// [`HandlerCtx::new`] with the inline register files
+    /// ([`Coprocessor::registers`], asked now) of the instances whose bit
+    /// is set in `used` (the others' are [`RegisterFile::NONE`]), kept in
+    /// `files`, when the NetPE has at most [`MAX_FILES`] instances; more,
+    /// and every register access and operation goes through a call. Only
+    /// the instances' files are written: nothing is spent on the rest.
+    #[inline]
+    pub fn with_registers(
+        state: &mut PeState,
+        xb: &mut XbView<'_>,
+        in_port: u16,
+        info_size: usize,
+        budget: u64,
+        files: &mut [MaybeUninit<RegisterFile>; MAX_FILES],
+        used: u64,
+    ) -> HandlerCtx {
+        let n = state.copros.len();
+        let inline = n <= MAX_FILES && used != 0;
+        if inline {
+            for (i, (f, c)) in files.iter_mut().zip(state.copros.iter_mut()).enumerate() {
+                f.write(if used & (1 << i) != 0 { c.registers() } else { RegisterFile::NONE });
+            }
+        }
+        let mut ctx = HandlerCtx::new(state, xb, in_port, info_size, budget);
+        if inline {
+            // The first `n` files are written above; compiled code reads no other.
+            ctx.regs = files.as_ptr().cast::<RegisterFile>();
+            ctx.nregs = n as u64;
+        }
+        ctx
     }
 }

@@ -192,6 +192,16 @@ impl SegmentInfo {
                 }
         })
     }
+
+    /// The coprocessor instances reachable instructions use (`copro.in`,
+    /// `copro.out`, `copro.invoke`), one bit per index below 64: compiled
+    /// code asks only these for their inline register files.
+    pub fn copros_used(&self) -> u64 {
+        self.insns.iter().enumerate().filter(|(i, _)| self.is_reachable(*i)).fold(0, |m, (_, insn)| match insn.operands {
+            netil::Operands::CoproReg { copro, .. } | netil::Operands::CoproOp { copro, .. } if copro < 64 => m | 1 << copro,
+            _ => m,
+        })
+    }
 }
 
 /// Verifies a module. See the [crate documentation](crate) for the

@@ -1,7 +1,7 @@
 //! `capsbench`: what capsules cost on a netvm node (issue 18's benchmarks).
 //!
 //! ```text
-//! capsbench [--reps R] [--iters N]
+//! capsbench [--reps R] [--iters N] [--capsule NAME]
 //! ```
 //!
 //! Prints one JSON object per line:
@@ -150,7 +150,8 @@ fn main() {
     let reps: usize = arg(&args, "--reps", 7);
     let iters: u64 = arg(&args, "--iters", 200_000);
     let costs = CostModel::default();
-    for (name, built, scratch) in capsules() {
+    let only: String = arg(&args, "--capsule", String::new());
+    for (name, built, scratch) in capsules().into_iter().filter(|c| only.is_empty() || c.0 == only) {
         let mut h = built.header;
         h.hops = 255;
         let frame = ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 4000, CAPSULE_PORT, 64, &built.encode(&h, &scratch, b""));
