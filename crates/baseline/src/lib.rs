@@ -13,11 +13,13 @@
 //! and applications that should start at once.
 //!
 //! The generated function reads the machine through the same context as
-//! the JIT's per-NetPE code ([`HandlerCtx`], in `rdi`, kept in `rbx`); the
-//! stack slots and locals live in its own stack frame (reached through
-//! `r12`; the verifier proves every slot and local written before it is
-//! read), and the packet's base stays in `r13`; every other register is
-//! scratch. Every memory access is checked
+//! the JIT's per-NetPE code ([`HandlerCtx`], in `rdi`, kept in `rbx`). The
+//! four lowest stack slots are the callee-saved registers r13d, r14d, r15d
+//! and ebp (the seed's mapping of fixed stack depths to registers); the
+//! slots above them and the locals live in the function's own stack frame,
+//! reached through `r12` (the verifier proves every slot and local written
+//! before it is read); `eax`, `ecx`, `edx` and the argument registers are
+//! the templates' scratch. Every memory access is checked
 //! against its memory's length; division by zero, a refused edge, a bad
 //! `ret.pop` port and a coprocessor error leave with the fault's code, as
 //! every engine does (docs/netil.md §2.6), and a taken backward edge pays

@@ -40,9 +40,53 @@ fn regfile_pointer(ops: &mut dynasmrt::x64::Assembler, copro: u8, mask: i32, bit
 /// The stack's page size, for probing large frames.
 const PAGE: usize = 4096;
 
-/// Slot `d` of the operand stack, relative to `r12`.
+/// The registers that hold the lowest stack slots: slot `d` is
+/// `SLOT_REGS[d]` (r13d, r14d, r15d, ebp: callee-saved, so helper calls
+/// keep them), the slots above live in the frame. The SNAP JIT paper's §IV
+/// maps the stack onto registers the same way, by fixed depth.
+const SLOT_REGS: [u8; 4] = [13, 14, 15, 5];
+
+/// Scratch registers of the templates, by number.
+const EAX: u8 = 0;
+const ECX: u8 = 1;
+const EDX: u8 = 2;
+const ESI: u8 = 6;
+const EDI: u8 = 7;
+const R8D: u8 = 8;
+
+/// Slot `d` in the frame, relative to `r12` (for `d` past the registers).
 fn slot(d: u32) -> i32 {
     4 * d as i32
+}
+
+/// Loads slot `d` into register `dst`.
+// dynasm's dynamic registers convert their `u8` number with `.into()`.
+#[allow(clippy::useless_conversion)]
+fn get(ops: &mut dynasmrt::x64::Assembler, dst: u8, d: u32) {
+    match SLOT_REGS.get(d as usize) {
+        Some(&r) => dynasm!(ops ; .arch x64 ; mov Rd(dst), Rd(r)),
+        None => dynasm!(ops ; .arch x64 ; mov Rd(dst), [r12 + slot(d)]),
+    }
+}
+
+/// Stores register `src` into slot `d`.
+// dynasm's dynamic registers convert their `u8` number with `.into()`.
+#[allow(clippy::useless_conversion)]
+fn put(ops: &mut dynasmrt::x64::Assembler, d: u32, src: u8) {
+    match SLOT_REGS.get(d as usize) {
+        Some(&r) => dynasm!(ops ; .arch x64 ; mov Rd(r), Rd(src)),
+        None => dynasm!(ops ; .arch x64 ; mov [r12 + slot(d)], Rd(src)),
+    }
+}
+
+/// Stores `v` into slot `d`.
+// dynasm's dynamic registers convert their `u8` number with `.into()`.
+#[allow(clippy::useless_conversion)]
+fn put_imm(ops: &mut dynasmrt::x64::Assembler, d: u32, v: i32) {
+    match SLOT_REGS.get(d as usize) {
+        Some(&r) => dynasm!(ops ; .arch x64 ; mov Rd(r), v),
+        None => dynasm!(ops ; .arch x64 ; mov DWORD [r12 + slot(d)], v),
+    }
 }
 
 /// The context's fields for a memory's base and length.
@@ -131,8 +175,9 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     }
     let locals_base = 4 * (max_depth as i32 + 1);
     let local = |l: u16| locals_base + 4 * i32::from(l);
-    // The frame: slots and locals, a multiple of 16 bytes (rsp stays aligned).
-    let frame = (4 * (max_depth + 1 + locals) as usize).next_multiple_of(16);
+    // The frame: slots and locals; six pushes leave rsp 8 bytes off a
+    // multiple of 16, and the frame restores the alignment calls need.
+    let frame = (4 * (max_depth + 1 + locals) as usize).next_multiple_of(16) + 8;
 
     let mut ops = dynasmrt::x64::Assembler::new().map_err(|e| e.to_string())?;
     let labels: Vec<DynamicLabel> = (0..n).map(|_| ops.new_dynamic_label()).collect();
@@ -147,8 +192,8 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
 
     let start = ops.offset();
     dynasm!(ops ; .arch x64
-        ; push rbx ; push r12 ; push r13
-        ; mov rbx, rdi ; mov r13, [rbx + PKT]
+        ; push rbx ; push r12 ; push r13 ; push r14 ; push r15 ; push rbp
+        ; mov rbx, rdi
     );
     // Allocate the frame, touching each page of a large one in order so
     // that no access skips the stack's guard page.
@@ -160,70 +205,100 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     dynasm!(ops ; .arch x64 ; sub rsp, left as i32 ; mov r12, rsp);
     // `.push` starts with the input port on the stack.
     if seg.depth.first() == Some(&Some(1)) {
-        dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT] ; mov [r12], eax);
+        dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT]);
+        put(&mut ops, 0, EAX);
     }
     for (i, insn) in seg.insns.iter().enumerate() {
         dynasm!(ops ; .arch x64 ; =>labels[i]);
         let Some(d) = seg.depth[i].map(u32::from) else { continue };
         // The two top slots before the instruction (`a` below `b`, `t` the top).
-        let (a, b, t) = (slot(d.wrapping_sub(2)), slot(d.wrapping_sub(1)), slot(d.wrapping_sub(1)));
+        let (a, b, t) = (d.wrapping_sub(2), d.wrapping_sub(1), d.wrapping_sub(1));
+        let o = &mut ops;
         use Opcode::*;
         match (insn.op, &insn.operands) {
             (Nop, _) | (Pop, _) => {}
-            (Push, Operands::Imm(v)) => dynasm!(ops ; .arch x64 ; mov DWORD [r12 + slot(d)], *v as i32),
-            (Dup, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; mov [r12 + slot(d)], eax),
-            (Over, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov [r12 + slot(d)], eax),
-            (Swap, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; mov [r12 + a], ecx ; mov [r12 + b], eax),
-            (Pick, Operands::Depth(k)) => {
-                dynasm!(ops ; .arch x64 ; mov eax, [r12 + slot(d - 1 - u32::from(*k))] ; mov [r12 + slot(d)], eax)
+            (Push, Operands::Imm(v)) => put_imm(o, d, *v as i32),
+            (Dup, _) | (Over, _) | (Pick, _) => {
+                let from = match insn.operands {
+                    Operands::Depth(k) => d - 1 - u32::from(k),
+                    _ if insn.op == Dup => t,
+                    _ => a,
+                };
+                get(o, EAX, from);
+                put(o, d, EAX);
             }
-            (Add, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; add eax, [r12 + b] ; mov [r12 + a], eax),
-            (Sub, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; sub eax, [r12 + b] ; mov [r12 + a], eax),
-            (Mul, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; imul eax, [r12 + b] ; mov [r12 + a], eax),
-            (And, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; and eax, [r12 + b] ; mov [r12 + a], eax),
-            (Or, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; or eax, [r12 + b] ; mov [r12 + a], eax),
-            (Xor, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; xor eax, [r12 + b] ; mov [r12 + a], eax),
-            // x86 masks a 32-bit shift count to 5 bits, as NetIL does.
-            (Shl, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shl eax, cl ; mov [r12 + a], eax),
-            (Shr, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shr eax, cl ; mov [r12 + a], eax),
-            (Sar, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; sar eax, cl ; mov [r12 + a], eax),
-            (Rotl, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; rol eax, cl ; mov [r12 + a], eax),
-            (Rotr, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; ror eax, cl ; mov [r12 + a], eax),
-            (Div | Mod, _) => {
-                dynasm!(ops ; .arch x64
-                    ; mov ecx, [r12 + b] ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero)
-                    ; mov eax, [r12 + a] ; xor edx, edx ; div ecx
-                );
-                if insn.op == Div {
-                    dynasm!(ops ; .arch x64 ; mov [r12 + a], eax);
-                } else {
-                    dynasm!(ops ; .arch x64 ; mov [r12 + a], edx);
+            (Swap, _) => {
+                get(o, EAX, a);
+                get(o, ECX, b);
+                put(o, a, ECX);
+                put(o, b, EAX);
+            }
+            (Add | Sub | Mul | And | Or | Xor | Shl | Shr | Sar | Rotl | Rotr | Btest, _) => {
+                get(o, EAX, a);
+                get(o, ECX, b);
+                // x86 masks a 32-bit shift count to 5 bits, as NetIL does.
+                match insn.op {
+                    Add => dynasm!(o ; .arch x64 ; add eax, ecx),
+                    Sub => dynasm!(o ; .arch x64 ; sub eax, ecx),
+                    Mul => dynasm!(o ; .arch x64 ; imul eax, ecx),
+                    And => dynasm!(o ; .arch x64 ; and eax, ecx),
+                    Or => dynasm!(o ; .arch x64 ; or eax, ecx),
+                    Xor => dynasm!(o ; .arch x64 ; xor eax, ecx),
+                    Shl => dynasm!(o ; .arch x64 ; shl eax, cl),
+                    Shr => dynasm!(o ; .arch x64 ; shr eax, cl),
+                    Sar => dynasm!(o ; .arch x64 ; sar eax, cl),
+                    Rotl => dynasm!(o ; .arch x64 ; rol eax, cl),
+                    Rotr => dynasm!(o ; .arch x64 ; ror eax, cl),
+                    _ => dynasm!(o ; .arch x64 ; shr eax, cl ; and eax, 1),
                 }
+                put(o, a, EAX);
+            }
+            (Bset | Bclr, _) => {
+                get(o, ECX, b);
+                dynasm!(o ; .arch x64 ; mov edx, 1 ; shl edx, cl);
+                get(o, EAX, a);
+                if insn.op == Bset {
+                    dynasm!(o ; .arch x64 ; or eax, edx);
+                } else {
+                    dynasm!(o ; .arch x64 ; not edx ; and eax, edx);
+                }
+                put(o, a, EAX);
+            }
+            (Div | Mod, _) => {
+                get(o, ECX, b);
+                dynasm!(o ; .arch x64 ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero));
+                get(o, EAX, a);
+                dynasm!(o ; .arch x64 ; xor edx, edx ; div ecx);
+                put(o, a, if insn.op == Div { EAX } else { EDX });
             }
             (Sdiv | Smod, _) => {
-                let (normal, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
-                dynasm!(ops ; .arch x64
-                    ; mov ecx, [r12 + b] ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero)
-                    ; cmp ecx, -1 ; jne =>normal
-                );
+                let (normal, done) = (o.new_dynamic_label(), o.new_dynamic_label());
+                get(o, ECX, b);
+                dynasm!(o ; .arch x64 ; test ecx, ecx ; jz =>fault(FaultKind::DivByZero) ; cmp ecx, -1 ; jne =>normal);
                 // x / -1 = -x (wrapping: MIN stays MIN), x % -1 = 0, without idiv's trap.
                 if insn.op == Sdiv {
-                    dynasm!(ops ; .arch x64 ; neg DWORD [r12 + a] ; jmp =>done);
+                    get(o, EAX, a);
+                    dynasm!(o ; .arch x64 ; neg eax);
+                    put(o, a, EAX);
                 } else {
-                    dynasm!(ops ; .arch x64 ; mov DWORD [r12 + a], 0 ; jmp =>done);
+                    put_imm(o, a, 0);
                 }
-                dynasm!(ops ; .arch x64 ; =>normal ; mov eax, [r12 + a] ; cdq ; idiv ecx);
-                if insn.op == Sdiv {
-                    dynasm!(ops ; .arch x64 ; mov [r12 + a], eax);
-                } else {
-                    dynasm!(ops ; .arch x64 ; mov [r12 + a], edx);
-                }
-                dynasm!(ops ; .arch x64 ; =>done);
+                dynasm!(o ; .arch x64 ; jmp =>done ; =>normal);
+                get(o, EAX, a);
+                dynasm!(o ; .arch x64 ; cdq ; idiv ecx);
+                put(o, a, if insn.op == Sdiv { EAX } else { EDX });
+                dynasm!(o ; .arch x64 ; =>done);
             }
-            (Not, _) => dynasm!(ops ; .arch x64 ; not DWORD [r12 + t]),
-            (Neg, _) => dynasm!(ops ; .arch x64 ; neg DWORD [r12 + t]),
-            (Bswap, _) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; bswap eax ; mov [r12 + t], eax),
-            (Bswap16, _) => dynasm!(ops ; .arch x64 ; movzx eax, WORD [r12 + t] ; rol ax, 8 ; movzx eax, ax ; mov [r12 + t], eax),
+            (Not | Neg | Bswap | Bswap16, _) => {
+                get(o, EAX, t);
+                match insn.op {
+                    Not => dynasm!(o ; .arch x64 ; not eax),
+                    Neg => dynasm!(o ; .arch x64 ; neg eax),
+                    Bswap => dynasm!(o ; .arch x64 ; bswap eax),
+                    _ => dynasm!(o ; .arch x64 ; rol ax, 8 ; movzx eax, ax),
+                }
+                put(o, t, EAX);
+            }
             (Popcnt | Clz | Ctz | Hash32, _) => {
                 let which = match insn.op {
                     Popcnt => 0,
@@ -231,59 +306,66 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                     Ctz => 2,
                     _ => 3,
                 };
-                dynasm!(ops ; .arch x64
-                    ; mov edi, which ; mov esi, [r12 + t] ; mov rax, QWORD unary as *const () as i64 ; call rax ; mov [r12 + t], eax
-                );
+                get(o, ESI, t);
+                dynasm!(o ; .arch x64 ; mov edi, which ; mov rax, QWORD unary as *const () as i64 ; call rax);
+                put(o, t, EAX);
             }
             (CsumUpd, _) => {
-                let c = slot(d - 3);
-                dynasm!(ops ; .arch x64
-                    ; mov edi, [r12 + c] ; mov esi, [r12 + a] ; mov edx, [r12 + b]
-                    ; mov rax, QWORD csum_upd as *const () as i64 ; call rax ; mov [r12 + c], eax
-                );
+                let c = d - 3;
+                get(o, EDI, c);
+                get(o, ESI, a);
+                get(o, EDX, b);
+                dynasm!(o ; .arch x64 ; mov rax, QWORD csum_upd as *const () as i64 ; call rax);
+                put(o, c, EAX);
             }
-            (Btest, _) => {
-                dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; shr eax, cl ; and eax, 1 ; mov [r12 + a], eax)
-            }
-            (Bset, _) => dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b] ; mov eax, 1 ; shl eax, cl ; or [r12 + a], eax),
-            (Bclr, _) => dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b] ; mov eax, 1 ; shl eax, cl ; not eax ; and [r12 + a], eax),
             (op, Operands::None) if op.class() == netil::Class::Compare => {
                 let c = op.condition().ok_or("a comparison without a condition")?;
-                dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; cmp eax, [r12 + b]);
+                get(o, EAX, a);
+                get(o, ECX, b);
+                dynasm!(o ; .arch x64 ; cmp eax, ecx);
                 match c {
-                    Cond::Eq => dynasm!(ops ; .arch x64 ; sete al),
-                    Cond::Ne => dynasm!(ops ; .arch x64 ; setne al),
-                    Cond::Lt => dynasm!(ops ; .arch x64 ; setb al),
-                    Cond::Le => dynasm!(ops ; .arch x64 ; setbe al),
-                    Cond::Gt => dynasm!(ops ; .arch x64 ; seta al),
-                    Cond::Ge => dynasm!(ops ; .arch x64 ; setae al),
-                    Cond::Slt => dynasm!(ops ; .arch x64 ; setl al),
-                    Cond::Sle => dynasm!(ops ; .arch x64 ; setle al),
-                    Cond::Sgt => dynasm!(ops ; .arch x64 ; setg al),
-                    Cond::Sge => dynasm!(ops ; .arch x64 ; setge al),
+                    Cond::Eq => dynasm!(o ; .arch x64 ; sete al),
+                    Cond::Ne => dynasm!(o ; .arch x64 ; setne al),
+                    Cond::Lt => dynasm!(o ; .arch x64 ; setb al),
+                    Cond::Le => dynasm!(o ; .arch x64 ; setbe al),
+                    Cond::Gt => dynasm!(o ; .arch x64 ; seta al),
+                    Cond::Ge => dynasm!(o ; .arch x64 ; setae al),
+                    Cond::Slt => dynasm!(o ; .arch x64 ; setl al),
+                    Cond::Sle => dynasm!(o ; .arch x64 ; setle al),
+                    Cond::Sgt => dynasm!(o ; .arch x64 ; setg al),
+                    Cond::Sge => dynasm!(o ; .arch x64 ; setge al),
                 }
-                dynasm!(ops ; .arch x64 ; movzx eax, al ; mov [r12 + a], eax);
+                dynasm!(o ; .arch x64 ; movzx eax, al);
+                put(o, a, EAX);
             }
             (op, Operands::Target(tgt)) => {
                 let to = target(*tgt)?;
-                let dest = edges.dest(&mut ops, seg.edge_cost(i, to), labels[to]);
+                let dest = edges.dest(o, seg.edge_cost(i, to), labels[to]);
                 match op {
-                    Jump => dynasm!(ops ; .arch x64 ; jmp =>dest),
-                    Jz => dynasm!(ops ; .arch x64 ; cmp DWORD [r12 + t], 0 ; je =>dest),
-                    Jnz => dynasm!(ops ; .arch x64 ; cmp DWORD [r12 + t], 0 ; jne =>dest),
+                    Jump => dynasm!(o ; .arch x64 ; jmp =>dest),
+                    Jz | Jnz => {
+                        get(o, EAX, t);
+                        if op == Jz {
+                            dynasm!(o ; .arch x64 ; test eax, eax ; je =>dest);
+                        } else {
+                            dynasm!(o ; .arch x64 ; test eax, eax ; jne =>dest);
+                        }
+                    }
                     _ => {
-                        dynasm!(ops ; .arch x64 ; mov eax, [r12 + a] ; cmp eax, [r12 + b]);
+                        get(o, EAX, a);
+                        get(o, ECX, b);
+                        dynasm!(o ; .arch x64 ; cmp eax, ecx);
                         match op.condition().ok_or("a jump without a condition")? {
-                            Cond::Eq => dynasm!(ops ; .arch x64 ; je =>dest),
-                            Cond::Ne => dynasm!(ops ; .arch x64 ; jne =>dest),
-                            Cond::Lt => dynasm!(ops ; .arch x64 ; jb =>dest),
-                            Cond::Le => dynasm!(ops ; .arch x64 ; jbe =>dest),
-                            Cond::Gt => dynasm!(ops ; .arch x64 ; ja =>dest),
-                            Cond::Ge => dynasm!(ops ; .arch x64 ; jae =>dest),
-                            Cond::Slt => dynasm!(ops ; .arch x64 ; jl =>dest),
-                            Cond::Sle => dynasm!(ops ; .arch x64 ; jle =>dest),
-                            Cond::Sgt => dynasm!(ops ; .arch x64 ; jg =>dest),
-                            Cond::Sge => dynasm!(ops ; .arch x64 ; jge =>dest),
+                            Cond::Eq => dynasm!(o ; .arch x64 ; je =>dest),
+                            Cond::Ne => dynasm!(o ; .arch x64 ; jne =>dest),
+                            Cond::Lt => dynasm!(o ; .arch x64 ; jb =>dest),
+                            Cond::Le => dynasm!(o ; .arch x64 ; jbe =>dest),
+                            Cond::Gt => dynasm!(o ; .arch x64 ; ja =>dest),
+                            Cond::Ge => dynasm!(o ; .arch x64 ; jae =>dest),
+                            Cond::Slt => dynasm!(o ; .arch x64 ; jl =>dest),
+                            Cond::Sle => dynasm!(o ; .arch x64 ; jle =>dest),
+                            Cond::Sgt => dynasm!(o ; .arch x64 ; jg =>dest),
+                            Cond::Sge => dynasm!(o ; .arch x64 ; jge =>dest),
                         }
                     }
                 }
@@ -292,82 +374,77 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                 let mut cases = Vec::with_capacity(table.cases.len());
                 for &(v, tgt) in &table.cases {
                     let to = target(tgt)?;
-                    cases.push((v, edges.dest(&mut ops, seg.edge_cost(i, to), labels[to])));
+                    cases.push((v, edges.dest(o, seg.edge_cost(i, to), labels[to])));
                 }
                 let to = target(table.default)?;
-                let default = edges.dest(&mut ops, seg.edge_cost(i, to), labels[to]);
-                dynasm!(ops ; .arch x64 ; mov eax, [r12 + t]);
-                switch_tree(&mut ops, &cases, default);
+                let default = edges.dest(o, seg.edge_cost(i, to), labels[to]);
+                get(o, EAX, t);
+                switch_tree(o, &cases, default);
             }
-            (Ret, Operands::Port(p)) => dynasm!(ops ; .arch x64 ; mov eax, i32::from(*p) ; jmp =>epilogue),
-            (RetPop, _) => dynasm!(ops ; .arch x64
-                ; mov eax, [r12 + t] ; cmp eax, i32::from(shape.out_ports) ; jae =>fault(FaultKind::BadPort) ; jmp =>epilogue
-            ),
-            (Drop, _) => dynasm!(ops ; .arch x64 ; mov eax, Outcome::Drop.code() as i32 ; jmp =>epilogue),
-            (Exit, _) => dynasm!(ops ; .arch x64 ; mov eax, Outcome::Exit.code() as i32 ; jmp =>epilogue),
-            (Upload8 | Upload16 | Upload32, _) => {
-                let w = insn.op.access_width().unwrap_or(4) as i32;
-                dynasm!(ops ; .arch x64
-                    ; mov eax, [r12 + t] ; lea rcx, [rax + w] ; cmp rcx, [rbx + PKT_LEN] ; ja =>fault(FaultKind::Bounds)
-                );
-                match w {
-                    1 => dynasm!(ops ; .arch x64 ; movzx eax, BYTE [r13 + rax]),
-                    2 => dynasm!(ops ; .arch x64 ; movzx eax, WORD [r13 + rax] ; rol ax, 8 ; movzx eax, ax),
-                    _ => dynasm!(ops ; .arch x64 ; mov eax, [r13 + rax] ; bswap eax),
-                }
-                dynasm!(ops ; .arch x64 ; mov [r12 + t], eax);
+            (Ret, Operands::Port(p)) => dynasm!(o ; .arch x64 ; mov eax, i32::from(*p) ; jmp =>epilogue),
+            (RetPop, _) => {
+                get(o, EAX, t);
+                dynasm!(o ; .arch x64 ; cmp eax, i32::from(shape.out_ports) ; jae =>fault(FaultKind::BadPort) ; jmp =>epilogue);
             }
-            (Iload8 | Iload16 | Iload32 | Dload8 | Dload16 | Dload32, _) => {
-                let (base, len) = if matches!(insn.op, Iload8 | Iload16 | Iload32) { (INFO, INFO_LEN) } else { (DATA, DATA_LEN) };
+            (Drop, _) => dynasm!(o ; .arch x64 ; mov eax, Outcome::Drop.code() as i32 ; jmp =>epilogue),
+            (Exit, _) => dynasm!(o ; .arch x64 ; mov eax, Outcome::Exit.code() as i32 ; jmp =>epilogue),
+            (Upload8 | Upload16 | Upload32 | Iload8 | Iload16 | Iload32 | Dload8 | Dload16 | Dload32, _) => {
+                let (base, len) = mem_fields(insn.op.access_memory().ok_or("a load without a memory")?);
                 let w = insn.op.access_width().unwrap_or(4) as i32;
-                dynasm!(ops ; .arch x64
-                    ; mov eax, [r12 + t] ; lea rcx, [rax + w] ; cmp rcx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
+                get(o, EAX, t);
+                dynasm!(o ; .arch x64
+                    ; lea rcx, [rax + w] ; cmp rcx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
                     ; mov rdx, [rbx + base]
                 );
                 match w {
-                    1 => dynasm!(ops ; .arch x64 ; movzx eax, BYTE [rdx + rax]),
-                    2 => dynasm!(ops ; .arch x64 ; movzx eax, WORD [rdx + rax] ; rol ax, 8 ; movzx eax, ax),
-                    _ => dynasm!(ops ; .arch x64 ; mov eax, [rdx + rax] ; bswap eax),
+                    1 => dynasm!(o ; .arch x64 ; movzx eax, BYTE [rdx + rax]),
+                    2 => dynasm!(o ; .arch x64 ; movzx eax, WORD [rdx + rax] ; rol ax, 8 ; movzx eax, ax),
+                    _ => dynasm!(o ; .arch x64 ; mov eax, [rdx + rax] ; bswap eax),
                 }
-                dynasm!(ops ; .arch x64 ; mov [r12 + t], eax);
+                put(o, t, EAX);
             }
             (Ustore8 | Ustore16 | Ustore32 | Istore8 | Istore16 | Istore32 | Dstore8 | Dstore16 | Dstore32, _) => {
+                let (base, len) = mem_fields(insn.op.access_memory().ok_or("a store without a memory")?);
                 let w = insn.op.access_width().unwrap_or(4) as i32;
-                match insn.op {
-                    Ustore8 | Ustore16 | Ustore32 => dynasm!(ops ; .arch x64
-                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + PKT_LEN] ; ja =>fault(FaultKind::Bounds)
-                        ; mov rdx, r13
-                    ),
-                    Istore8 | Istore16 | Istore32 => dynasm!(ops ; .arch x64
-                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + INFO_LEN] ; ja =>fault(FaultKind::Bounds)
-                        ; mov rdx, [rbx + INFO]
-                    ),
-                    _ => dynasm!(ops ; .arch x64
-                        ; mov eax, [r12 + a] ; lea rcx, [rax + w] ; cmp rcx, [rbx + DATA_LEN] ; ja =>fault(FaultKind::Bounds)
-                        ; mov rdx, [rbx + DATA]
-                    ),
-                }
-                dynasm!(ops ; .arch x64 ; mov ecx, [r12 + b]);
+                get(o, EAX, a);
+                dynasm!(o ; .arch x64
+                    ; lea rcx, [rax + w] ; cmp rcx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
+                    ; mov rdx, [rbx + base]
+                );
+                get(o, ECX, b);
                 match w {
-                    1 => dynasm!(ops ; .arch x64 ; mov [rdx + rax], cl),
-                    2 => dynasm!(ops ; .arch x64 ; rol cx, 8 ; mov [rdx + rax], cx),
-                    _ => dynasm!(ops ; .arch x64 ; bswap ecx ; mov [rdx + rax], ecx),
+                    1 => dynasm!(o ; .arch x64 ; mov [rdx + rax], cl),
+                    2 => dynasm!(o ; .arch x64 ; rol cx, 8 ; mov [rdx + rax], cx),
+                    _ => dynasm!(o ; .arch x64 ; bswap ecx ; mov [rdx + rax], ecx),
                 }
             }
-            (Pktlen, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + PKT_LEN] ; mov [r12 + slot(d)], eax),
-            (Wirelen, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + WIRE_LEN] ; mov [r12 + slot(d)], eax),
-            (Inport, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + IN_PORT] ; mov [r12 + slot(d)], eax),
-            (TstampS, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + TS_SEC] ; mov [r12 + slot(d)], eax),
-            (TstampNs, _) => dynasm!(ops ; .arch x64 ; mov eax, [rbx + TS_NSEC] ; mov [r12 + slot(d)], eax),
-            (Locload, Operands::Local(l)) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + local(*l)] ; mov [r12 + slot(d)], eax),
-            (Locstore, Operands::Local(l)) => dynasm!(ops ; .arch x64 ; mov eax, [r12 + t] ; mov [r12 + local(*l)], eax),
+            (Pktlen | Wirelen | Inport | TstampS | TstampNs, _) => {
+                let field = match insn.op {
+                    Pktlen => PKT_LEN,
+                    Wirelen => WIRE_LEN,
+                    Inport => IN_PORT,
+                    TstampS => TS_SEC,
+                    _ => TS_NSEC,
+                };
+                dynasm!(o ; .arch x64 ; mov eax, [rbx + field]);
+                put(o, d, EAX);
+            }
+            (Locload, Operands::Local(l)) => {
+                dynasm!(o ; .arch x64 ; mov eax, [r12 + local(*l)]);
+                put(o, d, EAX);
+            }
+            (Locstore, Operands::Local(l)) => {
+                get(o, EAX, t);
+                dynasm!(o ; .arch x64 ; mov [r12 + local(*l)], eax);
+            }
             (Mcopy, Operands::MemPair(s, dm)) => {
                 let ((sbase, slen), (dbase, dlen)) = (mem_fields(*s), mem_fields(*dm));
-                let (dst, src, len) = (slot(d - 3), slot(d - 2), slot(d - 1));
-                dynasm!(ops ; .arch x64
-                    ; mov r8d, [r12 + len]
-                    ; mov eax, [r12 + src] ; lea rdx, [rax + r8] ; cmp rdx, [rbx + slen] ; ja =>fault(FaultKind::Bounds)
-                    ; mov ecx, [r12 + dst] ; lea rdx, [rcx + r8] ; cmp rdx, [rbx + dlen] ; ja =>fault(FaultKind::Bounds)
+                get(o, R8D, d - 1);
+                get(o, EAX, d - 2);
+                dynasm!(o ; .arch x64 ; lea rdx, [rax + r8] ; cmp rdx, [rbx + slen] ; ja =>fault(FaultKind::Bounds));
+                get(o, ECX, d - 3);
+                dynasm!(o ; .arch x64
+                    ; lea rdx, [rcx + r8] ; cmp rdx, [rbx + dlen] ; ja =>fault(FaultKind::Bounds)
                     ; mov rsi, [rbx + sbase] ; add rsi, rax ; mov rdi, [rbx + dbase] ; add rdi, rcx ; mov rdx, r8
                     ; mov rax, QWORD move_bytes as *const () as i64 ; call rax
                 );
@@ -379,54 +456,61 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                     _ => netvm_rt_csum as *const (),
                 };
                 let (base, len) = mem_fields(*m);
-                dynasm!(ops ; .arch x64
-                    ; mov eax, [r12 + a] ; mov ecx, [r12 + b] ; lea rdx, [rax + rcx] ; cmp rdx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
+                get(o, EAX, a);
+                get(o, ECX, b);
+                dynasm!(o ; .arch x64
+                    ; lea rdx, [rax + rcx] ; cmp rdx, [rbx + len] ; ja =>fault(FaultKind::Bounds)
                     ; mov rdi, [rbx + base] ; add rdi, rax ; mov rsi, rcx
-                    ; mov rax, QWORD helper as i64 ; call rax ; mov [r12 + a], eax
+                    ; mov rax, QWORD helper as i64 ; call rax
                 );
+                put(o, a, EAX);
             }
             (CoproIn, Operands::CoproReg { copro, reg }) => {
-                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                let (call, done) = (o.new_dynamic_label(), o.new_dynamic_label());
                 if *reg < 32 {
-                    regfile_pointer(&mut ops, *copro, FILE_INPUTS, *reg, FILE_INPUT, call);
-                    dynasm!(ops ; .arch x64 ; mov ecx, [r12 + t] ; mov [rax + 4 * i32::from(*reg)], ecx ; jmp =>done);
+                    regfile_pointer(o, *copro, FILE_INPUTS, *reg, FILE_INPUT, call);
+                    get(o, ECX, t);
+                    dynasm!(o ; .arch x64 ; mov [rax + 4 * i32::from(*reg)], ecx ; jmp =>done);
                 }
-                dynasm!(ops ; .arch x64
+                dynasm!(o ; .arch x64
                     ; =>call
                     ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
-                    ; mov r8d, [r12 + t]
+                );
+                get(o, R8D, t);
+                dynasm!(o ; .arch x64
                     ; mov rax, QWORD netvm_rt_copro_in as *const () as i64 ; call rax ; test eax, eax ; jnz =>fault(FaultKind::Copro)
                     ; =>done
                 );
             }
             (CoproOut, Operands::CoproReg { copro, reg }) => {
-                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                let (call, done) = (o.new_dynamic_label(), o.new_dynamic_label());
                 if *reg < 32 {
-                    regfile_pointer(&mut ops, *copro, FILE_OUTPUTS, *reg, FILE_OUTPUT, call);
-                    dynasm!(ops ; .arch x64 ; mov eax, [rax + 4 * i32::from(*reg)] ; mov [r12 + slot(d)], eax ; jmp =>done);
+                    regfile_pointer(o, *copro, FILE_OUTPUTS, *reg, FILE_OUTPUT, call);
+                    dynasm!(o ; .arch x64 ; mov eax, [rax + 4 * i32::from(*reg)] ; jmp =>done);
                 }
-                dynasm!(ops ; .arch x64
+                dynasm!(o ; .arch x64
                     ; =>call
                     ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*reg)
                     ; mov rax, QWORD netvm_rt_copro_out as *const () as i64 ; call rax
-                    ; mov rcx, rax ; shr rcx, 32 ; jnz =>fault(FaultKind::Copro) ; mov [r12 + slot(d)], eax
+                    ; mov rcx, rax ; shr rcx, 32 ; jnz =>fault(FaultKind::Copro)
                     ; =>done
                 );
+                put(o, d, EAX);
             }
             (CoproInvoke, Operands::CoproOp { copro, op }) => {
-                let (call, done) = (ops.new_dynamic_label(), ops.new_dynamic_label());
+                let (call, done) = (o.new_dynamic_label(), o.new_dynamic_label());
                 if *op < 32 {
                     // The direct entry: (instance, packet, its length, seconds, nanoseconds).
                     let at = DIRECT_SIZE * i32::from(*op);
-                    regfile_pointer(&mut ops, *copro, FILE_OPS, *op, FILE_DIRECT, call);
-                    dynasm!(ops ; .arch x64
-                        ; mov rdi, [rax + at + DIRECT_THIS] ; mov rsi, r13 ; mov rdx, [rbx + PKT_LEN]
+                    regfile_pointer(o, *copro, FILE_OPS, *op, FILE_DIRECT, call);
+                    dynasm!(o ; .arch x64
+                        ; mov rdi, [rax + at + DIRECT_THIS] ; mov rsi, [rbx + PKT] ; mov rdx, [rbx + PKT_LEN]
                         ; mov rcx, [rbx + TS_SEC] ; mov r8d, [rbx + TS_NSEC]
                         ; call QWORD [rax + at + DIRECT_CALL]
                         ; test eax, eax ; jnz =>fault(FaultKind::Copro) ; jmp =>done
                     );
                 }
-                dynasm!(ops ; .arch x64
+                dynasm!(o ; .arch x64
                     ; =>call
                     // Six arguments in registers, five on the stack (48 bytes keep rsp aligned).
                     ; sub rsp, 48
@@ -436,7 +520,7 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                     ; mov eax, [rbx + TS_NSEC] ; mov [rsp + 24], rax
                     ; mov rax, [rbx + SEQ] ; mov [rsp + 32], rax
                     ; mov rdi, [rbx + COPROS] ; mov rsi, [rbx + NCOPROS] ; mov edx, i32::from(*copro) ; mov ecx, i32::from(*op)
-                    ; mov r8, r13 ; mov r9, [rbx + PKT_LEN]
+                    ; mov r8, [rbx + PKT] ; mov r9, [rbx + PKT_LEN]
                     ; mov rax, QWORD netvm_rt_copro_invoke as *const () as i64 ; call rax
                     ; add rsp, 48
                     ; test eax, eax ; jnz =>fault(FaultKind::Copro)
@@ -448,7 +532,9 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     }
     // Verified code never runs past its end; the epilogue, the stubs that
     // pay for edges, and the exits.
-    dynasm!(ops ; .arch x64 ; =>epilogue ; lea rsp, [r12 + frame as i32] ; pop r13 ; pop r12 ; pop rbx ; ret);
+    dynasm!(ops ; .arch x64
+        ; =>epilogue ; lea rsp, [r12 + frame as i32] ; pop rbp ; pop r15 ; pop r14 ; pop r13 ; pop r12 ; pop rbx ; ret
+    );
     for (pay, cost, to) in std::mem::take(&mut edges.pays) {
         if let Ok(c) = i32::try_from(cost) {
             dynasm!(ops ; .arch x64 ; =>pay ; cmp QWORD [rbx + BUDGET_LEFT], c ; jb =>fault(FaultKind::Budget) ; sub QWORD [rbx + BUDGET_LEFT], c ; jmp =>to);
