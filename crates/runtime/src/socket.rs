@@ -223,10 +223,25 @@ fn refusal(peer: Option<u32>) -> Option<Value> {
     }
 }
 
+/// How long a refused connection's request is read (and dropped) after
+/// the refusal: closing with unread bytes would reset the connection, and
+/// a reset can discard the refusal before the client reads it.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// Reads what a refused Unix-socket client still sends (at most one
+/// request, for at most [`DRAIN_TIMEOUT`]) and drops it.
+fn drain(conn: UnixStream) -> std::io::Result<()> {
+    conn.set_read_timeout(Some(DRAIN_TIMEOUT))?;
+    let _ = std::io::copy(&mut (&conn).take(MAX_REQUEST as u64), &mut std::io::sink());
+    Ok(())
+}
+
 fn handle_unix(conn: UnixStream, control: &Control, stop: &AtomicBool) -> std::io::Result<()> {
     let mut out = conn.try_clone()?;
     if let Some(reply) = refusal(peer_uid(&conn).ok()) {
-        return writeln!(out, "{reply}");
+        writeln!(out, "{reply}")?;
+        out.shutdown(std::net::Shutdown::Write)?;
+        return drain(conn);
     }
     conn.set_read_timeout(Some(IDLE_TIMEOUT))?;
     session(BufReader::new(conn), out, control, stop)
@@ -237,7 +252,11 @@ fn handle_tcp(conn: TcpStream, local: SocketAddr, control: &Control, stop: &Atom
     let peer = conn.peer_addr()?;
     let owner = if peer.ip().is_loopback() { tcp_owner(peer, local) } else { None };
     if let Some(reply) = refusal(owner) {
-        return writeln!(out, "{reply}");
+        writeln!(out, "{reply}")?;
+        out.shutdown(std::net::Shutdown::Write)?;
+        conn.set_read_timeout(Some(DRAIN_TIMEOUT))?;
+        let _ = std::io::copy(&mut (&conn).take(MAX_REQUEST as u64), &mut std::io::sink());
+        return Ok(());
     }
     conn.set_read_timeout(Some(IDLE_TIMEOUT))?;
     session(BufReader::new(conn), out, control, stop)
