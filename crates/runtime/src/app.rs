@@ -1140,14 +1140,19 @@ impl Walk<'_> {
             let finished = match dest {
                 Dest::Sink(port) => {
                     self.port_counts[port as usize] += 1;
-                    exits.push((
-                        port,
-                        match buf {
-                            Buf::Orig => None,
-                            Buf::Copy(b) => Some(b),
-                        },
-                    ));
-                    buf = Buf::Orig;
+                    // With one copy in the walk (no fan-out so far, so none
+                    // to come: every branch was made by one), this is the
+                    // only exit and the verdict says it all.
+                    if copies > 1 {
+                        exits.push((
+                            port,
+                            match buf {
+                                Buf::Orig => None,
+                                Buf::Copy(b) => Some(b),
+                            },
+                        ));
+                        buf = Buf::Orig;
+                    }
                     last = Verdict::Output(port);
                     true
                 }
@@ -1239,6 +1244,7 @@ impl Walk<'_> {
     /// destination goes to `next` (run immediately), the others onto the
     /// work stack in reverse order.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn fan_out(
         &mut self,
         work: &mut Vec<Work>,
@@ -1253,6 +1259,22 @@ impl Walk<'_> {
             *next = Some((*only, buf, info));
             return;
         }
+        self.fan_out_many(work, next, dests, buf, info, bytes, pool);
+    }
+
+    /// [`Walk::fan_out`] to two destinations or more.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn fan_out_many(
+        &mut self,
+        work: &mut Vec<Work>,
+        next: &mut Option<Work>,
+        dests: &[Dest],
+        buf: Buf,
+        info: Vec<u8>,
+        bytes: &[u8],
+        pool: &PacketPool,
+    ) {
         let (last, rest) = dests.split_last().expect("non-empty destinations");
         let (first, middle) = rest.split_first().expect("at least two destinations");
         // Copies are made from `bytes`, the buffer's bytes, which stay where
