@@ -76,3 +76,28 @@ fn examples_and_test_programs_on_real_captures() {
     println!("{} programs × {} packets = {cases} cases", programs.len(), packets.len());
     assert!(cases > 10_000);
 }
+
+/// The largest frame the format allows (1,024 stack slots, 1,024 locals:
+/// 8 KiB, two pages probed in order), on a thread with a small stack,
+/// against the interpreter: every slot written and summed back, the
+/// deepest local written and read.
+#[test]
+fn the_largest_frame_on_a_small_stack() {
+    let mut src = String::from(".maxstacksize 1024\n.locals 1024\n.infosize 4\nsegment .push\n    pop\n");
+    for i in 0..1023 {
+        src.push_str(&format!("    push {i}\n"));
+    }
+    for _ in 0..1022 {
+        src.push_str("    add\n");
+    }
+    src.push_str("    locstore 1023\n    push 0\n    locload 1023\n    istore.32\n    ret 0\nends\n");
+    let module = netil::assemble(&src).unwrap().module;
+    let packets = [Packet::from_bytes(vec![0; 64])];
+    let got = std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || compare(&module, &packets, &Limits::default()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(got, Ok(1));
+}
