@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use netvm_io::{CaptureSource, PcapHeaderSpec, PcapSink};
 use netvm_jit::link::{BatchMode, Batching};
-use netvm_runtime::{BaselineEngine, Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, LinkMode, RunReport};
+use netvm_runtime::{
+    BaselineEngine, Distribution, Driver, DriverConfig, Engine, InterpEngine, JitEngine, LinkMode, RunReport, TieredEngine,
+};
 use netvm_vm::port::{OutPacket, PortError, Sink};
 
 use crate::EXIT_ERROR;
@@ -23,6 +25,9 @@ pub enum EngineArg {
     /// The one-pass baseline compiler (x86-64): native code in microseconds,
     /// each NetPE on its own, the graph walked by the runtime.
     Baseline,
+    /// Starts on the baseline compiler's code and moves to the JIT's
+    /// (`--link`, `--batching`) once it is compiled, in the background.
+    Tiered,
 }
 
 /// `--link`.
@@ -57,8 +62,18 @@ pub fn engine_batching(e: EngineArg, link: LinkArg, batching: Batching) -> std::
     match e {
         EngineArg::Interp => std::sync::Arc::new(InterpEngine),
         EngineArg::Baseline => std::sync::Arc::new(BaselineEngine),
+        EngineArg::Tiered => std::sync::Arc::new(tiered(link, batching)),
         EngineArg::Jit => std::sync::Arc::new(JitEngine { batching, ..JitEngine::with_link(link.mode()) }),
     }
+}
+
+/// `--engine tiered`: the baseline compiler first, then the JIT with this
+/// `--link` and `--batching`, compiling on one thread (the background
+/// compilation takes no more than one core from the workers).
+fn tiered(link: LinkArg, batching: Batching) -> TieredEngine {
+    let mut full = JitEngine { batching, ..JitEngine::with_link(link.mode()) };
+    full.opts.threads = 1;
+    TieredEngine::new(std::sync::Arc::new(full))
 }
 
 /// The engine that builds the control plane's new versions of a running
@@ -69,6 +84,7 @@ pub fn control_engine(e: EngineArg, link: LinkArg, batching: Batching) -> std::s
     match e {
         EngineArg::Interp => std::sync::Arc::new(InterpEngine),
         EngineArg::Baseline => std::sync::Arc::new(BaselineEngine),
+        EngineArg::Tiered => std::sync::Arc::new(tiered(link, batching)),
         EngineArg::Jit => {
             let mut j = JitEngine { batching, ..JitEngine::with_link(link.mode()) };
             j.opts.threads = 1;

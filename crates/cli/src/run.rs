@@ -337,6 +337,10 @@ fn stats_output(
         Some(StatsFormat::Json) => {
             let mut j = stats_json(&stats, r, app.engine(), repeat);
             j["link"] = app.link().into();
+            // `--engine tiered`, once the second tier took over: the packets run on the first.
+            if let Some((_, first)) = app.tiered() {
+                j["first_tier_packets"] = first.into();
+            }
             let mut all = serde_json::Map::new();
             for (netpe, name, values) in app.copro_stats() {
                 let obj: serde_json::Map<String, serde_json::Value> = values.into_iter().map(|(k, v)| (k, v.into())).collect();

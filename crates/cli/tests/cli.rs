@@ -262,7 +262,7 @@ fn compile_emits_clif_and_asm_and_jit_is_the_default_engine() {
     let app = path("examples/classifier/app.toml");
     let jit = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json"]));
     assert_eq!(jit["engine"], "jit");
-    for engine in ["interp", "baseline"] {
+    for engine in ["interp", "baseline", "tiered"] {
         let other = json(&netvm(&["run", &app, "-r", &trace, "--stats", "json", "--engine", engine]));
         assert_eq!(other["engine"], engine);
         for key in ["packets", "ports", "dropped", "faults", "netpes", "copro"] {

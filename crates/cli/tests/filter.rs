@@ -73,7 +73,7 @@ fn writes_what_tcpdump_writes() {
             let st =
                 Command::new("tcpdump").args(precision_of(trace)).arg("-r").arg(trace).arg("-w").arg(&want).arg(expr).output().unwrap();
             assert!(st.status.success(), "tcpdump {expr}: {}", String::from_utf8_lossy(&st.stderr));
-            for engine in ["jit", "interp", "baseline"] {
+            for engine in ["jit", "interp", "baseline", "tiered"] {
                 let got = tmp.path().join(format!("netvm-{engine}.pcap"));
                 let mut args = vec!["filter", "--engine", engine, "-r", trace.to_str().unwrap(), "-w", got.to_str().unwrap()];
                 args.extend(expr.split(' ').filter(|w| !w.is_empty()));

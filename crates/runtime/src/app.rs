@@ -14,8 +14,8 @@
 //! dumps cover every worker.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crate::capsules::CapsuleStage;
 use netil::Mem;
@@ -24,8 +24,8 @@ use netvm_verify::Verified;
 use netvm_vm::buffer::{Batch, PacketBuf, PacketPool, PacketPoolConfig};
 use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FanoutExit, FlowCounts, LinkedCode, Verdict};
 use netvm_vm::{
-    CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, FaultCounts, Limits, Outcome, Packet, PeCode, PeState, Timestamp,
-    WorkerShare, XbDesc, XbView,
+    CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, EngineError, FaultCounts, Limits, Outcome, Packet, PeCode, PeState,
+    Timestamp, WorkerShare, XbDesc, XbView,
 };
 
 use crate::alias::{Group, Shares};
@@ -129,6 +129,100 @@ pub struct Application {
     capsules: Option<CapsuleStage>,
     /// What the capsule stages of absorbed workers counted.
     capsules_absorbed: NodeStats,
+    /// The second tier being compiled, while this instance runs on the first.
+    tier: Option<Arc<TierSlot>>,
+    /// After moving to the second tier: its binding's name, and the packets
+    /// this instance ran on the first.
+    tiered: Option<(&'static str, u64)>,
+    /// What [`Application::reserve`] last asked for (linked code made later gets it too).
+    reserved: usize,
+}
+
+/// A tiered engine (`--engine tiered`): every NetPE compiled at once by
+/// the baseline compiler (microseconds) and the application run on that
+/// code while `full` (the JIT) compiles it whole in the background; at the
+/// first batch boundary after that, each worker moves to the JIT's code
+/// (the compilation starts once a worker has run `after` packets),
+/// keeping every data memory, coprocessor and counter
+/// ([`Engine::tier_up`]). Start-up is the baseline compiler's, throughput
+/// soon the JIT's.
+pub struct TieredEngine {
+    /// The second tier.
+    pub full: Arc<dyn Engine>,
+    /// Packets a worker runs on the first tier before the second tier's
+    /// compilation starts ([`TIER_UP_AFTER`] by default).
+    pub after: u64,
+}
+
+impl TieredEngine {
+    /// `full` as the second tier, compiled after [`TIER_UP_AFTER`] packets.
+    pub fn new(full: Arc<dyn Engine>) -> TieredEngine {
+        TieredEngine { full, after: TIER_UP_AFTER }
+    }
+}
+
+impl Engine for TieredEngine {
+    fn name(&self) -> &'static str {
+        "tiered"
+    }
+
+    fn prepare(&self, verified: &Verified) -> Result<Arc<dyn PeCode>, EngineError> {
+        match netvm_baseline::BaselineEngine.prepare(verified) {
+            // Where there is no baseline compiler, the first tier is the second's per-NetPE code.
+            Err(EngineError::Unsupported(_)) => self.full.prepare(verified),
+            r => r,
+        }
+    }
+
+    fn tier_up(&self) -> Option<(Arc<dyn Engine>, u64)> {
+        Some((Arc::clone(&self.full), self.after))
+    }
+}
+
+/// Packets an application runs on a tiered engine's first tier before the
+/// second tier's compilation starts, by default: a short run never pays for it (a
+/// 300-packet capture ends before it would), a long one barely waits.
+pub const TIER_UP_AFTER: u64 = 4096;
+
+/// What the second tier compiles: its engine and the application.
+type TierJob = (Arc<dyn Engine>, AppGraph, Vec<Verified>, Limits);
+
+/// The second tier's code, compiled in the background once some worker has
+/// run [`TIER_UP_AFTER`] packets: each worker forks its own instance from
+/// it once `ready` is set.
+struct TierSlot {
+    /// What to compile, until a worker starts it.
+    job: Mutex<Option<TierJob>>,
+    /// Packets a worker runs before it starts the compilation.
+    after: u64,
+    ready: AtomicBool,
+    code: Mutex<Option<Box<dyn LinkedCode>>>,
+    link: &'static str,
+}
+
+impl TierSlot {
+    fn new(engine: Arc<dyn Engine>, after: u64, graph: AppGraph, verified: Vec<Verified>, limits: Limits) -> Arc<TierSlot> {
+        let link = engine.link_name();
+        let job = Mutex::new(Some((engine, graph, verified, limits)));
+        Arc::new(TierSlot { job, after, ready: AtomicBool::new(false), code: Mutex::new(None), link })
+    }
+
+    /// Starts compiling on a thread of its own, unless that has been done.
+    fn start(self: &Arc<TierSlot>) {
+        let Some((engine, graph, verified, limits)) = self.job.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
+            return;
+        };
+        let s = Arc::clone(self);
+        let started = std::thread::Builder::new().name("netvm-tier-up".into()).spawn(move || {
+            // An engine that does not link, or fails to, leaves the
+            // application on its first tier, which is correct, only slower.
+            if let Some(Ok(code)) = engine.link(&graph, &verified, &limits) {
+                *s.code.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(code);
+                s.ready.store(true, Ordering::Release);
+            }
+        });
+        drop(started);
+    }
 }
 
 /// What [`Application::plan_with`] asks for a coprocessor slot (NetPE name,
@@ -421,6 +515,10 @@ impl Application {
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
         let linked = if prepared.is_some() { None } else { engine.link(&graph, &verified, &limits) };
+        let tier = match (&linked, prepared, engine.tier_up()) {
+            (None, None, Some((full, after))) => Some(TierSlot::new(full, after, graph.clone(), verified.clone(), limits)),
+            _ => None,
+        };
         let binding = match linked {
             Some(linked) => Binding::Linked(linked.map_err(|error| RuntimeError::Engine { netpe: None, error })?),
             None => {
@@ -467,6 +565,7 @@ impl Application {
         };
         let mut app = Application::instance(Arc::new(meta), binding, limits, states, counters);
         app.capsules = capsules;
+        app.tier = tier;
         let meta = Arc::clone(&app.meta);
         let name = |i: usize| meta.names[i].clone();
         match &mut app.binding {
@@ -504,6 +603,9 @@ impl Application {
             epoch: 0,
             capsules: None,
             capsules_absorbed: NodeStats::default(),
+            tier: None,
+            tiered: None,
+            reserved: 0,
         }
     }
 
@@ -550,6 +652,8 @@ impl Application {
         let mut app = Application::instance(Arc::clone(&self.meta), binding, self.limits, states, counters);
         app.next_tick = self.next_tick;
         app.epoch = self.epoch;
+        app.tier = self.tier.clone();
+        app.tiered = self.tiered.map(|(link, _)| (link, 0));
         app.capsules = self.capsules.as_mut().map(CapsuleStage::fork).transpose().map_err(RuntimeError::Manifest)?;
         Ok(app)
     }
@@ -659,7 +763,37 @@ impl Application {
     /// How its NetPEs are bound: `direct` or `table` (compiled by the
     /// engine), or `dispatch` (the runtime walks the graph).
     pub fn link(&self) -> &'static str {
-        self.meta.link
+        self.tiered.map_or(self.meta.link, |(link, _)| link)
+    }
+
+    /// After a tiered engine's second tier took over: how that tier binds
+    /// the NetPEs, and the packets this instance ran on the first tier.
+    pub fn tiered(&self) -> Option<(&'static str, u64)> {
+        self.tiered
+    }
+
+    /// Moves this instance to the second tier's code (a fork of it), at a
+    /// batch boundary: the states stay as they are; what was counted so
+    /// far is kept as an absorbed instance's counts would be, and the
+    /// counters start again under the new binding.
+    fn tier_up(&mut self) {
+        let Some(slot) = self.tier.take() else { return };
+        let Some(mut code) = slot.code.lock().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map(|c| c.fork()) else {
+            return;
+        };
+        code.reserve(self.reserved);
+        let first = self.stats.packets;
+        self.absorbed = self.stats();
+        self.stats = AppStats::default();
+        self.counters = self.counters.iter().map(PeCounters::zeroed).collect();
+        self.port_counts.fill(0);
+        self.input_counts.fill(0);
+        self.fault_counts = FaultCounts::default();
+        for st in &mut self.states {
+            st.budget_used = 0;
+        }
+        self.binding = Binding::Linked(code);
+        self.tiered = Some((slot.link, first));
     }
 
     /// The application's wiring.
@@ -716,6 +850,7 @@ impl Application {
     /// engine's context, the graph walk's scratch), so that running them
     /// allocates nothing.
     pub fn reserve(&mut self, packets: usize) {
+        self.reserved = packets;
         match &mut self.binding {
             Binding::Linked(l) => l.reserve(packets),
             Binding::Dispatch(_) => {
@@ -740,6 +875,13 @@ impl Application {
     /// first packet: periodic maintenance such as aging runs while traffic does.
     pub fn run_batch(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
         out.clear();
+        if let Some(t) = &self.tier {
+            if t.ready.load(Ordering::Acquire) {
+                self.tier_up();
+            } else if self.stats.packets >= t.after {
+                t.start();
+            }
+        }
         if let Some(stage) = &mut self.capsules {
             stage.run(batch);
         }

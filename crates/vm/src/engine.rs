@@ -50,4 +50,13 @@ pub trait Engine: Send + Sync {
     fn link_name(&self) -> &'static str {
         "dispatch"
     }
+    /// The second tier of a tiered engine, and the packets a worker runs
+    /// before it starts: an engine that compiles the whole application
+    /// again ([`Engine::link`]), in the background, while the application
+    /// already runs on this engine's code; the runtime moves to the second
+    /// tier's code at a batch boundary once it is ready. `None` (the
+    /// default): one tier.
+    fn tier_up(&self) -> Option<(Arc<dyn Engine>, u64)> {
+        None
+    }
 }
