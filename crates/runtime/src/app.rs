@@ -711,6 +711,10 @@ impl Application {
     /// had its own.
     pub fn absorb(&mut self, mut other: Application) {
         self.absorbed.add_by_name(&other.stats());
+        // A worker that moved to the second tier: reported as this instance's move.
+        if let Some((link, first)) = other.tiered {
+            self.tiered = Some((link, self.tiered.map_or(0, |t| t.1) + first));
+        }
         if let Some(c) = other.capsule_stats() {
             self.capsules_absorbed.add(&c);
         }
@@ -767,7 +771,8 @@ impl Application {
     }
 
     /// After a tiered engine's second tier took over: how that tier binds
-    /// the NetPEs, and the packets this instance ran on the first tier.
+    /// the NetPEs, and the packets this instance ran on the first tier
+    /// (with those of the absorbed workers that moved too).
     pub fn tiered(&self) -> Option<(&'static str, u64)> {
         self.tiered
     }
