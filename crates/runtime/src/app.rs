@@ -515,8 +515,8 @@ impl Application {
         let out_ports: Vec<u16> = verified.iter().map(|v| v.module.out_ports).collect();
         let counters = names.iter().zip(&out_ports).zip(&wired).map(|((n, o), w)| PeCounters::new(n, *o, *w)).collect();
         let linked = if prepared.is_some() { None } else { engine.link(&graph, &verified, &limits) };
-        let tier = match (&linked, prepared, engine.tier_up()) {
-            (None, None, Some((full, after))) => Some(TierSlot::new(full, after, graph.clone(), verified.clone(), limits)),
+        let tier_up = match (&linked, prepared) {
+            (None, None) => engine.tier_up(),
             _ => None,
         };
         let binding = match linked {
@@ -545,7 +545,14 @@ impl Application {
         // The capsule stage writes the capsules it forwards (hops, scratchpad).
         let writes_packets = capsules.is_some() || verified.iter().any(|v| v.push.writes(Mem::Packet));
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
-        let modules = verified.into_iter().map(|v| v.module).collect();
+        // The second tier takes the verified modules (their decoded
+        // segments are what it compiles); the application keeps the modules.
+        let (modules, tier) = match tier_up {
+            Some((full, after)) => {
+                (verified.iter().map(|v| v.module.clone()).collect(), Some(TierSlot::new(full, after, graph.clone(), verified, limits)))
+            }
+            None => (verified.into_iter().map(|v| v.module).collect(), None),
+        };
         let worker_shares = states.iter().map(|s| s.copros.iter().map(|c| c.share()).collect()).collect();
         let meta = AppMeta {
             distribution,
