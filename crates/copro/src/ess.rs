@@ -84,6 +84,7 @@
 //!
 //! Several workers: one store shared under a lock (`Shared`).
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -192,6 +193,10 @@ struct Store {
     now: u64,
     longest: u32,
     counts: Counts,
+    /// The key found last and its entry (WASP's read-modify-write pattern,
+    /// a `get` then a `put` of the same key, finds it without hashing);
+    /// checked against the live range and the entry's key before use.
+    last: Cell<Option<(u64, u32)>>,
 }
 
 impl Store {
@@ -225,6 +230,7 @@ impl Store {
             now: 0,
             longest: 0,
             counts: Counts::default(),
+            last: Cell::new(None),
         })
     }
 
@@ -260,11 +266,20 @@ impl Store {
     }
 
     fn find(&self, key: u64) -> (u32, Option<usize>) {
+        if let Some((k, i)) = self.last.get() {
+            let i = i as usize;
+            // Live: within `len` entries of the oldest, in ring order.
+            let live = (i + self.capacity() - self.head) % self.capacity() < self.len;
+            if k == key && live && self.entries[i].key == key {
+                return (self.entries[i].bucket, Some(i));
+            }
+        }
         let b = self.bucket(key);
         let mut i = self.buckets[b as usize];
         while i != NONE {
             let e = &self.entries[i as usize];
             if e.key == key {
+                self.last.set(Some((key, i)));
                 return (b, Some(i as usize));
             }
             i = e.next;
@@ -759,6 +774,30 @@ mod tests {
         // Time does not go back.
         e.put(3, &t(3), Visibility::Public, 20 * S).unwrap();
         assert_eq!(e.get(3, 0), Some(t(3)));
+    }
+
+    /// The key found last is remembered (a `get` then a `put` of one key
+    /// hashes once): the memory never outlives its entry, whose slot the
+    /// ring gives to other keys and then to the same key again.
+    #[test]
+    fn the_last_key_found_never_outlives_its_entry() {
+        let mut e = store(2);
+        e.put(1, &t(1), Visibility::Public, 0).unwrap();
+        assert_eq!(e.get(1, 0), Some(t(1)));
+        // Key 1 expires; its slot goes to key 3 once key 2 took the other.
+        e.put(2, &t(2), Visibility::Public, 5 * S).unwrap();
+        assert_eq!(e.get(1, 10 * S), None, "expired, its slot not reused yet");
+        e.put(3, &t(3), Visibility::Public, 11 * S).unwrap();
+        assert_eq!(e.get(1, 11 * S), None);
+        assert_eq!(e.get(3, 11 * S), Some(t(3)));
+        // Key 1 again, in the slot key 2 leaves; key 3 stays what it was.
+        e.put(1, &t(4), Visibility::Public, 16 * S).unwrap();
+        assert_eq!(e.get(1, 16 * S), Some(t(4)));
+        assert_eq!(e.get(3, 16 * S), Some(t(3)));
+        assert_eq!(e.get(2, 16 * S), None);
+        // Emptied by the operator: nothing is found.
+        e.clear();
+        assert_eq!(e.get(1, 16 * S), None);
     }
 
     #[test]
