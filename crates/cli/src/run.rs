@@ -36,8 +36,9 @@ pub struct RunArgs {
     /// Files keep the inputs' timestamp precision, link type and snapshot length.
     #[arg(short = 'w', value_name = "OUT")]
     write: Option<String>,
-    /// Execution engine: the Cranelift JIT, the reference interpreter, or the
-    /// baseline compiler (native code at once, for short runs).
+    /// Execution engine: the Cranelift JIT, the reference interpreter, the
+    /// baseline compiler (native code at once, for short runs), or tiered
+    /// (the baseline compiler's code first, the JIT's once it is compiled).
     #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
     engine: EngineArg,
     /// Run the inputs N times (for measurement): outputs are written once,

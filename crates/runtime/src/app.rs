@@ -193,6 +193,8 @@ type TierJob = (Arc<dyn Engine>, AppGraph, Vec<Verified>, Limits);
 struct TierSlot {
     /// What to compile, until a worker starts it.
     job: Mutex<Option<TierJob>>,
+    /// Set by the worker that starts it: the others need not look again.
+    started: AtomicBool,
     /// Packets a worker runs before it starts the compilation.
     after: u64,
     ready: AtomicBool,
@@ -204,11 +206,14 @@ impl TierSlot {
     fn new(engine: Arc<dyn Engine>, after: u64, graph: AppGraph, verified: Vec<Verified>, limits: Limits) -> Arc<TierSlot> {
         let link = engine.link_name();
         let job = Mutex::new(Some((engine, graph, verified, limits)));
-        Arc::new(TierSlot { job, after, ready: AtomicBool::new(false), code: Mutex::new(None), link })
+        Arc::new(TierSlot { job, started: AtomicBool::new(false), after, ready: AtomicBool::new(false), code: Mutex::new(None), link })
     }
 
     /// Starts compiling on a thread of its own, unless that has been done.
     fn start(self: &Arc<TierSlot>) {
+        if self.started.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let Some((engine, graph, verified, limits)) = self.job.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() else {
             return;
         };
