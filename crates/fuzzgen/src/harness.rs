@@ -148,3 +148,19 @@ pub fn compare_generated(
         Err(failures.join("\n\n"))
     }
 }
+
+/// Runs `compare` on every program of [`real_programs_and_packets`] with
+/// all of its packets: the number of cases compared (a failure panics,
+/// naming the program).
+pub fn compare_real(root: &std::path::Path, mut compare: impl FnMut(&Module, &[Packet]) -> Result<usize, String>) -> usize {
+    let (programs, packets) = real_programs_and_packets(root);
+    let mut cases = 0;
+    for (path, module) in &programs {
+        match compare(module, &packets) {
+            Ok(n) => cases += n,
+            Err(e) => panic!("{}: {e}", path.display()),
+        }
+    }
+    println!("{} programs × {} packets = {cases} cases", programs.len(), packets.len());
+    cases
+}

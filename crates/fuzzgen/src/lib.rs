@@ -54,7 +54,7 @@ use arbitrary::{Result, Unstructured};
 use netil::{CoproDecl, Module, SegmentKind};
 use netvm_vm::PeState;
 
-pub use harness::{compare_generated, first_difference, observe, real_programs_and_packets, Observation};
+pub use harness::{compare_generated, compare_real, first_difference, observe, real_programs_and_packets, Observation};
 
 /// The `arbitrary` crate the generators take their input from (re-exported
 /// so that users need no dependency of their own).
