@@ -3,9 +3,13 @@
 //!
 //! A verified module is pre-decoded once ([`InterpCode::new`]) into a flat
 //! array of [`Op`]s whose jump targets are instruction indices and whose
-//! back edges carry their budget cost, so execution never re-parses bytes.
-//! Execution keeps the top of the operand stack in a local variable and the
-//! rest in the NetPE's scratch space. Every access the verifier did not
+//! back edges carry their budget cost, so execution never re-parses bytes;
+//! the sequences packet filters are made of become superinstructions, one
+//! dispatch each ([`Prepared::new`]; [`Prepared::decode`] is the unfused
+//! form they are tested against). Execution keeps the top of the operand
+//! stack in a local variable and the rest in the NetPE's scratch space; the
+//! instructions that reach data or info memory run out of the dispatch
+//! loop, so that a call sets up only what filters use. Every access the verifier did not
 //! prove safe is checked at run time: memory accesses fault with `bounds`,
 //! division by zero with `div-by-zero`, an exhausted budget with `budget`.
 //! The semantics implemented here are those of docs/netil.md.
@@ -122,6 +126,85 @@ pub enum Op {
         /// The target instruction (a forward edge: it costs nothing).
         to: u32,
     },
+    /// `upload.N; push v; jcmp.C L`: compare the packet value at the
+    /// offset on the stack (popped) with a constant and branch.
+    UploadTopJcmpImm {
+        /// Access width in bytes.
+        width: u8,
+        /// The condition.
+        cond: Cond,
+        /// The constant.
+        value: u32,
+        /// Where to go when the condition holds.
+        edge: Edge,
+    },
+    /// `push off; upload.N; switch T`: the switch on a header field.
+    UploadSwitch {
+        /// Access width in bytes.
+        width: u8,
+        /// The packet offset.
+        off: u32,
+        /// Index into the code's switch tables.
+        table: u32,
+    },
+    /// `push off; upload.8; push 0xf; and; push 4; mul` (or `push 2; shl`):
+    /// four times the low nibble of a packet byte, an IPv4 header's length
+    /// (BPF's `ldx msh`).
+    UploadMsh(u32),
+    /// `push m; and; jnz L` (`set`), `push m; and; jz L` (not `set`):
+    /// branch on whether the top (popped) has any bit of `m` set (BPF's `jset`).
+    Jset {
+        /// The mask.
+        mask: u32,
+        /// Branch when a bit is set (`jnz`), or when none is (`jz`).
+        set: bool,
+        /// Where to go.
+        edge: Edge,
+    },
+    /// `dup; push k; add; pktlen; jcmp.C L` (`keep`) or `push k; add;
+    /// pktlen; jcmp.C L`: compare the top plus `k` with the packet's length
+    /// and branch (a filter's check that a field at a computed offset is
+    /// there to read); the top stays when `keep`.
+    JcmpEnd {
+        /// The constant added to the top.
+        add: u32,
+        /// The condition (the sum is the left operand).
+        cond: Cond,
+        /// Whether the top stays on the stack.
+        keep: bool,
+        /// Where to go when the condition holds.
+        edge: Edge,
+    },
+    /// `dup; locstore n` or `locstore n; locload n`: the top is written to
+    /// a local and stays.
+    Tee(u16),
+    /// `locload n; push v; add`.
+    LocloadAddImm(u16, u32),
+}
+
+impl Op {
+    /// Calls `f` on every jump target of this op (switch tables aside).
+    fn for_each_target(&mut self, mut f: impl FnMut(&mut u32)) {
+        match self {
+            Op::Jump(e)
+            | Op::Jz(e)
+            | Op::Jnz(e)
+            | Op::Jcmp(_, e)
+            | Op::JcmpImm(_, _, e)
+            | Op::PktlenJcmpImm(_, _, e)
+            | Op::UploadTopJcmpImm { edge: e, .. }
+            | Op::Jset { edge: e, .. }
+            | Op::JcmpEnd { edge: e, .. } => f(&mut e.to),
+            Op::UploadJcmpImm { to, .. } => f(to),
+            _ => {}
+        }
+    }
+}
+
+/// The packet value of `width` (1, 2 or 4) bytes at `off`, big-endian.
+#[inline(always)]
+fn packet_field(packet: &[u8], off: u32, width: u8) -> Option<u32> {
+    mem::load_be(packet, off, u32::from(width))
 }
 
 /// Fuses `push v` with the instruction after it when that instruction is
@@ -141,6 +224,38 @@ fn fuse(v: u32, next: Op) -> Option<Op> {
         Op::Jcmp(c, e) => Op::JcmpImm(c, v, e),
         Op::Load(Mem::Packet, w) => Op::UploadConst(w, v),
         _ => return None,
+    })
+}
+
+/// The superinstruction that starts `ops` (decoded, unfused), with the
+/// number of instructions it replaces, if one does: the sequences packet
+/// filters are made of (the paper's filters, `netvm filter`'s code) in one
+/// dispatch each. None of the replaced instructions after the first may be
+/// a jump target (`is_target`, aligned with `ops`).
+fn fuse_at(ops: &[Op], is_target: &[bool]) -> Option<(Op, usize)> {
+    use Op::*;
+    let fused = |op: Op, n: usize| (n <= ops.len() && !is_target[1..n].contains(&true)).then_some((op, n));
+    let found = match *ops {
+        [Pktlen, Push(value), Jcmp(cond, e), ..] => fused(PktlenJcmpImm(cond, value, e), 3),
+        [Push(off), Load(Mem::Packet, width), Push(value), Jcmp(cond, e), ..] if e.cost == 0 => {
+            fused(UploadJcmpImm { width, cond, off, value, to: e.to }, 4)
+        }
+        [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(4), Mul, ..]
+        | [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(2), Shl, ..] => fused(UploadMsh(off), 6),
+        [Push(off), Load(Mem::Packet, width), Switch(table), ..] => fused(UploadSwitch { width, off, table }, 3),
+        [Load(Mem::Packet, width), Push(value), Jcmp(cond, edge), ..] => fused(UploadTopJcmpImm { width, cond, value, edge }, 3),
+        [Push(mask), And, Jnz(edge), ..] => fused(Jset { mask, set: true, edge }, 3),
+        [Push(mask), And, Jz(edge), ..] => fused(Jset { mask, set: false, edge }, 3),
+        [Dup, Push(add), Add, Pktlen, Jcmp(cond, edge), ..] => fused(JcmpEnd { add, cond, keep: true, edge }, 5),
+        [Push(add), Add, Pktlen, Jcmp(cond, edge), ..] => fused(JcmpEnd { add, cond, keep: false, edge }, 4),
+        [Dup, Locstore(n), ..] => fused(Tee(n), 2),
+        [Locstore(n), Locload(m), ..] if n == m => fused(Tee(n), 2),
+        [Locload(n), Push(v), Add, ..] => fused(LocloadAddImm(n, v), 3),
+        _ => None,
+    };
+    found.or_else(|| match *ops {
+        [Push(v), next, ..] if !is_target[1] => fuse(v, next).map(|op| (op, 2)),
+        _ => None,
     })
 }
 
@@ -165,8 +280,24 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Pre-decodes a verified segment.
+    /// Pre-decodes a verified segment, with the superinstructions of
+    /// [`fuse_at`] in place of the sequences they replace.
     pub fn new(seg: &SegmentInfo) -> Prepared {
+        let (decoded, is_target) = Prepared::decode_with_targets(seg);
+        let mut prepared = Prepared { ops: Vec::new(), switches: decoded.switches };
+        prepared.fuse_from(&decoded.ops, &is_target);
+        prepared
+    }
+
+    /// Pre-decodes a verified segment one op per instruction, nothing
+    /// fused: what [`Prepared::new`]'s superinstructions are tested against.
+    pub fn decode(seg: &SegmentInfo) -> Prepared {
+        Prepared::decode_with_targets(seg).0
+    }
+
+    /// [`Prepared::decode`], and which instruction indices some edge leads
+    /// to (one longer than the code).
+    fn decode_with_targets(seg: &SegmentInfo) -> (Prepared, Vec<bool>) {
         let index = |t: i64| -> u32 {
             let t = u32::try_from(t).expect("verified target");
             *seg.index_of.get(&t).expect("verified target on an instruction") as u32
@@ -192,16 +323,14 @@ impl Prepared {
                 decode_op(insn, &mut |t| edge(i, t), &mut switches)
             })
             .collect::<Vec<Op>>();
-        let mut prepared = Prepared { ops: Vec::new(), switches };
-        prepared.fuse_from(&ops, &is_target);
-        prepared
+        (Prepared { ops, switches }, is_target)
     }
 
-    /// Sets `self.ops` to `ops` with each `push v` fused into the
-    /// instruction after it where [`fuse`] can and that instruction is not
-    /// a jump target (`is_target`, by index into `ops`, one longer than
-    /// `ops`); edges (here and in `self.switches`) are renumbered. Reuses
-    /// the allocation of `self.ops`.
+    /// Sets `self.ops` to `ops` with each sequence that [`fuse_at`] knows
+    /// replaced by its superinstruction where no instruction inside it but
+    /// the first is a jump target (`is_target`, by index into `ops`, one
+    /// longer than `ops`); edges (here and in `self.switches`) are
+    /// renumbered. Reuses the allocation of `self.ops`.
     pub fn fuse_from(&mut self, ops: &[Op], is_target: &[bool]) {
         self.fuse_from_with(ops, is_target, &mut Vec::new());
     }
@@ -217,50 +346,17 @@ impl Prepared {
         let mut i = 0;
         while i < ops.len() {
             new_index[i] = fused.len() as u32;
-            // pktlen; push v; jcmp.C L: one op.
-            if let (Op::Pktlen, Some(&Op::Push(value)), Some(&Op::Jcmp(cond, e))) = (ops[i], ops.get(i + 1), ops.get(i + 2)) {
-                if !is_target[i + 1] && !is_target[i + 2] {
-                    fused.push(Op::PktlenJcmpImm(cond, value, e));
-                    new_index[i + 1] = new_index[i];
-                    new_index[i + 2] = new_index[i];
-                    i += 3;
-                    continue;
-                }
+            let (op, n) = fuse_at(&ops[i..], &is_target[i..]).unwrap_or((ops[i], 1));
+            fused.push(op);
+            for k in 1..n {
+                new_index[i + k] = new_index[i];
             }
-            // push off; upload.N; push v; jcmp.C L (forward): one op.
-            if let (Op::Push(off), Some(&Op::Load(Mem::Packet, width)), Some(&Op::Push(value)), Some(&Op::Jcmp(cond, e))) =
-                (ops[i], ops.get(i + 1), ops.get(i + 2), ops.get(i + 3))
-            {
-                if e.cost == 0 && !is_target[i + 1] && !is_target[i + 2] && !is_target[i + 3] {
-                    fused.push(Op::UploadJcmpImm { width, cond, off, value, to: e.to });
-                    for k in 1..4 {
-                        new_index[i + k] = new_index[i];
-                    }
-                    i += 4;
-                    continue;
-                }
-            }
-            if let (Op::Push(v), Some(&next)) = (ops[i], ops.get(i + 1)) {
-                if !is_target[i + 1] {
-                    if let Some(f) = fuse(v, next) {
-                        fused.push(f);
-                        new_index[i + 1] = new_index[i];
-                        i += 2;
-                        continue;
-                    }
-                }
-            }
-            fused.push(ops[i]);
-            i += 1;
+            i += n;
         }
         new_index[ops.len()] = fused.len() as u32;
         let remap = |e: &mut Edge| e.to = new_index[e.to as usize];
         for op in fused.iter_mut() {
-            match op {
-                Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) | Op::PktlenJcmpImm(_, _, e) => remap(e),
-                Op::UploadJcmpImm { to, .. } => *to = new_index[*to as usize],
-                _ => {}
-            }
+            op.for_each_target(|to| *to = new_index[*to as usize]);
         }
         for sw in &mut self.switches {
             sw.edges.iter_mut().for_each(remap);
@@ -374,10 +470,11 @@ pub struct InterpCode {
 
 /// Whether some edge of `code` leads to instruction 0.
 fn targets_start(code: &Prepared) -> bool {
-    let edge_to_0 = |op: &Op| match op {
-        Op::Jump(e) | Op::Jz(e) | Op::Jnz(e) | Op::Jcmp(_, e) | Op::JcmpImm(_, _, e) | Op::PktlenJcmpImm(_, _, e) => e.to == 0,
-        Op::UploadJcmpImm { to, .. } => *to == 0,
-        _ => false,
+    let edge_to_0 = |op: &Op| {
+        let mut to_0 = false;
+        let mut op = *op;
+        op.for_each_target(|to| to_0 |= *to == 0);
+        to_0
     };
     code.ops.iter().any(edge_to_0) || code.switches.iter().any(|s| s.default.to == 0 || s.edges.iter().any(|e| e.to == 0))
 }
@@ -419,17 +516,31 @@ impl InterpCode {
         // the bottom of the stack), then LOCAL_SLOTS locals. Both are powers of
         // two at least as large as the format allows, so masked indices need
         // no bounds checks and a verified program never wraps.
-        let mut scratch = std::mem::take(&mut state.scratch);
+        let PeState { data, copros, scratch, budget_used } = state;
         if scratch.len() < STACK_SLOTS + LOCAL_SLOTS {
             scratch.resize(STACK_SLOTS + LOCAL_SLOTS, 0);
         }
         let (stack, locals) = scratch.split_at_mut(STACK_SLOTS);
         let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("sized above");
         let locals: &mut [u32; LOCAL_SLOTS] = (&mut locals[..LOCAL_SLOTS]).try_into().expect("sized above");
-        let out = execute(code, stack, locals, state, xb, in_port, initial, limits, self.info_size, self.out_ports, start);
-        state.scratch = scratch;
-        out
+        let mut machine = Machine { data, copros, budget_used, xb, in_port, info_size: self.info_size, out_ports: self.out_ports };
+        execute(code, stack, locals, &mut machine, initial, limits, start)
     }
+}
+
+/// What the less frequent instructions reach: the NetPE's state and the
+/// exchange buffer. The dispatch loop holds it by one reference and hands
+/// it to the out-of-line handlers ([`memory_op`]), so that the loop keeps
+/// only the operand stack, the program counter and the budget in
+/// registers and the call costs no setup for fields a filter never reads.
+struct Machine<'a, 'x> {
+    data: &'a mut Vec<u8>,
+    copros: &'a mut Vec<Box<dyn netvm_vm::Coprocessor>>,
+    budget_used: &'a mut u64,
+    xb: &'a mut XbView<'x>,
+    in_port: u16,
+    info_size: usize,
+    out_ports: u16,
 }
 
 /// Runs one pre-decoded handler that did not come from a [`Verified`]
@@ -547,18 +658,13 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbVi
 /// Long by design: the dispatch loop with one match arm per opcode (the
 /// reference semantics of docs/netil.md, in one place, with no call per
 /// instruction on the hot path).
-#[allow(clippy::too_many_arguments)] // the machine state, passed apart so the borrows stay disjoint
 fn execute(
     code: &Prepared,
     stack: &mut [u32; STACK_SLOTS],
     locals: &mut [u32; LOCAL_SLOTS],
-    state: &mut PeState,
-    xb: &mut XbView<'_>,
-    in_port: u16,
+    m: &mut Machine<'_, '_>,
     initial: Option<u32>,
     limits: &Limits,
-    info_size: usize,
-    out_ports: u16,
     start: usize,
 ) -> Outcome {
     let ops = &code.ops[..];
@@ -576,7 +682,7 @@ fn execute(
                     return Outcome::Fault(FaultKind::Budget);
                 }
                 budget -= u64::from(e.cost);
-                state.budget_used += u64::from(e.cost);
+                *m.budget_used += u64::from(e.cost);
             }
             pc = e.to as usize;
         }};
@@ -682,72 +788,101 @@ fn execute(
             Op::RetPop => {
                 // The handler ends here: the port is the top of the stack.
                 let p = tos;
-                return if p < u32::from(out_ports) { Outcome::Forward(p as u16) } else { Outcome::Fault(FaultKind::BadPort) };
+                return if p < u32::from(m.out_ports) { Outcome::Forward(p as u16) } else { Outcome::Fault(FaultKind::BadPort) };
             }
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
-            Op::Load(m, w) => {
-                let v = match m {
-                    Mem::Packet => mem::load_be(xb.packet, tos, u32::from(w)),
-                    Mem::Info => mem::load_be(memory(Mem::Info, xb, &state.data, info_size), tos, u32::from(w)),
-                    Mem::Data => mem::load_be(&state.data, tos, u32::from(w)),
-                };
-                match v {
-                    Some(v) => tos = v,
-                    None => fault!(Bounds),
-                }
-            }
-            Op::Store(m, w) => {
+            Op::Load(Mem::Packet, w) => match packet_field(m.xb.packet, tos, w) {
+                Some(v) => tos = v,
+                None => fault!(Bounds),
+            },
+            Op::Load(mem_kind, w) => match mem::load_be(memory(mem_kind, m.xb, m.data, m.info_size), tos, u32::from(w)) {
+                Some(v) => tos = v,
+                None => fault!(Bounds),
+            },
+            Op::Store(mem_kind, w) => {
                 let v = pop!(tos, stack, sp);
                 let off = pop!(tos, stack, sp);
-                let target = memory_mut(m, xb, &mut state.data, info_size);
-                if mem::store_be(target, off, u32::from(w), v).is_none() {
+                if mem::store_be(memory_mut(mem_kind, m.xb, m.data, m.info_size), off, u32::from(w), v).is_none() {
                     fault!(Bounds);
                 }
             }
-            Op::Pktlen => push!(tos, stack, sp, xb.packet.len() as u32),
-            Op::Wirelen => push!(tos, stack, sp, xb.wire_len),
+            Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => match memory_op(&ops[pc - 1], m, stack, tos, sp) {
+                Ok((t, s)) => (tos, sp) = (t, s),
+                Err(k) => return Outcome::Fault(k),
+            },
+            Op::Pktlen => push!(tos, stack, sp, m.xb.packet.len() as u32),
+            Op::Wirelen => push!(tos, stack, sp, m.xb.wire_len),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
-            Op::Mcopy(s, d) => {
-                let len = pop!(tos, stack, sp);
-                let src = pop!(tos, stack, sp);
-                let dst = pop!(tos, stack, sp);
-                if !mcopy(s, d, dst, src, len, xb, &mut state.data, info_size) {
-                    fault!(Bounds);
-                }
-            }
-            Op::Crc32(m) | Op::Hash(m) | Op::Csum(m) => {
-                let len = pop!(tos, stack, sp);
-                let bytes = memory(m, xb, &state.data, info_size);
-                let Some(r) = mem::range(tos, len, bytes.len()) else { fault!(Bounds) };
-                let region = &bytes[r];
-                tos = match op {
-                    Op::Crc32(_) => region::crc32(region),
-                    Op::Hash(_) => region::murmur3_32(region),
-                    _ => region::internet_checksum(region),
-                };
-            }
             Op::Hash32 => tos = region::hash32(tos),
             Op::CsumUpd => {
                 let new = pop!(tos, stack, sp);
                 let old = pop!(tos, stack, sp);
                 tos = region::csum_update(tos, old, new);
             }
-            Op::Inport => push!(tos, stack, sp, u32::from(in_port)),
-            Op::TstampS => push!(tos, stack, sp, xb.ts.sec as u32),
-            Op::TstampNs => push!(tos, stack, sp, xb.ts.nsec),
+            Op::Inport => push!(tos, stack, sp, u32::from(m.in_port)),
+            Op::TstampS => push!(tos, stack, sp, m.xb.ts.sec as u32),
+            Op::TstampNs => push!(tos, stack, sp, m.xb.ts.nsec),
+            Op::UploadTopJcmpImm { width, cond, value, edge } => match packet_field(m.xb.packet, tos, width) {
+                Some(v) => {
+                    pop!(tos, stack, sp);
+                    if cond.eval(v, value) {
+                        take_edge!(edge)
+                    }
+                }
+                None => fault!(Bounds),
+            },
+            Op::UploadSwitch { width, off, table } => match packet_field(m.xb.packet, off, width) {
+                Some(v) => {
+                    let sw = &code.switches[table as usize];
+                    let e = match sw.values.binary_search(&v) {
+                        Ok(k) => sw.edges[k],
+                        Err(_) => sw.default,
+                    };
+                    take_edge!(e)
+                }
+                None => fault!(Bounds),
+            },
+            Op::UploadMsh(off) => match m.xb.packet.get(off as usize) {
+                Some(&b) => push!(tos, stack, sp, u32::from(b & 0xf) << 2),
+                None => fault!(Bounds),
+            },
+            Op::Jset { mask, set, edge } => {
+                if (pop!(tos, stack, sp) & mask != 0) == set {
+                    take_edge!(edge)
+                }
+            }
+            Op::JcmpEnd { add, cond, keep, edge } => {
+                let end = tos.wrapping_add(add);
+                if !keep {
+                    pop!(tos, stack, sp);
+                }
+                if cond.eval(end, m.xb.packet.len() as u32) {
+                    take_edge!(edge)
+                }
+            }
+            Op::Tee(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = tos,
+            Op::LocloadAddImm(l, v) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)].wrapping_add(v)),
             Op::CoproIn(c, r) => {
                 let v = pop!(tos, stack, sp);
-                match state.copros.get_mut(c as usize).map(|cp| cp.write(r, v)) {
+                match m.copros.get_mut(c as usize).map(|cp| cp.write(r, v)) {
                     Some(Ok(())) => {}
                     _ => fault!(Copro),
                 }
             }
-            Op::CoproOut(c, r) => match state.copros.get_mut(c as usize).map(|cp| cp.read(r)) {
+            Op::CoproOut(c, r) => match m.copros.get_mut(c as usize).map(|cp| cp.read(r)) {
                 Some(Ok(v)) => push!(tos, stack, sp, v),
                 _ => fault!(Copro),
             },
+            Op::CoproInvoke(c, o) => {
+                let xb = &*m.xb;
+                let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], m.info_size), now: xb.ts, seq: xb.seq };
+                match m.copros.get_mut(c as usize).map(|cp| cp.invoke(o, &ctx)) {
+                    Some(Ok(())) => {}
+                    _ => fault!(Copro),
+                }
+            }
             Op::AddImm(v) => tos = tos.wrapping_add(v),
             Op::SubImm(v) => tos = tos.wrapping_sub(v),
             Op::MulImm(v) => tos = tos.wrapping_mul(v),
@@ -763,16 +898,16 @@ fn execute(
                     take_edge!(e)
                 }
             }
-            Op::UploadConst(w, off) => match mem::load_be(xb.packet, off, u32::from(w)) {
+            Op::UploadConst(w, off) => match packet_field(m.xb.packet, off, w) {
                 Some(v) => push!(tos, stack, sp, v),
                 None => fault!(Bounds),
             },
             Op::PktlenJcmpImm(c, v, e) => {
-                if c.eval(xb.packet.len() as u32, v) {
+                if c.eval(m.xb.packet.len() as u32, v) {
                     take_edge!(e)
                 }
             }
-            Op::UploadJcmpImm { width, cond, off, value, to } => match mem::load_be(xb.packet, off, u32::from(width)) {
+            Op::UploadJcmpImm { width, cond, off, value, to } => match packet_field(m.xb.packet, off, width) {
                 Some(v) => {
                     if cond.eval(v, value) {
                         pc = to as usize;
@@ -780,15 +915,55 @@ fn execute(
                 }
                 None => fault!(Bounds),
             },
-            Op::CoproInvoke(c, o) => {
-                let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], info_size), now: xb.ts, seq: xb.seq };
-                match state.copros.get_mut(c as usize).map(|cp| cp.invoke(o, &ctx)) {
-                    Some(Ok(())) => {}
-                    _ => fault!(Copro),
-                }
-            }
         }
     }
+}
+
+/// The instructions that reach data or info memory or a memory region, out
+/// of the dispatch loop: `tos` and `sp` in, their new
+/// values out (`sp` as the loop counts it), or the fault.
+#[inline(never)]
+fn memory_op(
+    op: &Op,
+    m: &mut Machine<'_, '_>,
+    stack: &mut [u32; STACK_SLOTS],
+    mut tos: u32,
+    mut sp: usize,
+) -> Result<(u32, usize), FaultKind> {
+    let info_size = m.info_size;
+    let op = *op;
+    match op {
+        Op::Load(mem_kind, w) => {
+            tos = mem::load_be(memory(mem_kind, m.xb, m.data, info_size), tos, u32::from(w)).ok_or(FaultKind::Bounds)?;
+        }
+        Op::Store(mem_kind, w) => {
+            let v = pop!(tos, stack, sp);
+            let off = pop!(tos, stack, sp);
+            let target = memory_mut(mem_kind, m.xb, m.data, info_size);
+            mem::store_be(target, off, u32::from(w), v).ok_or(FaultKind::Bounds)?;
+        }
+        Op::Mcopy(s, d) => {
+            let len = pop!(tos, stack, sp);
+            let src = pop!(tos, stack, sp);
+            let dst = pop!(tos, stack, sp);
+            if !mcopy(s, d, dst, src, len, m.xb, m.data, info_size) {
+                return Err(FaultKind::Bounds);
+            }
+        }
+        Op::Crc32(mem_kind) | Op::Hash(mem_kind) | Op::Csum(mem_kind) => {
+            let len = pop!(tos, stack, sp);
+            let bytes = memory(mem_kind, m.xb, m.data, info_size);
+            let r = mem::range(tos, len, bytes.len()).ok_or(FaultKind::Bounds)?;
+            let region = &bytes[r];
+            tos = match op {
+                Op::Crc32(_) => region::crc32(region),
+                Op::Hash(_) => region::murmur3_32(region),
+                _ => region::internet_checksum(region),
+            };
+        }
+        other => unreachable!("{other:?} is executed in the dispatch loop"),
+    }
+    Ok((tos, sp))
 }
 
 /// The reference interpreter as an [`Engine`](netvm_vm::Engine): every
