@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 mod support;
 
 use netvm_capsule::build::build;
-use netvm_capsule::wire::{ethernet_ipv4_frame, CAPSULE_PORT};
+use netvm_capsule::wire::{ethernet_frame, ethernet_ipv4_frame, Carrier, FrameSpec, CAPSULE_PORT};
 use netvm_capsule::{CapsuleNode, EnvConfig, NodeConfig, Verdict};
 use netvm_copro::ess::Ess;
 use netvm_vm::{Packet, Timestamp};
@@ -30,7 +30,8 @@ fn capsule(name: &str, scratch: &[u8], src: [u8; 4], dst: [u8; 4], sport: u16) -
 
 /// The sample's ordinary packets with capsules between them: congested-hop
 /// counters and path recorders to routed destinations, count capsules of
-/// one flow (threshold 2: the third on are absorbed), and malformed ones.
+/// one flow (threshold 2: the third on are absorbed), node counters in an
+/// IPv4 option, and malformed ones.
 fn trace() -> Vec<Packet> {
     let (sample, err) = netvm_io::read_capture(Path::new(&example("ipv4-router/sample.pcap")), 0);
     assert!(err.is_none());
@@ -38,10 +39,24 @@ fn trace() -> Vec<Packet> {
     let mut out = Vec::new();
     for (i, p) in sample.into_iter().enumerate() {
         out.push(p.clone());
-        let extra = match i % 4 {
+        let extra = match i % 5 {
             0 => capsule("hopcount", &[], [192, 0, 2, 1], [221, 126, 7, 7], 4000),
             1 => capsule("count", &count, [192, 0, 2, 2], [10, 176, 230, 9], 4001),
             2 => capsule("path", &[], [192, 0, 2, 3], [174, 74, 101, 5], 4000 + i as u16),
+            3 => {
+                let b = build(&std::fs::read_to_string(example("capsules/nodes.nil")).unwrap(), None, false).unwrap();
+                let mut h = b.header;
+                h.hops = 8;
+                let spec = FrameSpec {
+                    src: [192, 0, 2, 5].into(),
+                    dst: [174, 74, 101, 6].into(),
+                    sport: 4003,
+                    port: 9,
+                    ttl: 64,
+                    carrier: Carrier::Ipv4Option,
+                };
+                ethernet_frame(&spec, &b.encode(&h, &[0], b""), b"payload").unwrap()
+            }
             _ => {
                 let mut f = capsule("count", &count, [192, 0, 2, 4], [221, 126, 0, 1], 4002);
                 f[42] = b'X'; // no magic: a counted drop

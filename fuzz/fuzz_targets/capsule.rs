@@ -1,14 +1,15 @@
 //! Fuzzes the capsule node: any bytes, as an Ethernet frame or as the
-//! capsule part of a well-formed UDP datagram, must be an ordinary packet, a
+//! capsule part of a well-formed UDP datagram, IPv4 option or IPv6
+//! destination option, must be an ordinary packet, a
 //! counted drop, or a capsule run within its bound: never a panic or a
 //! hang. Capsules run on a fresh interpreting node and on a fresh node that
 //! compiles every program with the baseline compiler: both must end the
 //! same way and leave the same bytes; a forwarded or returned capsule must
-//! still parse.
+//! still parse, and the IPv4 header checksum of a frame built right stay right.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use netvm_capsule::wire::{self, ethernet_ipv4_frame, Link, CAPSULE_PORT};
+use netvm_capsule::wire::{self, ethernet_frame, Carrier, FrameSpec, Link, CAPSULE_PORT};
 use netvm_capsule::{CapsuleNode, NodeConfig, Verdict};
 use netvm_copro::ess::Ess;
 use netvm_vm::Timestamp;
@@ -21,11 +22,15 @@ fn node(egress: bool, tier: netvm_capsule::tier::TierPolicy) -> CapsuleNode {
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else { return };
-    let mut frame = if mode & 1 == 0 {
-        rest.to_vec()
-    } else {
-        ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 1, CAPSULE_PORT, 64, rest)
+    let carrier = [Carrier::Udp, Carrier::Ipv4Option, Carrier::Ipv6Option][usize::from(mode >> 2) % 3];
+    let (src, dst): (std::net::IpAddr, std::net::IpAddr) = match carrier {
+        Carrier::Ipv6Option => ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()),
+        _ => ("192.0.2.1".parse().unwrap(), "198.51.100.1".parse().unwrap()),
     };
+    let spec = FrameSpec { src, dst, sport: 1, port: CAPSULE_PORT, ttl: 64, carrier };
+    let built = if mode & 1 == 0 { None } else { ethernet_frame(&spec, rest, b"").ok() };
+    let checked = built.is_some() && carrier == Carrier::Ipv4Option;
+    let mut frame = built.unwrap_or_else(|| rest.to_vec());
     let copy = frame.clone();
     let ts = Timestamp { sec: 1, nsec: 0 };
     use netvm_capsule::tier::TierPolicy;
@@ -37,6 +42,7 @@ fuzz_target!(|data: &[u8]| {
         Verdict::Ordinary => assert_eq!(frame, copy),
         Verdict::Forward | Verdict::Return => {
             assert!(wire::locate(&frame, Link::Ethernet, CAPSULE_PORT).expect("still well formed").is_some());
+            assert!(!checked || wire::ipv4_header_checksum_ok(&frame, 14), "the header checksum follows the option");
         }
         Verdict::Drop(_) => {}
     }

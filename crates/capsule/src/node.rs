@@ -19,7 +19,7 @@ use crate::cache::CodeCache;
 use crate::env::{Env, EnvConfig};
 use crate::profile::{CapsuleCode, CostModel, Rejected, Verifier, PORT_FORWARD, PORT_RETURN};
 use crate::tier::{self, Compiler, Native, TierModel, TierPolicy};
-use crate::wire::{self, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
+use crate::wire::{self, Carrier, Link, Located, Malformed, CAPSULE_PORT, FLAG_ADMIN, FLAG_RETURNED, MAX_SCRATCH};
 
 /// Which entry point of the code a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -435,49 +435,73 @@ impl CapsuleNode {
         if matches!(verdict, Verdict::Drop(_)) {
             return verdict;
         }
-        // A UDP checksum in use is updated for every 16-bit word of the
-        // datagram that changes (RFC 1624), never recomputed: a packet that
-        // arrived with a wrong one keeps it wrong, as routers do.
-        let at = l.udp + 6;
-        let mut sum = Some(u16::from_be_bytes([frame[at], frame[at + 1]])).filter(|&c| l.ipv6 || c != 0);
-        // Bytes past the datagram count as the zero padding of the checksum.
-        let end = l.end;
-        let byte = move |f: &[u8], k: usize| if k < end { f[k] } else { 0 };
-        let word = move |f: &[u8], i: usize| u16::from(byte(f, i)) << 8 | u16::from(byte(f, i + 1));
+        // The checksum that covers the capsule (the UDP checksum, in use,
+        // or the IPv4 header checksum for an IPv4 option) is updated for
+        // every 16-bit word that changes (RFC 1624), never recomputed: a
+        // packet that arrived with a wrong one keeps it wrong, as routers do.
+        let covering = l.checksum().filter(|&(at, _)| l.ipv6 || l.carrier != Carrier::Udp || frame[at..at + 2] != [0, 0]);
+        let mut sum =
+            covering.map(|(at, words_from)| Sum { value: u16::from_be_bytes([frame[at], frame[at + 1]]), words_from, end: l.end });
         // Write back only what changed.
         if writes_scratch && frame[sr.clone()] != scratch[..n] {
             if let Some(c) = sum.as_mut() {
-                // Words are counted from the UDP header, which starts even.
-                let first = sr.start - (sr.start - l.udp) % 2;
-                let mut i = first;
-                while i < sr.end {
-                    let old = word(frame, i);
-                    let b = |k: usize| if sr.contains(&k) { scratch[k - sr.start] } else { byte(frame, k) };
-                    let new = u16::from(b(i)) << 8 | u16::from(b(i + 1));
-                    if old != new {
-                        *c = wire::checksum_update(*c, old, new);
-                    }
-                    i += 2;
-                }
+                c.changed(frame, sr.clone(), |_| None, |k| sr.contains(&k).then(|| scratch[k - sr.start]));
             }
             frame[sr].copy_from_slice(&scratch[..n]);
         }
-        let hops_word = l.capsule + 12;
+        let hops_at = l.capsule + 12;
         if let Some(c) = sum.as_mut() {
-            *c = wire::checksum_update(*c, u16::from(h.hops) << 8 | u16::from(byte(frame, hops_word + 1)), word(frame, hops_word));
+            c.changed(frame, hops_at..hops_at + 1, |k| (k == hops_at).then_some(h.hops), |_| None);
         }
         if verdict == Verdict::Return {
-            let flags_word = l.capsule + 2;
-            let before = word(frame, flags_word);
             return_to_source(frame, &l);
+            let flags_at = l.capsule + 3;
             if let Some(c) = sum.as_mut() {
-                *c = wire::checksum_update(*c, before, word(frame, flags_word));
+                c.changed(frame, flags_at..flags_at + 1, |k| (k == flags_at).then_some(h.flags), |_| None);
             }
         }
-        if let Some(c) = sum {
-            frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        if let (Some(c), Some((at, _))) = (sum, covering) {
+            frame[at..at + 2].copy_from_slice(&c.value.to_be_bytes());
         }
         verdict
+    }
+}
+
+/// A checksum being updated for the bytes of a capsule that change.
+#[derive(Clone, Copy)]
+struct Sum {
+    /// The checksum so far.
+    value: u16,
+    /// Where the 16-bit words it sums are counted from.
+    words_from: usize,
+    /// Bytes at or past this offset count as the zero padding of the sum.
+    end: usize,
+}
+
+impl Sum {
+    /// Updates the sum (RFC 1624, eqn. 3) for the bytes of `range`
+    /// changing: `old` and `new` give a byte of a word that overlaps it
+    /// where it is not (or no longer) the frame's.
+    fn changed(
+        &mut self,
+        frame: &[u8],
+        range: std::ops::Range<usize>,
+        old: impl Fn(usize) -> Option<u8>,
+        new: impl Fn(usize) -> Option<u8>,
+    ) {
+        let end = self.end;
+        let byte = |k: usize| if k < end { frame[k] } else { 0 };
+        let word = |b: &dyn Fn(usize) -> Option<u8>, i: usize| {
+            u16::from(b(i).unwrap_or_else(|| byte(i))) << 8 | u16::from(b(i + 1).unwrap_or_else(|| byte(i + 1)))
+        };
+        let mut i = range.start - (range.start - self.words_from) % 2;
+        while i < range.end {
+            let (o, n) = (word(&old, i), word(&new, i));
+            if o != n {
+                self.value = wire::checksum_update(self.value, o, n);
+            }
+            i += 2;
+        }
     }
 }
 

@@ -2,8 +2,10 @@
 //! frame, its header, and building one.
 //!
 //! A capsule is the payload of a UDP datagram to [`CAPSULE_PORT`] (or a port
-//! the operator chooses), over IPv4 or IPv6, on Ethernet (with up to two
-//! VLAN tags) or raw IP:
+//! the operator chooses), or the data of an IPv4 option ([`IPV4_OPTION`]) or
+//! of an option in an IPv6 hop-by-hop or destination options header
+//! ([`IPV6_OPTION`]), over IPv4 or IPv6, on Ethernet (with up to two VLAN
+//! tags) or raw IP ([`Carrier`]):
 //!
 //! ```text
 //! 0        2        3       4                6               8
@@ -23,6 +25,35 @@
 
 /// The well-known UDP port of capsules (an operator may choose another).
 pub const CAPSULE_PORT: u16 = 7737;
+/// The IPv4 option type that carries a capsule: RFC 4727's experimental
+/// value 158 (copied into fragments, class 0, number 30).
+pub const IPV4_OPTION: u8 = 0x9e;
+/// The IPv6 option type that carries a capsule, in a hop-by-hop or a
+/// destination options header: RFC 4727's experimental 0x3e (the two high
+/// bits 00: a node that does not know it skips it; the third bit set: its
+/// data may change en route).
+pub const IPV6_OPTION: u8 = 0x3e;
+/// The largest capsule an IPv4 option holds: 40 bytes of options less the
+/// option's type and length.
+pub const MAX_IPV4_OPTION_CAPSULE: usize = 38;
+/// The largest capsule an IPv6 option holds (its length is one byte).
+pub const MAX_IPV6_OPTION_CAPSULE: usize = 255;
+
+/// How a capsule travels in its packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Carrier {
+    /// The payload of a UDP datagram to the capsule port (the capsule's
+    /// payload is the rest of the datagram). The UDP checksum covers it.
+    Udp,
+    /// The data of an IPv4 option ([`IPV4_OPTION`]), at most
+    /// [`MAX_IPV4_OPTION_CAPSULE`] bytes. The IPv4 header checksum covers it.
+    Ipv4Option,
+    /// The data of an option ([`IPV6_OPTION`]) of an IPv6 hop-by-hop or
+    /// destination options header, at most [`MAX_IPV6_OPTION_CAPSULE`]
+    /// bytes. No checksum covers it.
+    Ipv6Option,
+}
+
 /// The first two bytes of every capsule.
 pub const MAGIC: [u8; 2] = *b"NC";
 /// The format version this code reads and writes.
@@ -158,11 +189,15 @@ pub struct Located {
     pub net: usize,
     /// IPv6 (else IPv4).
     pub ipv6: bool,
-    /// The UDP header.
-    pub udp: usize,
+    /// How the capsule travels.
+    pub carrier: Carrier,
+    /// The UDP header, when the carrier is [`Carrier::Udp`].
+    pub udp: Option<usize>,
     /// The capsule header.
     pub capsule: usize,
-    /// The end of the datagram (as the UDP length says, within the frame).
+    /// The end of the packet capsule code sees: the UDP datagram's (as its
+    /// length says) for a capsule in UDP, the IP datagram's for a capsule in
+    /// an option; within the frame.
     pub end: usize,
     /// The decoded header.
     pub header: Header,
@@ -180,15 +215,29 @@ impl Located {
         let s = self.code().end;
         s..s + usize::from(self.header.scratch_len)
     }
+
+    /// The checksum that covers the capsule's bytes, if one does: the
+    /// offset of its field in the frame and where the 16-bit words it sums
+    /// are counted from (the UDP header, or the IPv4 header for an IPv4
+    /// option).
+    pub fn checksum(&self) -> Option<(usize, usize)> {
+        match (self.carrier, self.udp) {
+            (Carrier::Udp, Some(udp)) => Some((udp + 6, udp)),
+            (Carrier::Ipv4Option, _) => Some((self.net + 10, self.net)),
+            _ => None,
+        }
+    }
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
-/// Finds a capsule in `frame`: `Ok(None)` when the frame is not a UDP
-/// datagram to `port` (an ordinary packet), `Err` when it is one but does
-/// not hold a valid capsule header.
+/// Finds a capsule in `frame`: `Ok(None)` when the frame carries none (an
+/// ordinary packet: no capsule option, and not a UDP datagram to `port`),
+/// `Err` when it carries one that does not hold a valid capsule header. A
+/// capsule option comes first: a packet with one is not looked at as a
+/// datagram to `port`.
 pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Malformed> {
     let mut net = 0;
     if link == Link::Ethernet {
@@ -211,21 +260,36 @@ pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Ma
         }
     }
     let Some(&vb) = frame.get(net) else { return Ok(None) };
+    // A capsule in an option: (the capsule, the end of the option's data,
+    // the end of the IP datagram in the frame).
+    let in_option = |ipv6: bool, (capsule, area_end): (usize, usize), ip_end: usize| {
+        let carrier = if ipv6 { Carrier::Ipv6Option } else { Carrier::Ipv4Option };
+        let header = header_at(frame, capsule, area_end.min(ip_end))?;
+        Ok(Some(Located { net, ipv6, carrier, udp: None, capsule, end: ip_end, header }))
+    };
     // (UDP header offset, IPv6, end of the IP datagram in the frame)
     let (udp, ipv6, ip_end) = match vb >> 4 {
         4 => {
             let ihl = usize::from(vb & 0xf) * 4;
-            if ihl < 20 || frame.len() < net + ihl || frame[net + 9] != 17 {
+            if ihl < 20 || frame.len() < net + ihl {
                 return Ok(None);
             }
             let total = usize::from(be16(frame, net + 2).unwrap_or(0));
+            let ip_end = (net + total).min(frame.len());
             let frag = be16(frame, net + 6).unwrap_or(0);
+            if let Some(option) = ipv4_option(frame, net + 20, net + ihl)? {
+                // The option is copied into every fragment: none is whole.
+                return if frag & 0x3fff != 0 { Err(Malformed::Fragment) } else { in_option(false, option, ip_end) };
+            }
+            if frame[net + 9] != 17 {
+                return Ok(None);
+            }
             if frag & 0x3fff != 0 {
                 // Only the first fragment has the UDP header to tell.
                 let first_ours = frag & 0x1fff == 0 && udp_port_of(frame, net + ihl) == Some(port);
                 return if first_ours { Err(Malformed::Fragment) } else { Ok(None) };
             }
-            (net + ihl, false, (net + total).min(frame.len()))
+            (net + ihl, false, ip_end)
         }
         6 => {
             if frame.len() < net + 40 {
@@ -234,10 +298,12 @@ pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Ma
             let payload = usize::from(be16(frame, net + 4).unwrap_or(0));
             let end = (net + 40 + payload).min(frame.len());
             // Skip the extension headers a UDP datagram may follow
-            // (hop-by-hop, routing, destination options); a fragment header
+            // (hop-by-hop, routing, destination options), looking for a
+            // capsule option in the options headers; a fragment header
             // means a fragment.
             let (mut next, mut at) = (frame[net + 6], net + 40);
             let mut udp = None;
+            let mut option = None;
             for _ in 0..8 {
                 match next {
                     17 => {
@@ -245,18 +311,25 @@ pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Ma
                         break;
                     }
                     0 | 43 | 60 => {
-                        let (Some(&n), Some(&l)) = (frame.get(at), frame.get(at + 1)) else { return Ok(None) };
+                        let (Some(&n), Some(&l)) = (frame.get(at), frame.get(at + 1)) else { break };
+                        let header_end = at + (usize::from(l) + 1) * 8;
+                        if next != 43 && option.is_none() {
+                            option = ipv6_option(frame, at + 2, header_end.min(end))?;
+                        }
                         next = n;
-                        at += (usize::from(l) + 1) * 8;
+                        at = header_end;
                     }
                     44 => {
                         let first_ours = frame.get(at) == Some(&17)
                             && be16(frame, at + 2).is_some_and(|o| o & 0xfff8 == 0)
                             && udp_port_of(frame, at + 8) == Some(port);
-                        return if first_ours { Err(Malformed::Fragment) } else { Ok(None) };
+                        return if option.is_some() || first_ours { Err(Malformed::Fragment) } else { Ok(None) };
                     }
-                    _ => return Ok(None),
+                    _ => break,
                 }
+            }
+            if let Some(option) = option {
+                return in_option(true, option, end);
             }
             match udp {
                 Some(u) => (u, true, end),
@@ -274,8 +347,15 @@ pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Ma
     }
     let end = udp + udp_len;
     let capsule = udp + 8;
+    let header = header_at(frame, capsule, end)?;
+    Ok(Some(Located { net, ipv6, carrier: Carrier::Udp, udp: Some(udp), capsule, end, header }))
+}
+
+/// The capsule header at `capsule`, checked, with the code and the
+/// scratchpad before `area_end` (the end of the datagram or of the option).
+fn header_at(frame: &[u8], capsule: usize, area_end: usize) -> Result<Header, Malformed> {
     let h = frame.get(capsule..capsule + HEADER_LEN).ok_or(Malformed::Truncated)?;
-    if capsule + HEADER_LEN > end {
+    if capsule + HEADER_LEN > area_end {
         return Err(Malformed::Truncated);
     }
     if h[..2] != MAGIC {
@@ -308,11 +388,61 @@ pub fn locate(frame: &[u8], link: Link, port: u16) -> Result<Option<Located>, Ma
     if header.ingress >= header.code_len || header.egress >= header.code_len {
         return Err(Malformed::Entry);
     }
-    let l = Located { net, ipv6, udp, capsule, end, header };
-    if l.scratch().end > end {
+    if capsule + HEADER_LEN + usize::from(header.code_len) + usize::from(header.scratch_len) > area_end {
         return Err(Malformed::Truncated);
     }
-    Ok(Some(l))
+    Ok(header)
+}
+
+/// The capsule option among the IPv4 options in `frame[from..to]`: where
+/// its data starts and ends. Options that do not parse hide no capsule
+/// (`Ok(None)`: routers handle such packets as they do), but a capsule
+/// option whose length runs past the options is a truncated capsule.
+fn ipv4_option(frame: &[u8], from: usize, to: usize) -> Result<Option<(usize, usize)>, Malformed> {
+    let mut at = from;
+    while at < to {
+        match frame[at] {
+            0 => break,
+            1 => at += 1,
+            kind => {
+                let len = frame.get(at + 1).filter(|_| at + 1 < to).map_or(0, |&l| usize::from(l));
+                if len < 2 || at + len > to {
+                    return if kind == IPV4_OPTION { Err(Malformed::Truncated) } else { Ok(None) };
+                }
+                if kind == IPV4_OPTION {
+                    return Ok(Some((at + 2, at + len)));
+                }
+                at += len;
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The capsule option among the TLV options of an IPv6 hop-by-hop or
+/// destination options header, `frame[from..to]`: where its data starts
+/// and ends. As [`ipv4_option`] for options that do not parse.
+fn ipv6_option(frame: &[u8], from: usize, to: usize) -> Result<Option<(usize, usize)>, Malformed> {
+    let mut at = from;
+    while at < to {
+        let Some(&kind) = frame.get(at) else { break };
+        if kind == 0 {
+            at += 1; // Pad1
+            continue;
+        }
+        let data = at + 2;
+        let end = frame.get(at + 1).filter(|_| at + 1 < to).map(|&l| data + usize::from(l));
+        match end {
+            Some(end) if end <= to => {
+                if kind == IPV6_OPTION {
+                    return Ok(Some((data, end)));
+                }
+                at = end;
+            }
+            _ => return if kind == IPV6_OPTION { Err(Malformed::Truncated) } else { Ok(None) },
+        }
+    }
+    Ok(None)
 }
 
 fn udp_port_of(frame: &[u8], udp: usize) -> Option<u16> {
@@ -352,30 +482,138 @@ fn fold(mut acc: u32) -> u16 {
 /// datagram from `src` to `dst` (IPv4), source port `sport`, to `port`,
 /// with correct IPv4 and UDP checksums.
 pub fn ethernet_ipv4_frame(src: [u8; 4], dst: [u8; 4], sport: u16, port: u16, ttl: u8, capsule: &[u8]) -> Vec<u8> {
-    let udp_len = 8 + capsule.len();
-    let total = 20 + udp_len;
-    let mut f = Vec::with_capacity(14 + total);
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00]);
-    let mut ip = [0u8; 20];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-    ip[8] = ttl;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src);
-    ip[16..20].copy_from_slice(&dst);
-    let c = !fold(sum16(&ip, 0));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    f.extend_from_slice(&ip);
-    let mut udp = [0u8; 8];
-    udp[..2].copy_from_slice(&sport.to_be_bytes());
-    udp[2..4].copy_from_slice(&port.to_be_bytes());
-    udp[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    f.extend_from_slice(&udp);
-    f.extend_from_slice(capsule);
-    let at = 14 + 20;
-    let sum = udp_checksum(&f, 14, at, false);
-    f[at + 6..at + 8].copy_from_slice(&sum.to_be_bytes());
-    f
+    let spec = FrameSpec { src: src.into(), dst: dst.into(), sport, port, ttl, carrier: Carrier::Udp };
+    ethernet_frame(&spec, capsule, &[]).expect("a UDP capsule over IPv4 always fits")
+}
+
+/// The addresses and ports of a frame to carry a capsule in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameSpec {
+    /// IP source (IPv4 or IPv6, as the carrier needs).
+    pub src: std::net::IpAddr,
+    /// IP destination, of the family of `src`.
+    pub dst: std::net::IpAddr,
+    /// UDP source port.
+    pub sport: u16,
+    /// UDP destination port (the capsule port for [`Carrier::Udp`]).
+    pub port: u16,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// How the capsule travels.
+    pub carrier: Carrier,
+}
+
+/// An Ethernet frame carrying `capsule` (header, code and scratchpad, from
+/// [`encode_capsule`] or [`crate::build::Built::encode`]) as `spec.carrier`
+/// says, in a UDP datagram whose payload is `payload` (after the capsule for
+/// [`Carrier::Udp`]), with every checksum right. An error names what does
+/// not fit: addresses of different families or of the wrong family for
+/// the carrier, a capsule too large for its option, a datagram past 65,535
+/// bytes.
+pub fn ethernet_frame(spec: &FrameSpec, capsule: &[u8], payload: &[u8]) -> Result<Vec<u8>, String> {
+    use std::net::IpAddr;
+    let ipv6 = match (spec.src, spec.dst) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => false,
+        (IpAddr::V6(_), IpAddr::V6(_)) => true,
+        _ => return Err("the source and destination addresses are of different families".into()),
+    };
+    match (spec.carrier, ipv6) {
+        (Carrier::Ipv4Option, true) => return Err("an IPv4 option needs IPv4 addresses".into()),
+        (Carrier::Ipv6Option, false) => return Err("an IPv6 option needs IPv6 addresses".into()),
+        _ => {}
+    }
+    // The UDP datagram, its checksum filled in once the IP header is there.
+    let mut datagram = vec![0u8; 8];
+    datagram[..2].copy_from_slice(&spec.sport.to_be_bytes());
+    datagram[2..4].copy_from_slice(&spec.port.to_be_bytes());
+    if spec.carrier == Carrier::Udp {
+        datagram.extend_from_slice(capsule);
+    }
+    datagram.extend_from_slice(payload);
+    let udp_len = u16::try_from(datagram.len()).map_err(|_| format!("a UDP datagram of {} bytes", datagram.len()))?;
+    datagram[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    // The options: the capsule in one, padded as the header needs.
+    let options = match spec.carrier {
+        Carrier::Udp => Vec::new(),
+        Carrier::Ipv4Option => {
+            if capsule.len() > MAX_IPV4_OPTION_CAPSULE {
+                return Err(format!(
+                    "a capsule of {} bytes does not fit an IPv4 option (at most {MAX_IPV4_OPTION_CAPSULE})",
+                    capsule.len()
+                ));
+            }
+            let mut o = vec![IPV4_OPTION, 2 + capsule.len() as u8];
+            o.extend_from_slice(capsule);
+            o.resize(o.len().div_ceil(4) * 4, 0); // end of options
+            o
+        }
+        Carrier::Ipv6Option => {
+            if capsule.len() > MAX_IPV6_OPTION_CAPSULE {
+                return Err(format!(
+                    "a capsule of {} bytes does not fit an IPv6 option (at most {MAX_IPV6_OPTION_CAPSULE})",
+                    capsule.len()
+                ));
+            }
+            // A destination options header: next header, length, the option, padding.
+            let mut o = vec![17, 0, IPV6_OPTION, capsule.len() as u8];
+            o.extend_from_slice(capsule);
+            match o.len().div_ceil(8) * 8 - o.len() {
+                0 => {}
+                1 => o.push(0), // Pad1
+                n => {
+                    o.extend_from_slice(&[1, n as u8 - 2]); // PadN
+                    o.resize(o.len() + n - 2, 0);
+                }
+            }
+            o[1] = (o.len() / 8 - 1) as u8;
+            o
+        }
+    };
+    let mut f = vec![0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1];
+    let net = 14;
+    match (spec.src, spec.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => {
+            f.extend_from_slice(&[0x08, 0x00]);
+            let ihl = 20 + options.len();
+            let total = u16::try_from(ihl + datagram.len()).map_err(|_| format!("an IPv4 datagram of {} bytes", ihl + datagram.len()))?;
+            let mut ip = vec![0u8; 20];
+            ip[0] = 0x40 | (ihl / 4) as u8;
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip[8] = spec.ttl;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&src.octets());
+            ip[16..20].copy_from_slice(&dst.octets());
+            ip.extend_from_slice(&options);
+            let c = !fold(sum16(&ip, 0));
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            f.extend_from_slice(&ip);
+        }
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            f.extend_from_slice(&[0x86, 0xdd]);
+            let payload_len = u16::try_from(options.len() + datagram.len()).map_err(|_| "an IPv6 payload past 65,535 bytes".to_string())?;
+            let mut ip = [0u8; 40];
+            ip[0] = 0x60;
+            ip[4..6].copy_from_slice(&payload_len.to_be_bytes());
+            ip[6] = if options.is_empty() { 17 } else { 60 };
+            ip[7] = spec.ttl;
+            ip[8..24].copy_from_slice(&src.octets());
+            ip[24..40].copy_from_slice(&dst.octets());
+            f.extend_from_slice(&ip);
+            f.extend_from_slice(&options);
+        }
+        _ => unreachable!("families checked above"),
+    }
+    let udp = f.len();
+    f.extend_from_slice(&datagram);
+    let sum = udp_checksum(&f, net, udp, ipv6);
+    f[udp + 6..udp + 8].copy_from_slice(&sum.to_be_bytes());
+    Ok(f)
+}
+
+/// Whether the IPv4 header at `net` in `frame` has a right checksum.
+pub fn ipv4_header_checksum_ok(frame: &[u8], net: usize) -> bool {
+    let ihl = frame.get(net).map_or(0, |b| usize::from(b & 0xf) * 4);
+    frame.get(net..net + ihl).is_some_and(|h| ihl >= 20 && fold(sum16(h, 0)) == 0xffff)
 }
 
 /// A UDP checksum `sum` updated for one 16-bit word of the datagram
@@ -417,7 +655,7 @@ mod tests {
     fn a_built_capsule_is_found_again() {
         let f = frame(&header(), &[0x51, 0x51], &[1, 2, 3, 4]);
         let l = locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
-        assert_eq!((l.net, l.udp, l.capsule, l.end), (14, 34, 42, f.len()));
+        assert_eq!((l.net, l.udp, l.capsule, l.end), (14, Some(34), 42, f.len()));
         assert_eq!(l.header, header());
         assert_eq!(&f[l.code()], &[0x51, 0x51]);
         assert_eq!(&f[l.scratch()], &[1, 2, 3, 4]);
@@ -447,6 +685,107 @@ mod tests {
         for cut in 0..good.len() - 7 {
             // Never a panic; short frames are ordinary or truncated capsules.
             let _ = locate(&good[..cut], Link::Ethernet, CAPSULE_PORT);
+        }
+    }
+
+    fn spec(carrier: Carrier) -> FrameSpec {
+        let (src, dst): (std::net::IpAddr, std::net::IpAddr) = match carrier {
+            Carrier::Ipv6Option => ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()),
+            _ => ("192.0.2.1".parse().unwrap(), "198.51.100.1".parse().unwrap()),
+        };
+        FrameSpec { src, dst, sport: 4000, port: 9, ttl: 64, carrier }
+    }
+
+    fn small() -> (Header, Vec<u8>) {
+        let h = Header { flags: 0, ingress: 0, egress: 1, code_len: 2, scratch_len: 3, hops: 3, cost_limit: 0 };
+        (h, encode_capsule(&h, &[0x51, 0x51], &[1, 2, 3], b""))
+    }
+
+    #[test]
+    fn a_capsule_in_an_option_is_found_again() {
+        let (h, capsule) = small();
+        for carrier in [Carrier::Ipv4Option, Carrier::Ipv6Option] {
+            let f = ethernet_frame(&spec(carrier), &capsule, b"payload").unwrap();
+            let l = locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+            assert_eq!((l.carrier, l.udp, l.end, l.header), (carrier, None, f.len(), h));
+            assert_eq!(&f[l.code()], &[0x51, 0x51]);
+            assert_eq!(&f[l.scratch()], &[1, 2, 3]);
+            // The option comes first: a datagram to the capsule port under
+            // it is its payload, not a second capsule.
+            let on_port = ethernet_frame(&FrameSpec { port: CAPSULE_PORT, ..spec(carrier) }, &capsule, b"payload").unwrap();
+            assert_eq!(locate(&on_port, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap().carrier, carrier);
+            let udp = f.len() - 8 - 7;
+            assert_eq!(udp_checksum(&f, 14, udp, carrier == Carrier::Ipv6Option), u16::from_be_bytes([f[udp + 6], f[udp + 7]]));
+            assert_eq!(locate(&f[14..], Link::RawIp, CAPSULE_PORT).unwrap().unwrap().capsule, l.capsule - 14);
+        }
+        let f = ethernet_frame(&spec(Carrier::Ipv4Option), &capsule, b"").unwrap();
+        assert!(ipv4_header_checksum_ok(&f, 14));
+        assert_eq!(locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap().capsule, 14 + 20 + 2);
+        // In a hop-by-hop header (the first extension header) as well.
+        let mut f = ethernet_frame(&spec(Carrier::Ipv6Option), &capsule, b"").unwrap();
+        f[14 + 6] = 0;
+        assert_eq!(locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap().capsule, 14 + 40 + 4);
+        // Over UDP on IPv6.
+        let f =
+            ethernet_frame(&FrameSpec { port: CAPSULE_PORT, carrier: Carrier::Udp, ..spec(Carrier::Ipv6Option) }, &capsule, b"x").unwrap();
+        let l = locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+        assert_eq!((l.carrier, l.ipv6, l.udp), (Carrier::Udp, true, Some(54)));
+    }
+
+    #[test]
+    fn what_does_not_fit_an_option_is_refused() {
+        let h = Header { flags: 0, ingress: 0, egress: 0, code_len: 23, scratch_len: 0, hops: 1, cost_limit: 0 };
+        let big = encode_capsule(&h, &[0x51; 23], &[], b"");
+        assert!(ethernet_frame(&spec(Carrier::Ipv4Option), &big, b"").unwrap_err().contains("at most 38"));
+        assert!(ethernet_frame(&spec(Carrier::Ipv4Option), &big[..38], b"").is_ok());
+        assert!(ethernet_frame(&spec(Carrier::Ipv6Option), &[0; 256], b"").unwrap_err().contains("at most 255"));
+        assert!(ethernet_frame(&FrameSpec { carrier: Carrier::Ipv6Option, ..spec(Carrier::Udp) }, &big, b"").is_err());
+        assert!(ethernet_frame(&FrameSpec { carrier: Carrier::Ipv4Option, ..spec(Carrier::Ipv6Option) }, &big, b"").is_err());
+        // Every padding length of the IPv6 header parses back.
+        for n in 0..40 {
+            let h = Header { flags: 0, ingress: 0, egress: 0, code_len: 1 + n, scratch_len: 0, hops: 1, cost_limit: 0 };
+            let c = encode_capsule(&h, &vec![0x51; usize::from(1 + n)], &[], b"");
+            let f = ethernet_frame(&spec(Carrier::Ipv6Option), &c, b"p").unwrap();
+            assert_eq!(locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap().header, h, "{n}");
+            assert_eq!((f.len() - 14 - 40 - 8 - 1) % 8, 0);
+        }
+    }
+
+    #[test]
+    fn malformed_options() {
+        let (_, capsule) = small();
+        let v4 = ethernet_frame(&spec(Carrier::Ipv4Option), &capsule, b"").unwrap();
+        let with = |f: &[u8], i: usize, v: u8| {
+            let mut f = f.to_vec();
+            f[i] = v;
+            locate(&f, Link::Ethernet, CAPSULE_PORT)
+        };
+        let opt = 14 + 20;
+        assert_eq!(with(&v4, opt + 1, 60), Err(Malformed::Truncated), "an option past the header");
+        assert_eq!(with(&v4, opt + 1, 1), Err(Malformed::Truncated), "an option shorter than its type and length");
+        assert_eq!(with(&v4, opt + 1, 18), Err(Malformed::Truncated), "a capsule longer than its option");
+        assert_eq!(with(&v4, opt + 2, b'X'), Err(Malformed::Magic));
+        assert_eq!(with(&v4, 14 + 6, 0x20), Err(Malformed::Fragment), "more fragments");
+        assert_eq!(with(&v4, opt, 0x44), Ok(None), "another option (timestamp) that does not parse: not a capsule");
+        // Options before it are skipped.
+        let mut f = v4.clone();
+        f.splice(opt..opt, [1, 0x94, 4, 0, 0, 1, 1, 1]); // NOP, router alert, NOPs
+        f[14] += 2; // IHL
+        let total = u16::from_be_bytes([f[16], f[17]]) + 8;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        let l = locate(&f, Link::Ethernet, CAPSULE_PORT);
+        assert!(matches!(l, Ok(Some(Located { carrier: Carrier::Ipv4Option, capsule, .. })) if capsule == opt + 10), "{l:?}");
+        let v6 = ethernet_frame(&spec(Carrier::Ipv6Option), &capsule, b"").unwrap();
+        let opt = 14 + 40 + 2;
+        assert_eq!(with(&v6, opt + 1, 200), Err(Malformed::Truncated), "an option past its header");
+        assert_eq!(with(&v6, opt + 1, 10), Err(Malformed::Truncated), "a capsule longer than its option");
+        assert_eq!(with(&v6, opt + 2, b'X'), Err(Malformed::Magic));
+        assert_eq!(with(&v6, 14 + 40, 44), Err(Malformed::Fragment), "a fragment header after it");
+        for (good, cut_from) in [(&v4, 0), (&v6, 0)] {
+            for cut in cut_from..good.len() {
+                // Never a panic; short frames are ordinary or truncated capsules.
+                let _ = locate(&good[..cut], Link::Ethernet, CAPSULE_PORT);
+            }
         }
     }
 }

@@ -64,8 +64,8 @@ fn count_lets_the_first_packets_through() {
             let l = wire::locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
             if v == Verdict::Forward {
                 assert_eq!(
-                    wire::udp_checksum(&f, l.net, l.udp, false),
-                    u16::from_be_bytes([f[l.udp + 6], f[l.udp + 7]]),
+                    wire::udp_checksum(&f, l.net, l.udp.unwrap(), false),
+                    u16::from_be_bytes([f[l.udp.unwrap() + 6], f[l.udp.unwrap() + 7]]),
                     "updated for the hop"
                 );
             }
@@ -125,7 +125,7 @@ fn path_records_every_node_and_comes_back_once() {
     let l = wire::locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
     assert_eq!(f[l.capsule + 3] & FLAG_RETURNED, FLAG_RETURNED);
     assert_eq!(f[l.capsule + 12], 13, "three hops spent");
-    assert_eq!(wire::udp_checksum(&f, l.net, l.udp, false), u16::from_be_bytes([f[l.udp + 6], f[l.udp + 7]]));
+    assert_eq!(wire::udp_checksum(&f, l.net, l.udp.unwrap(), false), u16::from_be_bytes([f[l.udp.unwrap() + 6], f[l.udp.unwrap() + 7]]));
     // A node that is its destination again may not return it a second time.
     let mut at_source = node(S);
     assert_eq!(at_source.process(&mut f, t(0), 1), Verdict::Drop(DropReason::ReturnedTwice));

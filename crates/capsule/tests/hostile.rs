@@ -53,8 +53,8 @@ fn mutated_capsules_are_counted_drops_or_bounded_runs() {
         }
         // A correct UDP checksum for the mutated datagram, when it is whole.
         if let Ok(Some(l)) = netvm_capsule::wire::locate(&f, netvm_capsule::Link::Ethernet, CAPSULE_PORT) {
-            let c = netvm_capsule::wire::udp_checksum(&f, l.net, l.udp, l.ipv6);
-            f[l.udp + 6..l.udp + 8].copy_from_slice(&c.to_be_bytes());
+            let c = netvm_capsule::wire::udp_checksum(&f, l.net, l.udp.unwrap(), l.ipv6);
+            f[l.udp.unwrap() + 6..l.udp.unwrap() + 8].copy_from_slice(&c.to_be_bytes());
         }
         let mut g = f.clone();
         let ts = Timestamp { sec: i as u64 / 1000, nsec: 0 };
@@ -64,8 +64,8 @@ fn mutated_capsules_are_counted_drops_or_bounded_runs() {
         if matches!(va, Verdict::Forward | Verdict::Return) {
             // The UDP checksum, updated or recomputed, is right.
             let l = netvm_capsule::wire::locate(&f, netvm_capsule::Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
-            let field = u16::from_be_bytes([f[l.udp + 6], f[l.udp + 7]]);
-            assert_eq!(netvm_capsule::wire::udp_checksum(&f, l.net, l.udp, l.ipv6), field);
+            let field = u16::from_be_bytes([f[l.udp.unwrap() + 6], f[l.udp.unwrap() + 7]]);
+            assert_eq!(netvm_capsule::wire::udp_checksum(&f, l.net, l.udp.unwrap(), l.ipv6), field);
         }
         let name = match va {
             Verdict::Drop(r) => r.name(),

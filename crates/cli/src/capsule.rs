@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand, ValueEnum};
 use netvm_capsule::build::build;
 use netvm_capsule::tier::TierPolicy;
-use netvm_capsule::wire::{ethernet_ipv4_frame, CAPSULE_PORT, MAX_SCRATCH};
+use netvm_capsule::wire::{ethernet_frame, Carrier, FrameSpec, CAPSULE_PORT, MAX_SCRATCH};
 use netvm_capsule::{CapsuleNode, Carried, Chain, Dialect, EnvConfig, Hook, Link, NodeConfig};
 use netvm_copro::ess::Ess;
 use netvm_io::{CaptureReader, PcapHeaderSpec, PcapWriter, LINKTYPE_ETHERNET};
@@ -28,7 +28,9 @@ enum CapsuleCommand {
     /// segment is the code, labels `ingress` and `egress` its entry points,
     /// `.infosize` the scratchpad. Both entry points are verified first
     /// (exit 3 with the reason if the code is outside the capsule profile).
-    /// Writes Ethernet/IPv4/UDP frames to a pcap file.
+    /// Writes Ethernet frames to a pcap file: the capsule in a UDP datagram
+    /// to the capsule port (IPv4 or IPv6, as the addresses are), in an IPv4
+    /// option or in an IPv6 destination option (--carrier).
     Build(BuildArgs),
     /// Measure the cost model's weights on this machine (ns per
     /// instruction on the interpreter, times a safety factor; a store
@@ -57,6 +59,16 @@ enum DialectArg {
     Snap,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CarrierArg {
+    /// The payload of a UDP datagram to --port.
+    Udp,
+    /// An IPv4 option (the capsule at most 38 bytes); the datagram under it goes to --port.
+    Ipv4Option,
+    /// An option of an IPv6 destination options header (at most 255 bytes).
+    Ipv6Option,
+}
+
 #[derive(Args, Debug)]
 struct BuildArgs {
     /// The capsule's code, a NetIL listing.
@@ -79,22 +91,29 @@ struct BuildArgs {
     /// Initial scratchpad bytes, in hex (zero-padded to `.infosize`).
     #[arg(long, default_value = "")]
     scratch: String,
-    /// IPv4 source.
-    #[arg(long, default_value = "192.0.2.1")]
-    src: Ipv4Addr,
-    /// IPv4 destination.
-    #[arg(long, default_value = "198.51.100.1")]
-    dst: Ipv4Addr,
+    /// How the capsule travels.
+    #[arg(long, value_enum, default_value = "udp")]
+    carrier: CarrierArg,
+    /// IP source, IPv4 or IPv6 (default: 192.0.2.1, or 2001:db8::1 for an
+    /// IPv6 option).
+    #[arg(long)]
+    src: Option<IpAddr>,
+    /// IP destination, of the source's family (default: 198.51.100.1, or
+    /// 2001:db8::2 for an IPv6 option).
+    #[arg(long)]
+    dst: Option<IpAddr>,
     /// UDP source port.
     #[arg(long, default_value_t = 4000)]
     sport: u16,
-    /// UDP destination port.
-    #[arg(long, default_value_t = CAPSULE_PORT)]
-    port: u16,
-    /// IPv4 TTL.
+    /// UDP destination port (default: the capsule port for --carrier udp,
+    /// 9, discard, under an option).
+    #[arg(long)]
+    port: Option<u16>,
+    /// IPv4 TTL or IPv6 hop limit.
     #[arg(long, default_value_t = 64)]
     ttl: u8,
-    /// Payload after the scratchpad (text).
+    /// Payload after the capsule (text): in the same datagram for --carrier
+    /// udp, the datagram's payload under an option.
     #[arg(long, default_value = "")]
     payload: String,
     /// Copies to write.
@@ -238,8 +257,35 @@ fn cmd_build(a: BuildArgs) -> u8 {
     let mut h = built.header;
     h.hops = a.hops;
     h.cost_limit = a.cost_limit;
-    let capsule = built.encode(&h, &scratch, a.payload.as_bytes());
-    let frame = ethernet_ipv4_frame(a.src.octets(), a.dst.octets(), a.sport, a.port, a.ttl, &capsule);
+    let carrier = match a.carrier {
+        CarrierArg::Udp => Carrier::Udp,
+        CarrierArg::Ipv4Option => Carrier::Ipv4Option,
+        CarrierArg::Ipv6Option => Carrier::Ipv6Option,
+    };
+    let v6 = carrier == Carrier::Ipv6Option || a.src.or(a.dst).is_some_and(|ip| ip.is_ipv6());
+    let fallback = |v4: [u8; 4], v6_addr: &str| if v6 { v6_addr.parse().expect("an IPv6 address") } else { IpAddr::from(v4) };
+    let fs = FrameSpec {
+        src: a.src.unwrap_or_else(|| fallback([192, 0, 2, 1], "2001:db8::1")),
+        dst: a.dst.unwrap_or_else(|| fallback([198, 51, 100, 1], "2001:db8::2")),
+        sport: a.sport,
+        port: a.port.unwrap_or(if carrier == Carrier::Udp { CAPSULE_PORT } else { 9 }),
+        ttl: a.ttl,
+        carrier,
+    };
+    let (capsule, payload) = match carrier {
+        Carrier::Udp => (built.encode(&h, &scratch, a.payload.as_bytes()), Vec::new()),
+        _ => (built.encode(&h, &scratch, b""), a.payload.clone().into_bytes()),
+    };
+    let frame = match ethernet_frame(&fs, &capsule, &payload) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "netvm capsule: --carrier {}: {e}",
+                a.carrier.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
+            );
+            return EXIT_USAGE;
+        }
+    };
     let spec = PcapHeaderSpec { link_type: LINKTYPE_ETHERNET, ..PcapHeaderSpec::default() };
     let result = PcapWriter::create_with(&a.output, spec).and_then(|mut w| {
         for i in 0..u64::from(a.count) {

@@ -77,3 +77,45 @@ fn count_absorbs_packets_beyond_its_threshold() {
     let o = netvm(&["capsule", "run", "-r", caps.to_str().unwrap(), "--ess", "colour=red"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn capsules_in_options_are_built_and_carried() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    // The node counter fits an IPv4 option; across three nodes it counts three.
+    let o = netvm(&["capsule", "build", &example("nodes"), "-o", &p("n4.pcap"), "--carrier", "ipv4-option", "--payload", "data"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = netvm(&["capsule", "run", "-r", &p("n4.pcap"), "--path", "10.0.0.1,10.0.0.2,10.0.0.3", "-w", &p("n4-out.pcap"), "--stats"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["delivered"].as_u64()), (Some(1), Some(1)));
+    let (frames, err) = netvm_io::read_capture(std::path::Path::new(&p("n4-out.pcap")), 0);
+    assert!(err.is_none());
+    let f = &frames[0].data;
+    assert_eq!((f[14] & 0xf, f[34]), (14, 0x9e), "a 56-byte header with the capsule option first");
+    assert_eq!((f[36 + 12], f[36 + 16 + 17]), (13, 3), "three hops spent, three nodes counted");
+    assert!(netvm_capsule::wire::ipv4_header_checksum_ok(f, 14));
+    assert_eq!(&f[f.len() - 4..], b"data");
+    // count in an IPv6 destination option.
+    let o = netvm(&[
+        "capsule",
+        "build",
+        &example("count"),
+        "-o",
+        &p("c6.pcap"),
+        "--carrier",
+        "ipv6-option",
+        "--scratch",
+        "00000000000000aa00000002",
+        "--count",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = netvm(&["capsule", "run", "-r", &p("c6.pcap"), "--stats"]);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s["packets"].as_u64(), s["delivered"].as_u64(), s["dropped"].as_u64()), (Some(4), Some(2), Some(2)));
+    // What does not fit is a usage error that says why.
+    let o = netvm(&["capsule", "build", &example("count"), "-o", &p("x.pcap"), "--carrier", "ipv4-option"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not fit an IPv4 option"));
+}
