@@ -23,6 +23,18 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # nightly); they must keep compiling against the libraries they exercise.
 cargo check --manifest-path fuzz/Cargo.toml --bins --locked
 cargo test --workspace --locked
+# The baseline compiler's AArch64 templates, cross-compiled and run under
+# qemu-aarch64 against the interpreter (setup.sh installs the cross
+# toolchain, qemu-user and Rust's aarch64 target; where it could not, say so).
+if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null \
+    && rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+    cargo clippy --locked --target aarch64-unknown-linux-gnu -p netvm-baseline --all-targets -- -D warnings
+    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-baseline
+else
+    echo "test.sh: no aarch64 cross toolchain or qemu-aarch64: the AArch64 baseline compiler is not tested" >&2
+fi
 # The string-matching coprocessor and the IDS again, with Hyperscan kept
 # unloaded: the aho-corasick backend alone must give the same answers.
 # (--workspace keeps the features, and so the builds, of the run above.)

@@ -1,5 +1,5 @@
-//! The baseline compiler: verified NetIL to x86-64 machine code in one
-//! pass, in microseconds, as the SNAP JIT paper's §IV compiles SNAP.
+//! The baseline compiler: verified NetIL to x86-64 or AArch64 machine code
+//! in one pass, in microseconds, as the SNAP JIT paper's §IV compiles SNAP.
 //!
 //! The verifier gives every reachable instruction one fixed operand-stack
 //! depth (docs/netil.md §3), so stack slot `d` is a fixed place and each
@@ -13,13 +13,14 @@
 //! and applications that should start at once.
 //!
 //! The generated function reads the machine through the same context as
-//! the JIT's per-NetPE code ([`HandlerCtx`], in `rdi`, kept in `rbx`). The
-//! four lowest stack slots are the callee-saved registers r13d, r14d, r15d
-//! and ebp (the seed's mapping of fixed stack depths to registers); the
+//! the JIT's per-NetPE code ([`HandlerCtx`], in `rdi`, kept in `rbx`, on
+//! x86-64; in `x0`, kept in `x19`, on AArch64). The lowest stack slots are
+//! callee-saved registers (r13d, r14d, r15d and ebp on x86-64; w21-w28 on
+//! AArch64: the seed's mapping of fixed stack depths to registers); the
 //! slots above them and the locals live in the function's own stack frame,
-//! reached through `r12` (the verifier proves every slot and local written
-//! before it is read); `eax`, `ecx`, `edx` and the argument registers are
-//! the templates' scratch. Every memory access is checked
+//! reached through `r12` (`x20`) (the verifier proves every slot and local
+//! written before it is read); a few caller-saved registers are the
+//! templates' scratch (`x64.rs`, `aarch64.rs`). Every memory access is checked
 //! against its memory's length; division by zero, a refused edge, a bad
 //! `ret.pop` port and a coprocessor error leave with the fault's code, as
 //! every engine does (docs/netil.md §2.6), and a taken backward edge pays
@@ -33,6 +34,10 @@
 //! `mcopy`, `popcnt`, `clz`, `ctz`, `hash32` and `csum.upd` call small
 //! helpers of this crate. Other architectures have no baseline
 //! compiler: [`compile_segment`] and the engine say so.
+//!
+//! The AArch64 templates are tested on x86-64 hosts under `qemu-aarch64`
+//! (`scripts/test.sh` runs this crate's tests cross-compiled when the
+//! cross toolchain is there).
 
 use std::sync::Arc;
 
@@ -49,9 +54,9 @@ pub struct Shape {
 
 /// One compiled handler: an executable buffer and its entry.
 pub struct Handler {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     buf: dynasmrt::ExecutableBuffer,
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     entry: dynasmrt::AssemblyOffset,
     /// Bytes of the handler's stack frame (its slots, then its locals).
     frame: usize,
@@ -133,7 +138,7 @@ impl PeCode for BaselineCode {
 
 impl Handler {
     /// The machine code (for disassembly).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     pub fn machine_code(&self) -> &[u8] {
         &self.buf
     }
@@ -152,7 +157,22 @@ impl Handler {
         f(ctx)
     }
 
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    fn call(&self, ctx: &mut HandlerCtx) -> u32 {
+        let f: extern "C" fn(*mut HandlerCtx) -> u32 =
+            // SAFETY: `entry` is the start of the function `compile_segment`
+            // assembled into `buf` (its instruction cache made coherent by
+            // `finalize`), which lives as long as `self`; its signature is
+            // this one (the context in x0, the outcome's code in w0:
+            // AAPCS64). The context describes live memories and
+            // coprocessors (`HandlerCtx::new`); the function touches no other
+            // memory than them and its own stack frame (probed page by page
+            // when it is large).
+            unsafe { std::mem::transmute(self.buf.ptr(self.entry)) };
+        f(ctx)
+    }
+
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     fn call(&self, _ctx: &mut HandlerCtx) -> u32 {
         unreachable!("no baseline code is compiled on this architecture")
     }
@@ -169,17 +189,115 @@ impl Engine for BaselineEngine {
     }
 
     fn prepare(&self, verified: &Verified) -> Result<Arc<dyn PeCode>, EngineError> {
-        if !cfg!(target_arch = "x86_64") {
-            return Err(EngineError::Unsupported("the baseline compiler exists for x86-64 only".into()));
+        if !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+            return Err(EngineError::Unsupported("the baseline compiler exists for x86-64 and AArch64 only".into()));
         }
         BaselineCode::compile(verified).map(|c| Arc::new(c) as Arc<dyn PeCode>).map_err(EngineError::Codegen)
     }
 }
 
 /// Compiles one verified segment.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
 pub fn compile_segment(_seg: &netvm_verify::SegmentInfo, _shape: Shape) -> Result<Handler, String> {
     Err("no baseline compiler for this architecture".into())
+}
+
+/// The runtime helpers generated code calls (`popcnt`, `clz`, `ctz` and
+/// `hash32` as `unary`, `csum.upd`, `mcopy`'s move), in the calling
+/// convention of the architecture's templates (`"sysv64"` on x86-64, `"C"`
+/// on AArch64).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+macro_rules! runtime_helpers {
+    ($abi:literal) => {
+        /// `popcnt` (0), `clz` (1), `ctz` (2) and `hash32` (3) of `a`.
+        extern $abi fn unary(which: u32, a: u32) -> u32 {
+            match which {
+                0 => a.count_ones(),
+                1 => a.leading_zeros(),
+                2 => a.trailing_zeros(),
+                _ => netvm_vm::region::hash32(a),
+            }
+        }
+
+        /// `csum.upd`.
+        extern $abi fn csum_upd(hc: u32, old: u32, new: u32) -> u32 {
+            netvm_vm::region::csum_update(hc, old, new)
+        }
+
+        /// `mcopy`'s move, after the generated code checked both ranges.
+        ///
+        /// # Safety
+        /// `[src, src + n)` is readable and `[dst, dst + n)` writable; they may overlap.
+        unsafe extern $abi fn move_bytes(dst: *mut u8, src: *const u8, n: u64) {
+            // SAFETY: the caller's contract; `copy` is a memmove.
+            unsafe { std::ptr::copy(src, dst, n as usize) }
+        }
+    };
+}
+
+/// What both architectures' compilers need to know of a segment before
+/// emitting it: its deepest stack slot and its locals, and where its jumps
+/// lead.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod layout {
+    use dynasmrt::DynamicLabel;
+    use netil::Operands;
+    use netvm_verify::SegmentInfo;
+    use netvm_vm::{DirectOp, RegisterFile};
+
+    /// `struct netvm_regfile`: its size and fields (the inline register
+    /// files generated code reads and writes).
+    pub(crate) const FILE_SIZE: u32 = std::mem::size_of::<RegisterFile>() as u32;
+    pub(crate) const FILE_INPUT: u32 = std::mem::offset_of!(RegisterFile, input) as u32;
+    pub(crate) const FILE_OUTPUT: u32 = std::mem::offset_of!(RegisterFile, output) as u32;
+    pub(crate) const FILE_INPUTS: u32 = std::mem::offset_of!(RegisterFile, inputs) as u32;
+    pub(crate) const FILE_OUTPUTS: u32 = std::mem::offset_of!(RegisterFile, outputs) as u32;
+    pub(crate) const FILE_DIRECT: u32 = std::mem::offset_of!(RegisterFile, direct) as u32;
+    pub(crate) const FILE_OPS: u32 = std::mem::offset_of!(RegisterFile, ops) as u32;
+    /// `struct netvm_directop`: its size and fields.
+    pub(crate) const DIRECT_SIZE: u32 = std::mem::size_of::<DirectOp>() as u32;
+    pub(crate) const DIRECT_CALL: u32 = std::mem::offset_of!(DirectOp, call) as u32;
+    pub(crate) const DIRECT_THIS: u32 = std::mem::offset_of!(DirectOp, this) as u32;
+
+    /// The deepest slot any reachable instruction uses (before or after
+    /// it), and how many locals the code names.
+    pub(crate) fn slots_and_locals(seg: &SegmentInfo) -> (u32, u32) {
+        let (mut max_depth, mut locals) = (0u32, 0u32);
+        for (insn, d) in seg.insns.iter().zip(&seg.depth) {
+            let Some(d) = d.map(u32::from) else { continue };
+            let after = d.saturating_sub(insn.op.pops()) + insn.op.pushes();
+            max_depth = max_depth.max(d).max(after);
+            if let Operands::Local(l) = insn.operands {
+                locals = locals.max(u32::from(l) + 1);
+            }
+        }
+        (max_depth, locals)
+    }
+
+    /// The instruction index a jump target (a byte offset) names.
+    pub(crate) fn target(seg: &SegmentInfo, t: i64) -> Result<usize, String> {
+        u32::try_from(t).ok().and_then(|t| seg.index_of.get(&t).copied()).ok_or_else(|| "a jump to no instruction".to_string())
+    }
+
+    /// Where a taken edge goes: straight to its target, or through a stub
+    /// that pays its cost first.
+    pub(crate) struct Edges {
+        /// Stubs to emit after the code: (stub, cost, target).
+        pub(crate) pays: Vec<(DynamicLabel, u64, DynamicLabel)>,
+    }
+
+    impl Edges {
+        /// The label a taken edge of `cost` to `to` jumps to (`new_label`
+        /// makes the stub's).
+        pub(crate) fn dest(&mut self, cost: u32, to: DynamicLabel, new_label: impl FnOnce() -> DynamicLabel) -> DynamicLabel {
+            if cost == 0 {
+                return to;
+            }
+            let pay = new_label();
+            self.pays.push((pay, u64::from(cost), to));
+            pay
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -187,3 +305,9 @@ pub use x64::compile_segment;
 
 #[cfg(target_arch = "x86_64")]
 mod x64;
+
+#[cfg(target_arch = "aarch64")]
+pub use aarch64::compile_segment;
+
+#[cfg(target_arch = "aarch64")]
+mod aarch64;

@@ -7,28 +7,19 @@ use netvm_rt::handler::offsets::{
 };
 use netvm_rt::helpers::{netvm_rt_copro_in, netvm_rt_copro_invoke, netvm_rt_copro_out, netvm_rt_crc32, netvm_rt_csum, netvm_rt_murmur3};
 use netvm_verify::SegmentInfo;
-use netvm_vm::{region, DirectOp, FaultKind, Outcome, RegisterFile};
+use netvm_vm::{FaultKind, Outcome};
 
+use super::layout::{
+    slots_and_locals, target, Edges, DIRECT_CALL, DIRECT_SIZE, DIRECT_THIS, FILE_DIRECT, FILE_INPUT, FILE_INPUTS, FILE_OPS, FILE_OUTPUT,
+    FILE_OUTPUTS, FILE_SIZE,
+};
 use super::{Handler, Shape};
-
-/// `struct netvm_regfile`: its size and fields.
-const FILE_SIZE: i32 = std::mem::size_of::<RegisterFile>() as i32;
-const FILE_INPUT: i32 = std::mem::offset_of!(RegisterFile, input) as i32;
-const FILE_OUTPUT: i32 = std::mem::offset_of!(RegisterFile, output) as i32;
-const FILE_INPUTS: i32 = std::mem::offset_of!(RegisterFile, inputs) as i32;
-const FILE_OUTPUTS: i32 = std::mem::offset_of!(RegisterFile, outputs) as i32;
-const FILE_DIRECT: i32 = std::mem::offset_of!(RegisterFile, direct) as i32;
-const FILE_OPS: i32 = std::mem::offset_of!(RegisterFile, ops) as i32;
-/// `struct netvm_directop`: its size and fields.
-const DIRECT_SIZE: i32 = std::mem::size_of::<DirectOp>() as i32;
-const DIRECT_CALL: i32 = std::mem::offset_of!(DirectOp, call) as i32;
-const DIRECT_THIS: i32 = std::mem::offset_of!(DirectOp, this) as i32;
 
 /// Where bit `bit` of the mask at `mask` of instance `copro`'s register
 /// file is set, the pointer at `field` of that file into `rax`; jumps to
 /// `call` where it is not (or the context has no file for the instance).
-fn regfile_pointer(ops: &mut dynasmrt::x64::Assembler, copro: u8, mask: i32, bit: u8, field: i32, call: DynamicLabel) {
-    let file = FILE_SIZE * i32::from(copro);
+fn regfile_pointer(ops: &mut dynasmrt::x64::Assembler, copro: u8, mask: u32, bit: u8, field: u32, call: DynamicLabel) {
+    let (file, mask, field) = ((FILE_SIZE * u32::from(copro)) as i32, mask as i32, field as i32);
     dynasm!(ops ; .arch x64
         ; cmp QWORD [rbx + NREGS], i32::from(copro) ; jbe =>call
         ; mov rax, [rbx + REGS]
@@ -98,45 +89,7 @@ fn mem_fields(m: Mem) -> (i32, i32) {
     }
 }
 
-extern "sysv64" fn unary(which: u32, a: u32) -> u32 {
-    match which {
-        0 => a.count_ones(),
-        1 => a.leading_zeros(),
-        2 => a.trailing_zeros(),
-        _ => region::hash32(a),
-    }
-}
-
-extern "sysv64" fn csum_upd(hc: u32, old: u32, new: u32) -> u32 {
-    region::csum_update(hc, old, new)
-}
-
-/// `mcopy`'s move, after the generated code checked both ranges.
-///
-/// # Safety
-/// `[src, src + n)` is readable and `[dst, dst + n)` writable; they may overlap.
-unsafe extern "sysv64" fn move_bytes(dst: *mut u8, src: *const u8, n: u64) {
-    // SAFETY: the caller's contract; `copy` is a memmove.
-    unsafe { std::ptr::copy(src, dst, n as usize) }
-}
-
-/// Where a taken edge goes: straight to its target, or through a stub that
-/// pays its cost first.
-struct Edges {
-    /// Stubs to emit after the code: (stub, cost, target).
-    pays: Vec<(DynamicLabel, u64, DynamicLabel)>,
-}
-
-impl Edges {
-    fn dest(&mut self, ops: &mut dynasmrt::x64::Assembler, cost: u32, to: DynamicLabel) -> DynamicLabel {
-        if cost == 0 {
-            return to;
-        }
-        let pay = ops.new_dynamic_label();
-        self.pays.push((pay, u64::from(cost), to));
-        pay
-    }
-}
+runtime_helpers!("sysv64");
 
 /// A switch over `eax`: a binary search over the ascending `cases`.
 fn switch_tree(ops: &mut dynasmrt::x64::Assembler, cases: &[(u32, DynamicLabel)], default: DynamicLabel) {
@@ -163,16 +116,7 @@ fn switch_tree(ops: &mut dynasmrt::x64::Assembler, cases: &[(u32, DynamicLabel)]
 pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, String> {
     let n = seg.insns.len();
     // Slots in use (one spare above the deepest), then the locals.
-    let mut max_depth = 0u32;
-    let mut locals = 0u32;
-    for (insn, d) in seg.insns.iter().zip(&seg.depth) {
-        let Some(d) = d.map(u32::from) else { continue };
-        let after = d.saturating_sub(insn.op.pops()) + insn.op.pushes();
-        max_depth = max_depth.max(d).max(after);
-        if let Operands::Local(l) = insn.operands {
-            locals = locals.max(u32::from(l) + 1);
-        }
-    }
+    let (max_depth, locals) = slots_and_locals(seg);
     let locals_base = 4 * (max_depth as i32 + 1);
     let local = |l: u16| locals_base + 4 * i32::from(l);
     // The frame: slots and locals; six pushes leave rsp 8 bytes off a
@@ -186,9 +130,7 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
     let fault = |k: FaultKind| faults[k as usize];
     let mut edges = Edges { pays: Vec::new() };
     let copros = seg.copros_used();
-    let target = |t: i64| -> Result<usize, String> {
-        u32::try_from(t).ok().and_then(|t| seg.index_of.get(&t).copied()).ok_or_else(|| "a jump to no instruction".to_string())
-    };
+    let target = |t: i64| target(seg, t);
 
     let start = ops.offset();
     dynasm!(ops ; .arch x64
@@ -340,7 +282,7 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
             }
             (op, Operands::Target(tgt)) => {
                 let to = target(*tgt)?;
-                let dest = edges.dest(o, seg.edge_cost(i, to), labels[to]);
+                let dest = edges.dest(seg.edge_cost(i, to), labels[to], || o.new_dynamic_label());
                 match op {
                     Jump => dynasm!(o ; .arch x64 ; jmp =>dest),
                     Jz | Jnz => {
@@ -374,10 +316,10 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                 let mut cases = Vec::with_capacity(table.cases.len());
                 for &(v, tgt) in &table.cases {
                     let to = target(tgt)?;
-                    cases.push((v, edges.dest(o, seg.edge_cost(i, to), labels[to])));
+                    cases.push((v, edges.dest(seg.edge_cost(i, to), labels[to], || o.new_dynamic_label())));
                 }
                 let to = target(table.default)?;
-                let default = edges.dest(o, seg.edge_cost(i, to), labels[to]);
+                let default = edges.dest(seg.edge_cost(i, to), labels[to], || o.new_dynamic_label());
                 get(o, EAX, t);
                 switch_tree(o, &cases, default);
             }
@@ -501,12 +443,12 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
                 let (call, done) = (o.new_dynamic_label(), o.new_dynamic_label());
                 if *op < 32 {
                     // The direct entry: (instance, packet, its length, seconds, nanoseconds).
-                    let at = DIRECT_SIZE * i32::from(*op);
+                    let (at, this, entry) = ((DIRECT_SIZE * u32::from(*op)) as i32, DIRECT_THIS as i32, DIRECT_CALL as i32);
                     regfile_pointer(o, *copro, FILE_OPS, *op, FILE_DIRECT, call);
                     dynasm!(o ; .arch x64
-                        ; mov rdi, [rax + at + DIRECT_THIS] ; mov rsi, [rbx + PKT] ; mov rdx, [rbx + PKT_LEN]
+                        ; mov rdi, [rax + at + this] ; mov rsi, [rbx + PKT] ; mov rdx, [rbx + PKT_LEN]
                         ; mov rcx, [rbx + TS_SEC] ; mov r8d, [rbx + TS_NSEC]
-                        ; call QWORD [rax + at + DIRECT_CALL]
+                        ; call QWORD [rax + at + entry]
                         ; test eax, eax ; jnz =>fault(FaultKind::Copro) ; jmp =>done
                     );
                 }

@@ -6,7 +6,7 @@
 //!
 //! CI runs 2,200 programs × 50 packets; `NETVM_DIFF_PROGRAMS=N` runs N
 //! programs, `NETVM_DIFF_SEED=S` changes the seed.
-#![cfg(target_arch = "x86_64")]
+#![cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 
 use netvm_baseline::BaselineCode;
 use netvm_fuzzgen::{compare_generated, compare_real, first_difference, new_state, observe};

@@ -258,7 +258,7 @@ impl CapsuleNode {
             TierPolicy::Baseline => Compiler::Baseline,
             TierPolicy::Cranelift => Compiler::Cranelift,
             TierPolicy::Auto if c.interp_ns > 0.0 && self.model.pays(c.runs, c.interp_ns, c.code.insns) => {
-                if cfg!(target_arch = "x86_64") {
+                if cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
                     Compiler::Baseline
                 } else {
                     Compiler::Cranelift

@@ -11,7 +11,7 @@
 //! (`a` = runs), a program is compiled when `runs · (T_I − T_E) > T_C`.
 //!
 //! The first compiler is the one-pass baseline compiler ([`crate::baseline`],
-//! x86-64: microseconds per program); Cranelift ([`compile`]) is the other
+//! x86-64 and AArch64: microseconds per program); Cranelift ([`compile`]) is the other
 //! (hundreds of microseconds; `tier = "cranelift"`, and where there is no
 //! baseline compiler).
 //!

@@ -130,8 +130,8 @@ fn check_subject(path: &Path, file: &TestFile, subject: &Subject, comment: char)
 
 /// Why an engine cannot run `subject` here, if it cannot.
 fn unavailable(subject: &Subject, engine: EngineKind) -> Option<String> {
-    if engine == EngineKind::Baseline && !cfg!(target_arch = "x86_64") {
-        return Some("the baseline compiler exists for x86-64 only".into());
+    if engine == EngineKind::Baseline && !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        return Some("the baseline compiler exists for x86-64 and AArch64 only".into());
     }
     let EngineKind::Aot(target) = engine else { return None };
     if subject.has_copros() {

@@ -57,6 +57,7 @@ const MAX_INTERFACES: usize = 4096;
 const PEEK_WAIT: Duration = Duration::from_secs(10);
 
 /// How far ahead of the record being parsed the fast path prefetches.
+#[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 512;
 
 const PCAPNG_SHB: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
