@@ -13,7 +13,11 @@
 //!   16-instruction capsules (ALU only; and with a store lookup); and, apart,
 //!   the verifier alone and the interpreter alone on the verified code;
 //! - `bench: "ess"`: ns per store lookup against the length of the chain the
-//!   key is found at (WASP's Table 2), and per insert.
+//!   key is found at (WASP's Table 2), and per insert;
+//! - `bench: "carrier"`: ns per capsule through the node (baseline tier)
+//!   for the node counter (`nodes`) and `count` in each carrier they fit
+//!   (UDP, IPv4 option, IPv6 destination option), the frame restored
+//!   before each run.
 //!
 //! `capsbench gen-mixed DIR` writes the mixed stream of capsules and
 //! ordinary packets the whole-command benchmark runs (see [`gen_mixed`]).
@@ -26,7 +30,7 @@ use std::time::Instant;
 use netvm_capsule::build::{build, Built};
 use netvm_capsule::profile::{CapsuleCode, CostModel, Verifier};
 use netvm_capsule::tier::{compile_with, Compiler, TierPolicy};
-use netvm_capsule::wire::{self, ethernet_ipv4_frame, Link, CAPSULE_PORT};
+use netvm_capsule::wire::{self, ethernet_frame, ethernet_ipv4_frame, Carrier, FrameSpec, Link, CAPSULE_PORT};
 use netvm_capsule::{CapsuleNode, Dialect, NodeConfig, Verdict};
 use netvm_copro::ess::{Ess, Visibility};
 use netvm_vm::{Limits, PeState, Timestamp, XbView};
@@ -265,4 +269,38 @@ fn main() {
         let _ = std::hint::black_box(fresh.put(next, &[3; 32], Visibility::Public, 0));
     });
     report(serde_json::json!({"bench": "ess", "op": "put_new"}), &ns);
+    carriers(reps, iters);
+}
+
+/// The node (baseline tier) on the same capsule in each carrier it fits.
+fn carriers(reps: usize, iters: u64) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/capsules");
+    let count_scratch = [&0x00c0_ffee_u64.to_be_bytes()[..], &u32::MAX.to_be_bytes()].concat();
+    for (name, scratch) in [("nodes", vec![0u8]), ("count", count_scratch)] {
+        let src = std::fs::read_to_string(format!("{dir}/{name}.nil")).unwrap_or_else(|e| die(format!("{dir}/{name}.nil: {e}")));
+        let built = build(&src, None, false).unwrap_or_else(|e| die(format!("{name}: {e}")));
+        let mut h = built.header;
+        h.hops = 255;
+        let capsule = built.encode(&h, &scratch, b"");
+        for (label, carrier) in [("udp", Carrier::Udp), ("ipv4-option", Carrier::Ipv4Option), ("ipv6-option", Carrier::Ipv6Option)] {
+            let (src, dst): (std::net::IpAddr, std::net::IpAddr) = match carrier {
+                Carrier::Ipv6Option => ("2001:db8::1".parse().unwrap(), "2001:db8::2".parse().unwrap()),
+                _ => ("192.0.2.1".parse().unwrap(), "198.51.100.1".parse().unwrap()),
+            };
+            let port = if carrier == Carrier::Udp { CAPSULE_PORT } else { 9 };
+            let spec = FrameSpec { src, dst, sport: 4000, port, ttl: 64, carrier };
+            // A capsule too large for an IPv4 option is not measured there.
+            let Ok(frame) = ethernet_frame(&spec, &capsule, b"") else { continue };
+            let cfg = NodeConfig { tier: TierPolicy::Baseline, ..NodeConfig::default() };
+            let mut node = CapsuleNode::new(cfg, Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
+            let mut f = frame.clone();
+            let mut verdict = Verdict::Ordinary;
+            let ns = time(reps, iters, |i| {
+                f.copy_from_slice(&frame);
+                verdict = node.process(&mut f, Timestamp { sec: i / 1_000_000, nsec: 0 }, 1);
+            });
+            let fields = serde_json::json!({"bench": "carrier", "capsule": name, "carrier": label, "frame_bytes": frame.len(), "verdict": format!("{verdict:?}")});
+            report(fields, &ns);
+        }
+    }
 }
