@@ -30,8 +30,11 @@ pub struct FilterArgs {
     /// Print the generated NetIL and exit.
     #[arg(short = 'd')]
     dump: bool,
-    /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
+    /// Execution engine. The default, tiered, starts on the baseline
+    /// compiler's code (compiled in microseconds, so that short captures end
+    /// before a JIT would have compiled) and moves to the JIT's once that is
+    /// compiled, on its own thread, after 4,096 packets.
+    #[arg(long, value_enum, default_value_t = EngineArg::Tiered)]
     engine: EngineArg,
     /// Timestamp precision of the output file (default: the input's), as tcpdump's option.
     #[arg(long = "time-stamp-precision", value_enum)]
@@ -144,7 +147,7 @@ pub fn cmd_filter(args: FilterArgs) -> u8 {
     }
     let matched = r.exits.get(1).copied().unwrap_or(0);
     if args.stats {
-        let j = serde_json::json!({
+        let mut j = serde_json::json!({
             "packets": r.input_packets,
             "bytes": r.input_bytes,
             "matched": matched,
@@ -155,6 +158,10 @@ pub fn cmd_filter(args: FilterArgs) -> u8 {
             "workers": crate::run::workers_json(&r),
             "memory": crate::run::memory_json(&r),
         });
+        // `--engine tiered`, once the JIT's code took over: the packets run before.
+        if let Some((_, first)) = driver.app().tiered() {
+            j["first_tier_packets"] = first.into();
+        }
         eprintln!("{j}");
     }
     if args.count {

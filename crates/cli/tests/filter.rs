@@ -147,3 +147,30 @@ fn protocols_file_adds_protocols() {
     let out = netvm(&["filter", "--protocols", db.to_str().unwrap(), "--count", "-r", trace.to_str().unwrap(), "gre or vxlan"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_default_engine_is_tiered_and_counts_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("long.pcap");
+    // 20,000 frames, every third TCP: past the threshold at which the JIT's
+    // code is compiled and taken up.
+    let mut w = netvm_io::PcapWriter::create(&trace).unwrap();
+    for i in 0..20_000u32 {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = if i % 3 == 0 { 6 } else { 17 };
+        w.write_record(&f, 60, netvm_vm::Timestamp { sec: u64::from(i), nsec: 0 }).unwrap();
+    }
+    w.finish().unwrap();
+    let out = netvm(&["filter", "-r", trace.to_str().unwrap(), "--count", "--stats", "tcp"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "6667");
+    let stats: serde_json::Value = serde_json::from_slice(out.stderr.split(|&b| b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(stats["engine"], "tiered");
+    // Whether the JIT finished before the capture did depends on the machine;
+    // when it did, the first tier ran at least the threshold's packets.
+    if let Some(first) = stats["first_tier_packets"].as_u64() {
+        assert!((4096..20_000).contains(&first), "{stats}");
+    }
+}
