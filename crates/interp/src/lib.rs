@@ -693,9 +693,9 @@ fn execute(
         };
     }
     loop {
-        let op = ops[pc];
+        let op = &ops[pc];
         pc += 1;
-        match op {
+        match *op {
             Op::Nop => {}
             Op::Push(v) => push!(tos, stack, sp, v),
             Op::Pop => {
