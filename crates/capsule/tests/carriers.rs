@@ -158,3 +158,36 @@ fn a_capsule_in_an_option_returns_to_its_source_once() {
         assert_eq!(n.process(&mut f, t(0), 1), Verdict::Drop(DropReason::ReturnedTwice));
     }
 }
+
+/// A capsule option after a NOP sits at an odd offset from the IPv4
+/// header: the hops byte and the scratchpad then share checksum words
+/// with their neighbours, and the header checksum must still follow.
+#[test]
+fn an_ipv4_option_at_an_odd_offset_keeps_the_checksum_right() {
+    let src = ".infosize 1\n.ports 2\nsegment .push\n    push 0\n    push 7\n    istore.8\n    ret 0\nends\n";
+    let b = build(src, None, false).unwrap();
+    let mut f = frame(&b, &[0], Carrier::Ipv4Option);
+    let opt = 14 + 20;
+    let ihl = usize::from(f[14] & 0xf) * 4;
+    assert_eq!(f[14 + ihl - 1], 0, "the options end with padding");
+    // One NOP before the option, one padding byte less after it.
+    f.remove(14 + ihl - 1);
+    f.insert(opt, 1);
+    // The header's words changed: its checksum is computed again.
+    f[24..26].copy_from_slice(&[0, 0]);
+    let mut sum: u32 = f[14..14 + ihl].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    assert!(ipv4_header_checksum_ok(&f, 14));
+    let l = wire::locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+    assert_eq!((l.capsule - 14) % 2, 1, "an odd offset");
+    let mut n = node(1);
+    for _ in 0..3 {
+        assert_eq!(n.process(&mut f, t(0), 1), Verdict::Forward);
+        assert!(ipv4_header_checksum_ok(&f, 14));
+    }
+    let l = wire::locate(&f, Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+    assert_eq!((f[l.capsule + 12], f[l.scratch()][0]), (13, 7));
+}
