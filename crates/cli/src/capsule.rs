@@ -145,6 +145,14 @@ struct RunArgs {
     /// One node with this IPv4 address.
     #[arg(long)]
     node: Option<Ipv4Addr>,
+    /// The nodes' IPv6 addresses (what capsule code reads from the
+    /// environment's registers 1-4), near end first, one per node of
+    /// --path (or alone: a path of IPv6-only nodes).
+    #[arg(long, value_delimiter = ',', conflicts_with = "node6")]
+    path6: Vec<std::net::Ipv6Addr>,
+    /// The IPv6 address of the one node (--node).
+    #[arg(long)]
+    node6: Option<std::net::Ipv6Addr>,
     /// Which entry point the nodes run.
     #[arg(long, value_enum, default_value_t = HookArg::Ingress)]
     hook: HookArg,
@@ -311,7 +319,20 @@ fn cmd_build(a: BuildArgs) -> u8 {
 }
 
 fn cmd_run(a: RunArgs) -> u8 {
-    let addresses: Vec<Ipv4Addr> = if a.path.is_empty() { vec![a.node.unwrap_or(Ipv4Addr::new(10, 0, 0, 1))] } else { a.path.clone() };
+    // Each node's (IPv4, IPv6) addresses.
+    let v6: Vec<std::net::Ipv6Addr> = if a.path6.is_empty() { a.node6.into_iter().collect() } else { a.path6.clone() };
+    let v4: Vec<Ipv4Addr> = match (a.path.is_empty(), a.node) {
+        (false, _) => a.path.clone(),
+        (true, Some(n)) => vec![n],
+        (true, None) if v6.len() > 1 => vec![Ipv4Addr::UNSPECIFIED; v6.len()],
+        (true, None) => vec![Ipv4Addr::new(10, 0, 0, 1)],
+    };
+    if !v6.is_empty() && v6.len() != v4.len() {
+        eprintln!("netvm capsule: {} IPv6 addresses for {} nodes: give one per node of --path", v6.len(), v4.len());
+        return EXIT_USAGE;
+    }
+    let addresses: Vec<(Ipv4Addr, std::net::Ipv6Addr)> =
+        v4.iter().enumerate().map(|(i, &a4)| (a4, v6.get(i).copied().unwrap_or(std::net::Ipv6Addr::UNSPECIFIED))).collect();
     if a.queues.len() > netvm_capsule::env::MAX_QUEUES || a.queues.iter().any(|&q| q > 3) {
         eprintln!("netvm capsule: --queues: at most {} statuses, each 0 to 3", netvm_capsule::env::MAX_QUEUES);
         return EXIT_USAGE;
@@ -347,15 +368,15 @@ fn cmd_run(a: RunArgs) -> u8 {
         },
     };
     let mut chain = Chain::default();
-    for addr in &addresses {
+    for &(ipv4, ipv6) in &addresses {
         let env = EnvConfig {
-            ipv4: *addr,
+            ipv4,
+            ipv6,
             congestion: queues.iter().copied().max().unwrap_or(0),
             queue_depth: a.queue_depth,
             speed_mbps: a.speed,
             queues,
             nqueues: a.queues.len().max(1) as u8,
-            ..EnvConfig::default()
         };
         let cfg = NodeConfig {
             port: a.port,
@@ -457,11 +478,12 @@ fn cmd_run(a: RunArgs) -> u8 {
             .nodes
             .iter_mut()
             .zip(&addresses)
-            .map(|(n, addr)| {
+            .map(|(n, &(ipv4, ipv6))| {
                 let s = n.stats();
                 let ess: serde_json::Map<String, Value> = n.ess().stats().into_iter().map(|(k, v)| (k, json!(v))).collect();
                 json!({
-                    "address": addr.to_string(),
+                    "address": if ipv4.is_unspecified() { ipv6.to_string() } else { ipv4.to_string() },
+                    "ipv6": (!ipv6.is_unspecified()).then(|| ipv6.to_string()),
                     "capsules": s.capsules,
                     "ordinary": s.ordinary,
                     "forwarded": s.forwarded,

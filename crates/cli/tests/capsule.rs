@@ -119,3 +119,31 @@ fn capsules_in_options_are_built_and_carried() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not fit an IPv4 option"));
 }
+
+#[test]
+fn ipv6_nodes_give_their_addresses_to_capsule_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    // Copies the node's IPv6 address (environment registers 1-4) into the scratchpad.
+    let mut src = String::from(".copro ess ess\n.copro env env\n.infosize 16\n.ports 2\nsegment .push\n");
+    for w in 0..4 {
+        src += &format!("    push {}\n    copro.out env, {}\n    istore.32\n", 4 * w, w + 1);
+    }
+    src += "    ret 0\nends\n";
+    std::fs::write(p("addr6.nil"), src).unwrap();
+    let o = netvm(&["capsule", "build", &p("addr6.nil"), "-o", &p("a6.pcap"), "--carrier", "ipv6-option"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = netvm(&["capsule", "run", "-r", &p("a6.pcap"), "--path6", "2001:db8::a,2001:db8::b", "-w", &p("out.pcap"), "--stats"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((s["delivered"].as_u64(), s["nodes"][1]["address"].as_str()), (Some(1), Some("2001:db8::b")));
+    let (frames, err) = netvm_io::read_capture(std::path::Path::new(&p("out.pcap")), 0);
+    assert!(err.is_none());
+    let f = &frames[0].data;
+    let l = netvm_capsule::wire::locate(f, netvm_capsule::Link::Ethernet, netvm_capsule::wire::CAPSULE_PORT).unwrap().unwrap();
+    let b: std::net::Ipv6Addr = "2001:db8::b".parse().unwrap();
+    assert_eq!(&f[l.scratch()], &b.octets(), "the last node's address");
+    // One IPv6 address per node of --path, or none.
+    let o = netvm(&["capsule", "run", "-r", &p("a6.pcap"), "--path", "10.0.0.1,10.0.0.2", "--path6", "2001:db8::a"]);
+    assert_eq!(o.status.code(), Some(2));
+}
