@@ -201,12 +201,6 @@ impl Op {
     }
 }
 
-/// The packet value of `width` (1, 2 or 4) bytes at `off`, big-endian.
-#[inline(always)]
-fn packet_field(packet: &[u8], off: u32, width: u8) -> Option<u32> {
-    mem::load_be(packet, off, u32::from(width))
-}
-
 /// Fuses `push v` with the instruction after it when that instruction is
 /// not a jump target: the most frequent NetIL idiom (constant operands,
 /// constant header offsets) then costs one dispatch instead of two.
@@ -268,6 +262,17 @@ pub struct SwitchOp {
     pub edges: Vec<Edge>,
     /// Edge when no case matches.
     pub default: Edge,
+}
+
+impl SwitchOp {
+    /// The edge taken on `v`.
+    #[inline(always)]
+    fn edge(&self, v: u32) -> Edge {
+        match self.values.binary_search(&v) {
+            Ok(k) => self.edges[k],
+            Err(_) => self.default,
+        }
+    }
 }
 
 /// One segment, pre-decoded.
@@ -777,12 +782,7 @@ fn execute(
             }
             Op::Switch(i) => {
                 let v = pop!(tos, stack, sp);
-                let sw = &code.switches[i as usize];
-                let e = match sw.values.binary_search(&v) {
-                    Ok(k) => sw.edges[k],
-                    Err(_) => sw.default,
-                };
-                take_edge!(e)
+                take_edge!(code.switches[i as usize].edge(v))
             }
             Op::Ret(p) => return Outcome::Forward(p),
             Op::RetPop => {
@@ -792,7 +792,7 @@ fn execute(
             }
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
-            Op::Load(Mem::Packet, w) => match packet_field(m.xb.packet, tos, w) {
+            Op::Load(Mem::Packet, w) => match mem::load_be(m.xb.packet, tos, u32::from(w)) {
                 Some(v) => tos = v,
                 None => fault!(Bounds),
             },
@@ -824,7 +824,7 @@ fn execute(
             Op::Inport => push!(tos, stack, sp, u32::from(m.in_port)),
             Op::TstampS => push!(tos, stack, sp, m.xb.ts.sec as u32),
             Op::TstampNs => push!(tos, stack, sp, m.xb.ts.nsec),
-            Op::UploadTopJcmpImm { width, cond, value, edge } => match packet_field(m.xb.packet, tos, width) {
+            Op::UploadTopJcmpImm { width, cond, value, edge } => match mem::load_be(m.xb.packet, tos, u32::from(width)) {
                 Some(v) => {
                     pop!(tos, stack, sp);
                     if cond.eval(v, value) {
@@ -833,14 +833,9 @@ fn execute(
                 }
                 None => fault!(Bounds),
             },
-            Op::UploadSwitch { width, off, table } => match packet_field(m.xb.packet, off, width) {
+            Op::UploadSwitch { width, off, table } => match mem::load_be(m.xb.packet, off, u32::from(width)) {
                 Some(v) => {
-                    let sw = &code.switches[table as usize];
-                    let e = match sw.values.binary_search(&v) {
-                        Ok(k) => sw.edges[k],
-                        Err(_) => sw.default,
-                    };
-                    take_edge!(e)
+                    take_edge!(code.switches[table as usize].edge(v))
                 }
                 None => fault!(Bounds),
             },
@@ -898,7 +893,7 @@ fn execute(
                     take_edge!(e)
                 }
             }
-            Op::UploadConst(w, off) => match packet_field(m.xb.packet, off, w) {
+            Op::UploadConst(w, off) => match mem::load_be(m.xb.packet, off, u32::from(w)) {
                 Some(v) => push!(tos, stack, sp, v),
                 None => fault!(Bounds),
             },
@@ -907,7 +902,7 @@ fn execute(
                     take_edge!(e)
                 }
             }
-            Op::UploadJcmpImm { width, cond, off, value, to } => match packet_field(m.xb.packet, off, width) {
+            Op::UploadJcmpImm { width, cond, off, value, to } => match mem::load_be(m.xb.packet, off, u32::from(width)) {
                 Some(v) => {
                     if cond.eval(v, value) {
                         pc = to as usize;
