@@ -18,11 +18,11 @@ use crate::EXIT_ERROR;
 /// `--engine`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum EngineArg {
-    /// Native code compiled with Cranelift (the default).
+    /// Native code compiled with Cranelift.
     Jit,
     /// The reference interpreter.
     Interp,
-    /// The one-pass baseline compiler (x86-64): native code in microseconds,
+    /// The one-pass baseline compiler (x86-64, AArch64): native code in microseconds,
     /// each NetPE on its own, the graph walked by the runtime.
     Baseline,
     /// Starts on the baseline compiler's code and moves to the JIT's
