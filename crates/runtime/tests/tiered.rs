@@ -56,7 +56,13 @@ fn moving_to_the_jit_mid_run_changes_nothing() {
             let mut tiered = Application::build(&manifest, &engine as &dyn Engine, &registry, None).unwrap();
             assert_eq!((tiered.engine(), tiered.link()), ("tiered", "dispatch"));
             let got = run(&mut tiered, &packets, Some(switch_after));
-            assert_eq!(tiered.tiered(), Some(("direct", 32 * switch_after as u64)), "{app}");
+            // The move happens at a batch boundary, at the latest where the
+            // run waits for it; the JIT may be ready sooner.
+            let (link, first) = tiered.tiered().expect("moved to the second tier");
+            assert_eq!(link, "direct", "{app}");
+            let batches = first / 32;
+            assert_eq!(first % 32, 0, "{app}: {first} packets on the first tier");
+            assert!(batches <= switch_after as u64 && (switch_after == 0 || batches >= 1), "{app}: {first} packets on the first tier");
             assert_eq!(tiered.link(), "direct");
             assert_eq!(got.0, want.0, "{app}, after {switch_after} batches: verdicts");
             assert_eq!(got.1, want.1, "{app}, after {switch_after} batches: outputs");
