@@ -1,7 +1,7 @@
 //! `capsbench`: what capsules cost on a netvm node (issue 18's benchmarks).
 //!
 //! ```text
-//! capsbench [--reps R] [--iters N] [--capsule NAME]
+//! capsbench [--reps R] [--iters N] [--capsule NAME] [--stage STAGE]
 //! ```
 //!
 //! Prints one JSON object per line:
@@ -21,6 +21,9 @@
 //!
 //! `capsbench gen-mixed DIR` writes the mixed stream of capsules and
 //! ordinary packets the whole-command benchmark runs (see [`gen_mixed`]).
+//!
+//! `--stage` keeps the figures of one stage (`node`, `interpret`, `baseline`,
+//! ...; `ess`, `carrier`) and skips the rest, so a profiler sees one loop.
 //!
 //! Each figure: the median (and minimum) over `--reps` repetitions of
 //! `--iters` operations, after one untimed repetition.
@@ -155,6 +158,8 @@ fn main() {
     let iters: u64 = arg(&args, "--iters", 200_000);
     let costs = CostModel::default();
     let only: String = arg(&args, "--capsule", String::new());
+    let stage: String = arg(&args, "--stage", String::new());
+    let wants = |s: &str| stage.is_empty() || stage == s;
     for (name, built, scratch) in capsules().into_iter().filter(|c| only.is_empty() || c.0 == only) {
         let mut h = built.header;
         h.hops = 255;
@@ -171,6 +176,9 @@ fn main() {
         for (stage, tier) in
             [("node", TierPolicy::Interpret), ("node-baseline", TierPolicy::Baseline), ("node-cranelift", TierPolicy::Cranelift)]
         {
+            if !wants(stage) {
+                continue;
+            }
             let cfg = NodeConfig { tier, ..NodeConfig::default() };
             let mut node = CapsuleNode::new(cfg, Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
             let mut f = frame.clone();
@@ -187,6 +195,9 @@ fn main() {
         for (stage, compiler, n) in
             [("compile-cranelift", Compiler::Cranelift, reps.max(5)), ("compile-baseline", Compiler::Baseline, reps.max(5) * 20)]
         {
+            if !wants(stage) {
+                continue;
+            }
             let ns: Vec<f64> = (0..n)
                 .map(|_| {
                     let t = Instant::now();
@@ -201,10 +212,13 @@ fn main() {
         // The verifier alone.
         let mut v = Verifier::default();
         let mut code = CapsuleCode::default();
-        let ns = time(reps, iters, |_| {
-            v.verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut code).unwrap();
-        });
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "verify", "instructions": insns}), &ns);
+        v.verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut code).unwrap();
+        if wants("verify") {
+            let ns = time(reps, iters, |_| {
+                v.verify(&frame[l.code()], h.ingress, h.dialect(), &costs, &mut code).unwrap();
+            });
+            report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "verify", "instructions": insns}), &ns);
+        }
         // The interpreter alone on the verified code.
         let mut state = PeState {
             data: Vec::new(),
@@ -216,34 +230,53 @@ fn main() {
         let mut sp = frame[sr.clone()].to_vec();
         let limits = Limits { budget: 1 << 20 };
         let n = sp.len();
-        let ns = time(reps, iters, |i| {
-            sp.copy_from_slice(&frame[sr.clone()]);
-            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
-            std::hint::black_box(netvm_interp::run_prepared(&code.prepared, &mut state, &mut xb, 1, None, &limits, n, 2));
-        });
-        report(
-            serde_json::json!({"bench": "capsule", "capsule": name, "stage": "interpret", "instructions": insns, "dialect": if h.dialect() == Dialect::Snap { "snap" } else { "wasp" }}),
-            &ns,
-        );
+        if wants("interpret") {
+            let ns = time(reps, iters, |i| {
+                sp.copy_from_slice(&frame[sr.clone()]);
+                let mut xb =
+                    XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+                std::hint::black_box(netvm_interp::run_prepared(&code.prepared, &mut state, &mut xb, 1, None, &limits, n, 2));
+            });
+            report(
+                serde_json::json!({"bench": "capsule", "capsule": name, "stage": "interpret", "instructions": insns, "dialect": if h.dialect() == Dialect::Snap { "snap" } else { "wasp" }}),
+                &ns,
+            );
+        }
         // The native code alone on the same state.
-        let native = netvm_capsule::tier::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
-        let ns = time(reps, iters, |i| {
-            sp.copy_from_slice(&frame[sr.clone()]);
-            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
-            std::hint::black_box(native.push(&mut state, &mut xb, 1, &limits));
-        });
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "cranelift", "instructions": insns}), &ns);
+        if wants("cranelift") {
+            let native = netvm_capsule::tier::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
+            let ns = time(reps, iters, |i| {
+                sp.copy_from_slice(&frame[sr.clone()]);
+                let mut xb =
+                    XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+                std::hint::black_box(native.push(&mut state, &mut xb, 1, &limits));
+            });
+            report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "cranelift", "instructions": insns}), &ns);
+        }
         // The baseline compiler's code alone.
-        let base = netvm_capsule::baseline::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
-        let ns = time(reps, iters, |i| {
-            sp.copy_from_slice(&frame[sr.clone()]);
-            let mut xb = XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
-            std::hint::black_box(netvm_vm::PeCode::push(&*base, &mut state, &mut xb, 1, &limits));
-        });
-        report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "baseline", "instructions": insns}), &ns);
+        if wants("baseline") {
+            let base =
+                netvm_capsule::baseline::compile(&frame[l.code()], h.ingress, &costs).unwrap_or_else(|e| die(format!("{name}: {e}")));
+            let ns = time(reps, iters, |i| {
+                sp.copy_from_slice(&frame[sr.clone()]);
+                let mut xb =
+                    XbView { packet: &mut packet, wire_len: 0, ts: Timestamp { sec: i / 1_000_000, nsec: 0 }, seq: 0, info: &mut sp };
+                std::hint::black_box(netvm_vm::PeCode::push(&*base, &mut state, &mut xb, 1, &limits));
+            });
+            report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "baseline", "instructions": insns}), &ns);
+        }
     }
-    // The store: lookups of the k-th key of one chain (keys aimed at one
-    // bucket of a store with a known hash key), and inserts.
+    if wants("ess") {
+        store(reps, iters);
+    }
+    if wants("carrier") {
+        carriers(reps, iters);
+    }
+}
+
+/// The store: lookups of the k-th key of one chain (keys aimed at one
+/// bucket of a store with a known hash key), and inserts.
+fn store(reps: usize, iters: u64) {
     let mut ess = Ess::new(1 << 20, 3_600_000_000_000, 8, Some(42)).unwrap();
     let probe = Ess::new(1 << 20, 3_600_000_000_000, 8, Some(42)).unwrap();
     let target = probe.bucket_of(0);
@@ -269,7 +302,6 @@ fn main() {
         let _ = std::hint::black_box(fresh.put(next, &[3; 32], Visibility::Public, 0));
     });
     report(serde_json::json!({"bench": "ess", "op": "put_new"}), &ns);
-    carriers(reps, iters);
 }
 
 /// The node (baseline tier) on the same capsule in each carrier it fits.
