@@ -21,7 +21,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use netvm_vm::{CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp};
+use netvm_vm::{CoproError, Coprocessor, InvokeContext, RegisterFile, Timestamp, UntrustedRun};
 
 /// Output registers.
 pub const REGISTERS: usize = 13;
@@ -133,6 +133,11 @@ impl Coprocessor for Env {
 
     fn registers(&mut self) -> RegisterFile {
         RegisterFile::new(std::slice::from_mut(&mut self.queue), 1, &mut self.out, u32::MAX)
+    }
+
+    /// The packet's interface, time and hops left.
+    fn begin_untrusted(&mut self, run: &UntrustedRun) {
+        self.set_packet(run.interface, run.ts, run.hops_left);
     }
 
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {

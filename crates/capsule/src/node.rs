@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netvm_copro::ess::{Ess, Principal};
-use netvm_vm::{FaultKind, Limits, Outcome, PeState, Timestamp, XbView};
+use netvm_copro::ess::Ess;
+use netvm_vm::{FaultKind, Limits, Outcome, PeState, Timestamp, UntrustedRun, XbView};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -385,14 +385,9 @@ impl CapsuleNode {
         frame[l.capsule + 12] = h.hops - 1;
         let limits = Limits { budget: bound - prog.static_cost };
         let writes_scratch = prog.writes_scratch;
-        {
-            let [ess, env] = &mut self.state.copros[..] else { unreachable!("the store and the environment") };
-            if let Some(e) = ess.as_any_mut().and_then(|a| a.downcast_mut::<Ess>()) {
-                e.set_principal(Principal { admin, code: Some(tag) });
-            }
-            if let Some(e) = env.as_any_mut().and_then(|a| a.downcast_mut::<Env>()) {
-                e.set_packet(interface, ts, h.hops - 1);
-            }
+        let run = UntrustedRun { code: tag, admin, interface, ts, hops_left: h.hops - 1 };
+        for c in &mut self.state.copros {
+            c.begin_untrusted(&run);
         }
         let sr = l.scratch();
         let n = sr.len();

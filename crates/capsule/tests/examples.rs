@@ -4,6 +4,7 @@
 use std::net::Ipv4Addr;
 
 use netvm_capsule::build::{build, Built};
+use netvm_capsule::tier::TierPolicy;
 use netvm_capsule::wire::{self, ethernet_ipv4_frame, Header, Link, CAPSULE_PORT, FLAG_RETURNED};
 use netvm_capsule::{CapsuleNode, DropReason, EnvConfig, NodeConfig, Verdict};
 use netvm_copro::ess::Ess;
@@ -241,4 +242,44 @@ fn ordinary_and_malformed_packets() {
     let st = n.stats();
     assert_eq!((st.ordinary, st.capsules), (1, 2));
     assert_eq!(st.dropped.keys().cloned().collect::<Vec<_>>(), vec!["hops".to_string(), "malformed.magic".to_string()]);
+}
+
+/// Before each capsule the node tells the environment the packet's facts
+/// (the interface it came in on, its time, the hops left after this node),
+/// in every tier: a capsule that copies them into its scratchpad reads
+/// each packet's own, never the previous one's.
+#[test]
+fn the_environment_holds_each_packets_facts_in_every_tier() {
+    let src = "
+.copro ess ess
+.copro env env
+.infosize 12
+.ports 2
+segment .push
+    push 0
+    copro.out env, 5           ; interface
+    istore.32
+    push 4
+    copro.out env, 9           ; time, ms
+    istore.32
+    push 8
+    copro.out env, 10          ; hops left
+    istore.32
+    ret 0
+ends
+";
+    let b = build(src, None, false).unwrap();
+    for tier in [TierPolicy::Interpret, TierPolicy::Baseline, TierPolicy::Cranelift] {
+        let mut n = node_with([10, 0, 0, 1], |c| c.tier = tier);
+        for (i, (interface, hops)) in [(1u16, 16u8), (7, 3), (65535, 1), (2, 200)].into_iter().enumerate() {
+            let mut h: Header = b.header;
+            h.hops = hops;
+            let mut f = ethernet_ipv4_frame(S, D, 4000, CAPSULE_PORT, 64, &b.encode(&h, &[0; 12], b""));
+            let ts = Timestamp { sec: 1_700_000_000 + i as u64, nsec: 250_000_000 * i as u32 };
+            assert_eq!(n.process(&mut f, ts, interface), Verdict::Forward, "{tier:?}");
+            let sp = scratch(&f);
+            let ms = (ts.sec * 1000 + u64::from(ts.nsec) / 1_000_000) as u32;
+            assert_eq!((word(sp, 0), word(sp, 4), word(sp, 8)), (u32::from(interface), ms, u32::from(hops - 1)), "{tier:?} packet {i}");
+        }
+    }
 }

@@ -36,8 +36,9 @@
 //!   `get` finds nothing and a `put` is refused (`refused_private`).
 //!
 //! Who is asking is the instance's **principal** ([`Ess::set_principal`]),
-//! which the capsule runtime sets before each capsule; ordinary NetPEs run
-//! as the operator.
+//! which the capsule runtime sets before each capsule (through
+//! [`Coprocessor::begin_untrusted`], which also zeroes the registers);
+//! ordinary NetPEs run as the operator.
 //!
 //! # Time and fullness
 //!
@@ -89,7 +90,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, UntrustedRun, WorkerShare};
 
 /// Default lifetime of an entry (ns): WASP's τ = 10 s.
 pub const DEFAULT_TAU_NS: u64 = 10_000_000_000;
@@ -191,6 +192,9 @@ struct Store {
     head: usize,
     len: usize,
     now: u64,
+    /// When the oldest entry expires (`u64::MAX` while none is live): time
+    /// that has not reached it expires nothing, found with one compare.
+    expires: u64,
     longest: u32,
     counts: Counts,
     /// The key found last and its entry (WASP's read-modify-write pattern,
@@ -228,6 +232,7 @@ impl Store {
             head: 0,
             len: 0,
             now: 0,
+            expires: u64::MAX,
             longest: 0,
             counts: Counts::default(),
             last: Cell::new(None),
@@ -243,13 +248,34 @@ impl Store {
         (h as u32 ^ (h >> 32) as u32) & self.mask
     }
 
+    /// Ring index `i` plus `k` (both within the ring): no division, the
+    /// capacity being any number.
+    fn ring(&self, i: usize, k: usize) -> usize {
+        let j = i + k;
+        if j >= self.capacity() {
+            j - self.capacity()
+        } else {
+            j
+        }
+    }
+
     /// Moves time forward to `now` and expires what has lived `tau`.
+    #[inline]
     fn advance(&mut self, now: u64) {
         self.now = self.now.max(now);
+        if self.now >= self.expires {
+            self.expire();
+        }
+    }
+
+    /// Expires the entries that have lived `tau` at `self.now`, oldest first.
+    fn expire(&mut self) {
         while self.len > 0 {
-            let e = self.entries[self.head];
-            if self.now < e.ctime.saturating_add(self.tau_ns) {
-                break;
+            let e = &self.entries[self.head];
+            let expires = e.ctime.saturating_add(self.tau_ns);
+            if self.now < expires {
+                self.expires = expires;
+                return;
             }
             // The oldest entry of the store is the first of its chain.
             let b = e.bucket as usize;
@@ -259,17 +285,19 @@ impl Store {
                 self.tails[b] = NONE;
             }
             self.chain_len[b] -= 1;
-            self.head = (self.head + 1) % self.capacity();
+            self.head = self.ring(self.head, 1);
             self.len -= 1;
             self.counts.expired += 1;
         }
+        self.expires = u64::MAX;
     }
 
     fn find(&self, key: u64) -> (u32, Option<usize>) {
         if let Some((k, i)) = self.last.get() {
             let i = i as usize;
             // Live: within `len` entries of the oldest, in ring order.
-            let live = (i + self.capacity() - self.head) % self.capacity() < self.len;
+            let age = if i >= self.head { i - self.head } else { i + self.capacity() - self.head };
+            let live = age < self.len;
             if k == key && live && self.entries[i].key == key {
                 return (self.entries[i].bucket, Some(i));
             }
@@ -323,7 +351,7 @@ impl Store {
                 _ => {}
             }
             let dst = &mut e.tuple[at..at + bytes.len()];
-            if dst == bytes {
+            if same(dst, bytes) {
                 self.counts.clean += 1;
             } else {
                 dst.copy_from_slice(bytes);
@@ -351,7 +379,10 @@ impl Store {
             self.counts.refused_chain += 1;
             return Err(Refused::Chain);
         }
-        let slot = (self.head + self.len) % self.capacity();
+        let slot = self.ring(self.head, self.len);
+        if self.len == 0 {
+            self.expires = self.now.saturating_add(self.tau_ns);
+        }
         let mut tuple = [0u8; TUPLE];
         tuple[at..at + bytes.len()].copy_from_slice(bytes);
         self.entries[slot] = Entry { key, ctime: self.now, next: NONE, bucket: b, vis, tuple };
@@ -368,7 +399,7 @@ impl Store {
     }
 
     fn live(&self) -> impl Iterator<Item = &Entry> {
-        (0..self.len).map(move |k| &self.entries[(self.head + k) % self.capacity()])
+        (0..self.len).map(move |k| &self.entries[self.ring(self.head, k)])
     }
 
     fn clear(&mut self) {
@@ -377,7 +408,14 @@ impl Store {
         self.chain_len.fill(0);
         self.head = 0;
         self.len = 0;
+        self.expires = u64::MAX;
     }
+}
+
+/// Whether two short byte strings are equal, without a call to `memcmp`
+/// (a tuple is at most 32 bytes).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// The 128-bit product of `a` and `b`, folded to 64 bits.
@@ -417,6 +455,10 @@ pub struct Ess {
     /// by `registers`, pointing at this handle): they read the registers
     /// and the packet's time only.
     direct: [DirectOp; 4],
+    /// The register file `registers` made last: every address in it is
+    /// inside this handle, so it is still right while the handle has not
+    /// moved (its first entry's instance is still `self`).
+    file: RegisterFile,
 }
 
 fn parse_u64(cfg: &CoproConfig, name: &str) -> Result<Option<u64>, String> {
@@ -488,6 +530,7 @@ impl Ess {
             input: [0; INPUTS],
             output: [0; OUTPUTS],
             direct: [DirectOp::NONE; 4],
+            file: RegisterFile::NONE,
         })
     }
 
@@ -565,9 +608,15 @@ impl Coprocessor for Ess {
     }
 
     fn registers(&mut self) -> RegisterFile {
+        // A capsule node asks before every capsule: after the first time,
+        // one compare (the handle has not moved) instead of rebuilding.
+        if self.direct[0].this == (self as *mut Self).cast() {
+            return self.file;
+        }
         self.direct =
             [DirectOp::of::<Self, 0>(self), DirectOp::of::<Self, 1>(self), DirectOp::of::<Self, 2>(self), DirectOp::of::<Self, 3>(self)];
-        RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
+        self.file = RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct);
+        self.file
     }
 
     #[inline(always)]
@@ -708,6 +757,12 @@ impl Coprocessor for Ess {
         })
     }
 
+    /// The capsule's code becomes the principal (its private entries; the
+    /// operator's rights for an admin capsule); the registers are zeroed.
+    fn begin_untrusted(&mut self, run: &UntrustedRun) {
+        self.set_principal(Principal { admin: run.admin, code: Some(run.code) });
+    }
+
     fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
@@ -741,6 +796,7 @@ impl Ess {
             input: [0; INPUTS],
             output: [0; OUTPUTS],
             direct: [DirectOp::NONE; 4],
+            file: RegisterFile::NONE,
         })
     }
 }
@@ -774,6 +830,43 @@ mod tests {
         // Time does not go back.
         e.put(3, &t(3), Visibility::Public, 20 * S).unwrap();
         assert_eq!(e.get(3, 0), Some(t(3)));
+    }
+
+    /// Expiry is checked with one compare against the oldest entry's time:
+    /// on a ring of any size (here 5, so that positions wrap without a
+    /// power of two) through many rounds of filling, emptying and
+    /// refilling, every entry lives exactly `tau` from creation, as a
+    /// model that scans every entry says.
+    #[test]
+    fn expiry_matches_a_scan_on_a_ring_of_any_size() {
+        let mut e = Ess::new(5, 10 * S, 8, Some(3)).unwrap();
+        let mut model: Vec<(u64, u64)> = Vec::new(); // (key, created)
+        let mut now = 0;
+        for step in 0..400u64 {
+            // Irregular time steps of whole seconds (so that entries are
+            // looked at exactly when they expire): bursts, then gaps longer
+            // than tau.
+            now += match step % 7 {
+                0 => 0,
+                1 | 2 => S,
+                3 => 3 * S,
+                4 => S,
+                5 => 11 * S * u64::from(step % 3 == 0),
+                _ => 2 * S,
+            };
+            model.retain(|&(_, c)| now < c + 10 * S);
+            let key = step % 9;
+            let stored = e.put(key, &t(step as u8), Visibility::Public, now);
+            let known = model.iter().any(|&(k, _)| k == key);
+            assert_eq!(stored.is_ok(), known || model.len() < 5, "step {step}");
+            if stored.is_ok() && !known {
+                model.push((key, now));
+            }
+            assert_eq!(e.len(), model.len(), "step {step}");
+            for k in 0..9 {
+                assert_eq!(e.get(k, now).is_some(), model.iter().any(|&(m, _)| m == k), "step {step} key {k}");
+            }
+        }
     }
 
     /// The key found last is remembered (a `get` then a `put` of one key
@@ -881,6 +974,27 @@ mod tests {
         e.write(10, 5).unwrap();
         assert!(e.invoke(1, &ctx(10)).is_err());
         assert!(e.invoke(4, &ctx(10)).is_err() && e.write(11, 0).is_err() && e.read(9).is_err());
+    }
+
+    /// The register file is kept from one request to the next, and made
+    /// again once the handle has moved: its addresses are always inside
+    /// the handle that answers.
+    #[test]
+    fn the_register_file_follows_the_handle() {
+        let inside = |e: &Ess, f: &RegisterFile| {
+            let lo = (e as *const Ess) as usize;
+            let hi = lo + std::mem::size_of::<Ess>();
+            let this = e.direct[0].this as usize;
+            [f.input as usize, f.output as usize, f.direct as usize].iter().all(|a| (lo..hi).contains(a)) && this == lo
+        };
+        let mut a = store(8);
+        let f1 = a.registers();
+        assert!(inside(&a, &f1));
+        assert_eq!(a.registers(), f1, "kept while the handle stays put");
+        let mut moved = [a];
+        let f2 = moved[0].registers();
+        assert_ne!(f2, f1);
+        assert!(inside(&moved[0], &f2));
     }
 
     #[test]

@@ -255,6 +255,25 @@ impl<'a> AheadKeys<'a> {
     }
 }
 
+/// What a host that runs untrusted code tells every instance before each
+/// run ([`Coprocessor::begin_untrusted`]): whose code runs, with what
+/// rights, on which packet. The capsule node (docs/capsules.md §3) is such
+/// a host: instances learn who calls without being downcast per capsule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UntrustedRun {
+    /// The code's tag (a keyed hash of it): whose private state it reaches.
+    pub code: u64,
+    /// Whether the code has the operator's rights (an admin capsule from a
+    /// configured source).
+    pub admin: bool,
+    /// The interface the packet came in on.
+    pub interface: u16,
+    /// The packet's time.
+    pub ts: Timestamp,
+    /// Hops the packet may still take after this node.
+    pub hops_left: u8,
+}
+
 /// A virtual coprocessor instance.
 pub trait Coprocessor: Send {
     /// The kind name it was created as.
@@ -352,6 +371,15 @@ pub trait Coprocessor: Send {
     /// NetPE and instance.
     fn stats(&self) -> Vec<(String, u64)> {
         Vec::new()
+    }
+    /// A run of untrusted code follows (see [`UntrustedRun`]): an instance
+    /// whose answers depend on who asks (rights, private entries) or on the
+    /// packet's facts takes them from `run`, and forgets what the previous
+    /// run left in its registers. The default does nothing. Like any method
+    /// but `write`, `read` and `invoke`, it ends the validity of the inline
+    /// register file.
+    fn begin_untrusted(&mut self, run: &UntrustedRun) {
+        let _ = run;
     }
     /// The instance as [`Any`](std::any::Any), so that the host application
     /// that created it can reach its concrete type (the IDS collects its

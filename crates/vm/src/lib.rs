@@ -32,7 +32,7 @@ pub mod region;
 
 pub use copro::{
     AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, DirectFn, DirectOp, InvokeContext,
-    RegisterFile, WorkerShare,
+    RegisterFile, UntrustedRun, WorkerShare,
 };
 pub use engine::{Engine, EngineError};
 
