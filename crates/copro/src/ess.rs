@@ -415,7 +415,16 @@ impl Store {
 /// Whether two short byte strings are equal, without a call to `memcmp`
 /// (a tuple is at most 32 bytes).
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0, |d, (x, y)| d | (x ^ y)) == 0
+    if a.len() != b.len() {
+        return false;
+    }
+    // Eight bytes at a time (the usual 8-byte value: one compare), then
+    // what is left.
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail = a8.remainder() == b8.remainder();
+    tail && a8
+        .zip(b8)
+        .all(|(x, y)| u64::from_ne_bytes(x.try_into().unwrap_or_default()) == u64::from_ne_bytes(y.try_into().unwrap_or_default()))
 }
 
 /// The 128-bit product of `a` and `b`, folded to 64 bits.
@@ -607,55 +616,61 @@ impl Coprocessor for Ess {
         self.output.get(usize::from(reg)).copied().ok_or(CoproError::NoRegister(reg))
     }
 
+    #[inline]
     fn registers(&mut self) -> RegisterFile {
         // A capsule node asks before every capsule: after the first time,
         // one compare (the handle has not moved) instead of rebuilding.
         if self.direct[0].this == (self as *mut Self).cast() {
             return self.file;
         }
-        self.direct =
-            [DirectOp::of::<Self, 0>(self), DirectOp::of::<Self, 1>(self), DirectOp::of::<Self, 2>(self), DirectOp::of::<Self, 3>(self)];
-        self.file = RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct);
-        self.file
+        self.make_registers()
     }
 
     #[inline(always)]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
+        // The registers were just written a word at a time (by `write` or
+        // by compiled code): they are read a word at a time too, and the
+        // outputs written so, since a wider access to words stored an
+        // instant before waits for the stores to drain (a store-forwarding
+        // stall, which cost as much as the lookup).
         let key = key_of(&self.input[..2]);
         let now = ctx.now.as_nanos();
         let who = self.principal;
-        let input = self.input;
-        let mut out = [0u32; OUTPUTS];
         match op {
             0 | 2 => {
                 let found = self.with(|s| {
                     s.advance(now);
                     s.get(key, who)
                 });
-                if let Some(t) = found {
-                    out[0] = 1;
-                    let words = if op == 0 { 2 } else { 8 };
-                    for (w, c) in out[1..=words].iter_mut().zip(t.chunks_exact(4)) {
-                        *w = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-                    }
+                let words = if op == 0 { 2 } else { 8 };
+                self.output[0] = u32::from(found.is_some());
+                let t = found.unwrap_or([0; TUPLE]);
+                for (w, c) in self.output[1..=words].iter_mut().zip(t.chunks_exact(4)) {
+                    *w = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+                }
+                for w in &mut self.output[words + 1..] {
+                    *w = 0;
                 }
             }
             1 | 3 => {
-                let vis = vis_of(input[10], who)?;
+                let vis = vis_of(self.input[10], who)?;
                 let words = if op == 1 { 2 } else { 8 };
+                // Two registers to each 8-byte store.
                 let mut bytes = [0u8; TUPLE];
-                for (c, w) in bytes.chunks_exact_mut(4).zip(&input[2..2 + words]) {
-                    c.copy_from_slice(&w.to_be_bytes());
+                for (c, w) in bytes.chunks_exact_mut(8).zip(self.input[2..2 + words].chunks_exact(2)) {
+                    c.copy_from_slice(&(u64::from(w[0]) << 32 | u64::from(w[1])).to_be_bytes());
                 }
                 let stored = self.with(|s| {
                     s.advance(now);
                     s.put(key, 0, &bytes[..words * 4], vis, who)
                 });
-                out[0] = u32::from(stored.is_ok());
+                self.output[0] = u32::from(stored.is_ok());
+                for w in &mut self.output[1..] {
+                    *w = 0;
+                }
             }
             _ => return Err(CoproError::NoOperation(op)),
         }
-        self.output = out;
         Ok(())
     }
 
@@ -778,6 +793,17 @@ impl Coprocessor for Ess {
 }
 
 impl Ess {
+    /// Builds the register file `registers` keeps (the handle is new, or
+    /// has moved).
+    #[cold]
+    #[inline(never)]
+    fn make_registers(&mut self) -> RegisterFile {
+        self.direct =
+            [DirectOp::of::<Self, 0>(self), DirectOp::of::<Self, 1>(self), DirectOp::of::<Self, 2>(self), DirectOp::of::<Self, 3>(self)];
+        self.file = RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct);
+        self.file
+    }
+
     /// Another handle on the same store, for another worker: the store
     /// moves behind a lock the handles share; the new one acts for the
     /// operator, with registers of its own.
