@@ -27,3 +27,14 @@ pub use env::{Env, EnvConfig};
 pub use node::{CapsuleNode, Carried, Chain, DropReason, Hook, NodeConfig, NodeStats, Verdict};
 pub use profile::{CapsuleCode, CostModel, Rejected, Verifier};
 pub use wire::{Dialect, Header, Link, Malformed, CAPSULE_PORT};
+
+/// A fixed pseudo-random sequence for the unit tests (xorshift64).
+#[cfg(test)]
+pub(crate) fn test_sequence(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}

@@ -644,18 +644,12 @@ mod tests {
     /// 0xfffe and 0xffff among them.
     #[test]
     fn the_summed_update_is_the_word_by_word_one() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_sequence(0x2545_f491_4f6c_dd1du64);
         for case in 0..20_000 {
             let end = 20 + (next() % 60) as usize;
             let mut frame: Vec<u8> = (0..end + 2).map(|_| next() as u8).collect();
             if case % 5 == 0 {
-                frame.iter_mut().for_each(|b| *b = if next() % 2 == 0 { 0 } else { 0xff });
+                frame.iter_mut().for_each(|b| *b = if next().is_multiple_of(2) { 0 } else { 0xff });
             }
             let words_from = (next() % 4) as usize;
             let at = words_from + (next() % 16) as usize;

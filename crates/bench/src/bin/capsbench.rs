@@ -14,6 +14,8 @@
 //!   the verifier alone and the interpreter alone on the verified code;
 //! - `bench: "ess"`: ns per store lookup against the length of the chain the
 //!   key is found at (WASP's Table 2), and per insert;
+//! - `bench: "flood"`: ns per capsule through the node when every capsule
+//!   carries a program it has not seen (4,096 programs, a cache of 1,024);
 //! - `bench: "carrier"`: ns per capsule through the node (baseline tier)
 //!   for the node counter (`nodes`) and `count` in each carrier they fit
 //!   (UDP, IPv4 option, IPv6 destination option), the frame restored
@@ -266,12 +268,48 @@ fn main() {
             report(serde_json::json!({"bench": "capsule", "capsule": name, "stage": "baseline", "instructions": insns}), &ns);
         }
     }
+    if wants("flood") {
+        flood(reps, iters);
+    }
     if wants("ess") {
         store(reps, iters);
     }
     if wants("carrier") {
         carriers(reps, iters);
     }
+}
+
+/// A flood of programs never seen before: 4,096 distinct 16-instruction
+/// capsules in turn through a node whose code cache holds 1,024, so that
+/// every capsule is a miss (verified, cached, the least recently used
+/// program evicted) and then interpreted: what a sender who varies the code
+/// makes a node spend per capsule.
+fn flood(reps: usize, iters: u64) {
+    let frames: Vec<Vec<u8>> = (0..4096u32)
+        .map(|k| {
+            let src = format!(
+                ".copro ess ess\n.copro env env\n.infosize 8\n.ports 2\nsegment .push\n push 0\n iload.32\n push {k}\n mul\n push 7\n add\n dup\n push 5\n shr\n xor\n push 0\n swap\n istore.32\n push 1\n pop\n ret 0\nends\n"
+            );
+            let built = build(&src, None, false).unwrap_or_else(|e| die(format!("flood: {e}")));
+            let mut h = built.header;
+            h.hops = 255;
+            ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 4000, CAPSULE_PORT, 64, &built.encode(&h, &[0; 8], b""))
+        })
+        .collect();
+    let cfg = NodeConfig { tier: TierPolicy::Interpret, code_cache: 1024, ..NodeConfig::default() };
+    let mut node = CapsuleNode::new(cfg, Ess::new(1 << 16, 10_000_000_000, 8, Some(1)).unwrap());
+    let mut f = frames[0].clone();
+    let mut verdict = Verdict::Ordinary;
+    let ns = time(reps, iters, |i| {
+        let src = &frames[i as usize % frames.len()];
+        f.copy_from_slice(src);
+        verdict = node.process(&mut f, Timestamp { sec: i / 1_000_000, nsec: 0 }, 1);
+    });
+    let hits = node.code_cache().stats().hits;
+    report(
+        serde_json::json!({"bench": "flood", "programs": frames.len(), "code_cache": 1024, "cache_hits": hits, "verdict": format!("{verdict:?}")}),
+        &ns,
+    );
 }
 
 /// The store: lookups of the k-th key of one chain (keys aimed at one
