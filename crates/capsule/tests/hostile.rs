@@ -103,3 +103,43 @@ fn the_longest_costliest_capsule_stays_within_its_bound() {
     // which overstate the interpreter's real time.
     assert!(spent < std::time::Duration::from_millis(20), "{spent:?}");
 }
+
+/// A flood of programs never seen before: the code cache keeps at most its
+/// capacity, evicts the least recently used, and every capsule still runs
+/// right; the programs sent last are the ones found again.
+#[test]
+fn a_flood_of_new_programs_keeps_the_cache_bounded() {
+    let frame = |k: u32| {
+        let src = format!(
+            ".copro ess ess\n.copro env env\n.infosize 4\n.ports 2\nsegment .push\n    push 0\n    push {k}\n    istore.32\n    ret 0\nends\n"
+        );
+        let b = build(&src, None, false).unwrap();
+        let mut h = b.header;
+        h.hops = 8;
+        ethernet_ipv4_frame([192, 0, 2, 1], [198, 51, 100, 1], 9, CAPSULE_PORT, 64, &b.encode(&h, &[0; 4], b""))
+    };
+    let mut n = CapsuleNode::new(NodeConfig { code_cache: 8, ..NodeConfig::default() }, Ess::new(256, 1_000_000_000, 4, Some(9)).unwrap());
+    let run = |n: &mut CapsuleNode, k: u32| {
+        let mut f = frame(k);
+        assert_eq!(n.process(&mut f, Timestamp::default(), 1), Verdict::Forward);
+        let l = netvm_capsule::wire::locate(&f, netvm_capsule::Link::Ethernet, CAPSULE_PORT).unwrap().unwrap();
+        assert_eq!(f[l.scratch()], k.to_be_bytes(), "program {k} ran");
+    };
+    for k in 0..100 {
+        run(&mut n, k);
+    }
+    let c = n.code_cache();
+    assert_eq!((c.len(), c.stats().misses, c.stats().evictions, c.stats().hits), (8, 100, 92, 0));
+    // The last eight are found again, newest first or not; the first is gone.
+    for k in (92..100).rev() {
+        run(&mut n, k);
+    }
+    assert_eq!(n.code_cache().stats().hits, 8);
+    run(&mut n, 0);
+    assert_eq!(n.code_cache().stats().misses, 101);
+    // Program 0 took the place of the least recently used: 99, run first above.
+    run(&mut n, 99);
+    assert_eq!(n.code_cache().stats().misses, 102);
+    run(&mut n, 93);
+    assert_eq!(n.code_cache().stats().hits, 9);
+}
