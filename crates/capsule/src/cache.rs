@@ -110,15 +110,17 @@ fn fold(a: u64, b: u64) -> u64 {
 /// `key` (a key into the cache only: entries are compared in full).
 /// Without the key, nobody can tell which programs share a hash.
 pub fn code_hash(key: [u64; 2], bytes: &[u8], entry: u16, dialect: Dialect) -> u64 {
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or_default());
     let mut h = key[0] ^ (bytes.len() as u64) ^ (u64::from(entry) << 32) ^ if dialect == Dialect::Snap { 1 << 63 } else { 0 };
-    let mut chunks = bytes.chunks_exact(8);
+    // Sixteen bytes to each multiply.
+    let mut chunks = bytes.chunks_exact(16);
     for c in &mut chunks {
-        let w = u64::from_le_bytes(c.try_into().unwrap_or_default());
-        h = fold(h ^ w, key[1]);
+        h = fold(h ^ word(&c[..8]) ^ key[0], word(&c[8..]) ^ key[1]);
     }
-    let mut last = [0u8; 8];
+    let mut last = [0u8; 16];
     last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-    fold(h ^ u64::from_le_bytes(last) ^ key[0], key[1])
+    h = fold(h ^ word(&last[..8]) ^ key[0], word(&last[8..]) ^ key[1]);
+    fold(h, key[1])
 }
 
 /// A random hash key (the standard library's random source, which keys its
