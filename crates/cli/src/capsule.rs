@@ -480,6 +480,13 @@ fn cmd_run(a: RunArgs) -> u8 {
             .zip(&addresses)
             .map(|(n, &(ipv4, ipv6))| {
                 let s = n.stats();
+                let cache = n.code_cache();
+                let code_cache = json!({
+                    "programs": cache.len(),
+                    "hits": cache.stats().hits,
+                    "misses": cache.stats().misses,
+                    "evictions": cache.stats().evictions,
+                });
                 let ess: serde_json::Map<String, Value> = n.ess().stats().into_iter().map(|(k, v)| (k, json!(v))).collect();
                 json!({
                     "address": if ipv4.is_unspecified() { ipv6.to_string() } else { ipv4.to_string() },
@@ -495,6 +502,7 @@ fn cmd_run(a: RunArgs) -> u8 {
                     "compiled": s.compiled,
                     "compile_ns": s.compile_ns,
                     "native": s.native,
+                    "code_cache": code_cache,
                     "ess": ess,
                 })
             })

@@ -32,6 +32,12 @@ fn a_path_capsule_crosses_three_nodes_and_comes_back() {
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((s["packets"].as_u64(), s["returned"].as_u64(), s["dropped"].as_u64()), (Some(2), Some(2), Some(0)));
     assert_eq!(s["nodes"][2]["returned"].as_u64(), Some(2));
+    // One program: verified at its first crossing of a node, found in the
+    // node's code cache at the others (the first node sees both capsules
+    // twice, there and back).
+    let cache = |n: usize| &s["nodes"][n]["code_cache"];
+    assert_eq!(cache(2), &serde_json::json!({"programs": 1, "hits": 1, "misses": 1, "evictions": 0}));
+    assert_eq!(cache(0), &serde_json::json!({"programs": 1, "hits": 3, "misses": 1, "evictions": 0}));
     let (frames, err) = netvm_io::read_capture(&out, 0);
     assert!(err.is_none());
     let f = &frames[0].data;
