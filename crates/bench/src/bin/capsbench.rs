@@ -9,8 +9,9 @@
 //! - `bench: "capsule"`: ns per capsule through `CapsuleNode::process` (find
 //!   the capsule, spend a hop, verify the code in one pass, check the bound,
 //!   run it on the interpreter, write back, fix the UDP checksum) for the
-//!   examples of examples/capsules (count, collect, path, hopcount) and two
-//!   16-instruction capsules (ALU only; and with a store lookup); and, apart,
+//!   examples of examples/capsules (count, collect, path, hopcount), two
+//!   16-instruction capsules (ALU only; and with a store lookup) and a
+//!   64-instruction one (ALU only); and, apart,
 //!   the verifier alone and the interpreter alone on the verified code;
 //! - `bench: "ess"`: ns per store lookup against the length of the chain the
 //!   key is found at (WASP's Table 2), and per insert;
@@ -90,7 +91,13 @@ fn capsules() -> Vec<(String, Built, Vec<u8>)> {
     let alu =
         "push 0\n iload.32\n push 3\n mul\n push 7\n add\n dup\n push 5\n shr\n xor\n push 0\n swap\n istore.32\n push 1\n pop\n ret 0\n";
     let ess = "push 0\n iload.32\n copro.in ess, 0\n push 4\n iload.32\n copro.in ess, 1\n copro.invoke ess, 0\n copro.out ess, 0\n jz no\n push 1\n pop\n nop\n nop\n nop\n ret 0\nno:\n ret 0\n";
-    for (name, body) in [("alu16", alu), ("ess16", ess)] {
+    // 64 instructions of arithmetic (the size for the baseline
+    // compiler's goal): the 16 four times over, one store at the end.
+    let alu64 = format!(
+        "push 0\n iload.32\n{}push 0\n swap\n istore.32\n push 1\n pop\n ret 0\n",
+        " push 3\n mul\n push 7\n add\n dup\n push 5\n shr\n xor\n push 0x9e37\n xor\n push 1\n shl\n push 11\n sub\n".repeat(4)
+    );
+    for (name, body) in [("alu16", alu), ("ess16", ess), ("alu64", alu64.as_str())] {
         let src = format!(".copro ess ess\n.copro env env\n.infosize 8\n.ports 2\nsegment .push\n{body}ends\n");
         out.push((name.to_string(), build(&src, None, false).unwrap_or_else(|e| die(format!("{name}: {e}"))), key.to_vec()));
     }
