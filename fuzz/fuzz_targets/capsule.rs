@@ -5,7 +5,8 @@
 //! hang. Capsules run on a fresh interpreting node and on a fresh node that
 //! compiles every program with the baseline compiler: both must end the
 //! same way and leave the same bytes; a forwarded or returned capsule must
-//! still parse, and the IPv4 header checksum of a frame built right stay right.
+//! still parse, and the IPv4 header or UDP checksum of a frame built right
+//! stay right.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -30,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let spec = FrameSpec { src, dst, sport: 1, port: CAPSULE_PORT, ttl: 64, carrier };
     let built = if mode & 1 == 0 { None } else { ethernet_frame(&spec, rest, b"").ok() };
     let checked = built.is_some() && carrier == Carrier::Ipv4Option;
+    let udp_checked = built.is_some() && carrier == Carrier::Udp;
     let mut frame = built.unwrap_or_else(|| rest.to_vec());
     let copy = frame.clone();
     let ts = Timestamp { sec: 1, nsec: 0 };
@@ -43,6 +45,12 @@ fuzz_target!(|data: &[u8]| {
         Verdict::Forward | Verdict::Return => {
             assert!(wire::locate(&frame, Link::Ethernet, CAPSULE_PORT).expect("still well formed").is_some());
             assert!(!checked || wire::ipv4_header_checksum_ok(&frame, 14), "the header checksum follows the option");
+            if udp_checked {
+                // Built right, the datagram's checksum follows what the node wrote.
+                let udp = 14 + 20;
+                let field = u16::from_be_bytes([frame[udp + 6], frame[udp + 7]]);
+                assert!(field == 0 || wire::udp_checksum(&frame, 14, udp, false) == field, "the UDP checksum follows the capsule");
+            }
         }
         Verdict::Drop(_) => {}
     }
