@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::capsules::CapsuleStage;
 use netil::Mem;
@@ -25,7 +26,7 @@ use netvm_vm::buffer::{Batch, PacketBuf, PacketPool, PacketPoolConfig};
 use netvm_vm::graph::{AppGraph, BatchOutput, Dest, FanoutExit, FlowCounts, LinkedCode, Verdict};
 use netvm_vm::{
     CoproConfig, CoproEvent, CoproRegistry, Coprocessor, Engine, EngineError, FaultCounts, Limits, Outcome, Packet, PeCode, PeState,
-    Timestamp, WorkerShare, XbDesc, XbView,
+    TierUp, Timestamp, WorkerShare, XbDesc, XbView,
 };
 
 use crate::alias::{Group, Shares};
@@ -131,6 +132,9 @@ pub struct Application {
     capsules_absorbed: NodeStats,
     /// The second tier being compiled, while this instance runs on the first.
     tier: Option<Arc<TierSlot>>,
+    /// Time this instance spent running batches on the first tier until
+    /// the second tier's compilation started, ns.
+    first_tier_ns: u64,
     /// After moving to the second tier: its binding's name, and the packets
     /// this instance ran on the first.
     tiered: Option<(&'static str, u64)>,
@@ -141,23 +145,30 @@ pub struct Application {
 /// A tiered engine (`--engine tiered`): every NetPE compiled at once by
 /// the baseline compiler (microseconds) and the application run on that
 /// code while `full` (the JIT) compiles it whole in the background; at the
-/// first batch boundary after that, each worker moves to the JIT's code
-/// (the compilation starts once a worker has run `after` packets),
+/// first batch boundary after that, each worker moves to the JIT's code,
 /// keeping every data memory, coprocessor and counter
-/// ([`Engine::tier_up`]). Start-up is the baseline compiler's, throughput
-/// soon the JIT's.
+/// ([`Engine::tier_up`]). The compilation starts once a worker has run
+/// `after` packets and spent running them `pay_back` times what the
+/// baseline compiler took ([`TierUp`]): a run too short to pay for the
+/// JIT never compiles it (an IDS rule set's 11 s of Cranelift against a
+/// capture of seconds), a long one moves soon. Start-up is the baseline
+/// compiler's, throughput soon the JIT's.
 pub struct TieredEngine {
     /// The second tier.
     pub full: Arc<dyn Engine>,
     /// Packets a worker runs on the first tier before the second tier's
-    /// compilation starts ([`TIER_UP_AFTER`] by default).
+    /// compilation may start ([`TIER_UP_AFTER`] by default).
     pub after: u64,
+    /// The second tier's compile time as a multiple of the first tier's
+    /// ([`TIER_UP_PAY_BACK`] by default; 0: start after `after` packets).
+    pub pay_back: f64,
 }
 
 impl TieredEngine {
-    /// `full` as the second tier, compiled after [`TIER_UP_AFTER`] packets.
+    /// `full` as the second tier, compiled once it pays back
+    /// ([`TIER_UP_AFTER`], [`TIER_UP_PAY_BACK`]).
     pub fn new(full: Arc<dyn Engine>) -> TieredEngine {
-        TieredEngine { full, after: TIER_UP_AFTER }
+        TieredEngine { full, after: TIER_UP_AFTER, pay_back: TIER_UP_PAY_BACK }
     }
 }
 
@@ -174,8 +185,8 @@ impl Engine for TieredEngine {
         }
     }
 
-    fn tier_up(&self) -> Option<(Arc<dyn Engine>, u64)> {
-        Some((Arc::clone(&self.full), self.after))
+    fn tier_up(&self) -> Option<TierUp> {
+        Some(TierUp { engine: Arc::clone(&self.full), after: self.after, pay_back: self.pay_back })
     }
 }
 
@@ -183,6 +194,13 @@ impl Engine for TieredEngine {
 /// second tier's compilation starts, by default: a short run never pays for it (a
 /// 300-packet capture ends before it would), a long one barely waits.
 pub const TIER_UP_AFTER: u64 = 4096;
+
+/// Cranelift's compile time as a multiple of the baseline compiler's, by
+/// default (BENCHMARKS.md: 25x on the IDS's 20,000 rules, 11-50x on
+/// capsules, about 30x on the paper's filters): the time a worker runs
+/// packets on the first tier before it starts the second tier's
+/// compilation, in units of the first tier's compile time.
+pub const TIER_UP_PAY_BACK: f64 = 25.0;
 
 /// What the second tier compiles: its engine and the application.
 type TierJob = (Arc<dyn Engine>, AppGraph, Vec<Verified>, Limits);
@@ -197,16 +215,28 @@ struct TierSlot {
     started: AtomicBool,
     /// Packets a worker runs before it starts the compilation.
     after: u64,
+    /// Time a worker spends running packets on the first tier before it
+    /// starts the compilation (the second tier's estimated compile time), ns.
+    after_ns: u64,
     ready: AtomicBool,
     code: Mutex<Option<Box<dyn LinkedCode>>>,
     link: &'static str,
 }
 
 impl TierSlot {
-    fn new(engine: Arc<dyn Engine>, after: u64, graph: AppGraph, verified: Vec<Verified>, limits: Limits) -> Arc<TierSlot> {
-        let link = engine.link_name();
-        let job = Mutex::new(Some((engine, graph, verified, limits)));
-        Arc::new(TierSlot { job, started: AtomicBool::new(false), after, ready: AtomicBool::new(false), code: Mutex::new(None), link })
+    fn new(up: TierUp, first_ns: u64, graph: AppGraph, verified: Vec<Verified>, limits: Limits) -> Arc<TierSlot> {
+        let link = up.engine.link_name();
+        let after_ns = (first_ns as f64 * up.pay_back.max(0.0)) as u64;
+        let job = Mutex::new(Some((up.engine, graph, verified, limits)));
+        Arc::new(TierSlot {
+            job,
+            started: AtomicBool::new(false),
+            after: up.after,
+            after_ns,
+            ready: AtomicBool::new(false),
+            code: Mutex::new(None),
+            link,
+        })
     }
 
     /// Starts compiling on a thread of its own, unless that has been done.
@@ -524,6 +554,7 @@ impl Application {
             (None, None) => engine.tier_up(),
             _ => None,
         };
+        let compiling = Instant::now();
         let binding = match linked {
             Some(linked) => Binding::Linked(linked.map_err(|error| RuntimeError::Engine { netpe: None, error })?),
             None => {
@@ -552,9 +583,10 @@ impl Application {
         let writes_data = verified.iter().any(|v| v.push.writes(Mem::Data));
         // The second tier takes the verified modules (their decoded
         // segments are what it compiles); the application keeps the modules.
+        let first_ns = compiling.elapsed().as_nanos() as u64;
         let (modules, tier) = match tier_up {
-            Some((full, after)) => {
-                (verified.iter().map(|v| v.module.clone()).collect(), Some(TierSlot::new(full, after, graph.clone(), verified, limits)))
+            Some(up) => {
+                (verified.iter().map(|v| v.module.clone()).collect(), Some(TierSlot::new(up, first_ns, graph.clone(), verified, limits)))
             }
             None => (verified.into_iter().map(|v| v.module).collect(), None),
         };
@@ -616,6 +648,7 @@ impl Application {
             capsules: None,
             capsules_absorbed: NodeStats::default(),
             tier: None,
+            first_tier_ns: 0,
             tiered: None,
             reserved: 0,
         }
@@ -891,14 +924,32 @@ impl Application {
     /// coprocessor gets a [`Coprocessor::tick`] with the time of the batch's
     /// first packet: periodic maintenance such as aging runs while traffic does.
     pub fn run_batch(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
-        out.clear();
-        if let Some(t) = &self.tier {
-            if t.ready.load(Ordering::Acquire) {
+        // On the first tier, until the second's compilation starts, the
+        // batches are timed (the compilation starts once they paid for it).
+        let timed = match &self.tier {
+            Some(t) if t.ready.load(Ordering::Acquire) => {
                 self.tier_up();
-            } else if self.stats.packets >= t.after {
-                t.start();
+                None
             }
+            Some(t) if t.started.load(Ordering::Relaxed) => None,
+            Some(t) => {
+                if self.stats.packets >= t.after && self.first_tier_ns >= t.after_ns {
+                    t.start();
+                    None
+                } else {
+                    Some(Instant::now())
+                }
+            }
+            None => None,
+        };
+        self.run_batch_on(batch, pool, out);
+        if let Some(t) = timed {
+            self.first_tier_ns += t.elapsed().as_nanos() as u64;
         }
+    }
+
+    fn run_batch_on(&mut self, batch: &mut Batch, pool: &PacketPool, out: &mut BatchOutput) {
+        out.clear();
         if let Some(stage) = &mut self.capsules {
             stage.run(batch);
         }

@@ -52,7 +52,7 @@ fn moving_to_the_jit_mid_run_changes_nothing() {
         let want = run(&mut reference, &packets, None);
         for switch_after in [0, 3] {
             // The second tier compiles from the first packet on.
-            let engine = TieredEngine { full: Arc::new(JitEngine::default()), after: 0 };
+            let engine = TieredEngine { full: Arc::new(JitEngine::default()), after: 0, pay_back: 0.0 };
             let mut tiered = Application::build(&manifest, &engine as &dyn Engine, &registry, None).unwrap();
             assert_eq!((tiered.engine(), tiered.link()), ("tiered", "dispatch"));
             let got = run(&mut tiered, &packets, Some(switch_after));
@@ -71,8 +71,9 @@ fn moving_to_the_jit_mid_run_changes_nothing() {
     }
 }
 
-/// By default the second tier waits for `TIER_UP_AFTER` packets: a short
-/// run stays on the first tier, a long one moves.
+/// By default the second tier waits for `TIER_UP_AFTER` packets and for the
+/// first tier to have spent running them what the JIT is expected to take
+/// to compile: a short run stays on the first tier, a long one moves.
 #[test]
 fn a_short_run_stays_on_the_first_tier() {
     let packets: Vec<Packet> = netvm_io::read_capture(&root().join("examples/traces/mixed.pcap"), 0).0;
@@ -95,4 +96,25 @@ fn a_short_run_stays_on_the_first_tier() {
         app.process_batch(&mut batch, &mut v, &mut |_, _| {});
     }
     assert!(app.tiered().is_some_and(|(_, first)| first >= netvm_runtime::TIER_UP_AFTER));
+}
+
+/// A run whose first tier never spends what the second tier would cost to
+/// compile never starts the compilation, however many packets it runs.
+#[test]
+fn a_run_that_cannot_pay_for_the_second_tier_never_compiles_it() {
+    let packets: Vec<Packet> = netvm_io::read_capture(&root().join("examples/traces/mixed.pcap"), 0).0;
+    let manifest = Manifest::load(&root().join("examples/classifier/app.toml")).unwrap();
+    // A second tier estimated at 10^12 times the first tier's compile time.
+    let engine = TieredEngine { full: Arc::new(JitEngine::default()), after: 0, pay_back: 1e12 };
+    let mut app = Application::build(&manifest, &engine as &dyn Engine, &netvm_copro::registry(), None).unwrap();
+    let mut v = Vec::new();
+    for _ in 0..20 {
+        for chunk in packets.chunks(32) {
+            app.process_batch(&mut chunk.to_vec(), &mut v, &mut |_, _| {});
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    app.process_batch(&mut [], &mut v, &mut |_, _| {});
+    assert_eq!(app.stats().packets, 20 * packets.len() as u64);
+    assert_eq!(app.tiered(), None, "no compilation was started");
 }

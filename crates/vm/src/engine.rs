@@ -50,13 +50,30 @@ pub trait Engine: Send + Sync {
     fn link_name(&self) -> &'static str {
         "dispatch"
     }
-    /// The second tier of a tiered engine, and the packets a worker runs
-    /// before it starts: an engine that compiles the whole application
-    /// again ([`Engine::link`]), in the background, while the application
-    /// already runs on this engine's code; the runtime moves to the second
-    /// tier's code at a batch boundary once it is ready. `None` (the
-    /// default): one tier.
-    fn tier_up(&self) -> Option<(Arc<dyn Engine>, u64)> {
+    /// The second tier of a tiered engine, and when to start it: an engine
+    /// that compiles the whole application again ([`Engine::link`]), in the
+    /// background, while the application already runs on this engine's
+    /// code; the runtime moves to the second tier's code at a batch
+    /// boundary once it is ready. `None` (the default): one tier.
+    fn tier_up(&self) -> Option<TierUp> {
         None
     }
+}
+
+/// A tiered engine's second tier ([`Engine::tier_up`]) and when a worker
+/// starts compiling it: once it has run `after` packets on the first tier
+/// and spent running them `pay_back` times as long as the first tier took
+/// to compile (the second tier's compile time, estimated as that multiple
+/// of the first's: a worker pays for the compilation only once it has
+/// spent about as much on the slower code, so that no run takes much more
+/// than twice the better of staying and moving, whatever its length).
+#[derive(Clone)]
+pub struct TierUp {
+    /// The second tier.
+    pub engine: Arc<dyn Engine>,
+    /// Packets run on the first tier before the compilation may start.
+    pub after: u64,
+    /// The second tier's compile time as a multiple of the first tier's
+    /// (0: start after `after` packets, whatever the time spent).
+    pub pay_back: f64,
 }

@@ -34,7 +34,7 @@ pub use copro::{
     AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, DirectFn, DirectOp, InvokeContext,
     RegisterFile, UntrustedRun, WorkerShare,
 };
-pub use engine::{Engine, EngineError};
+pub use engine::{Engine, EngineError, TierUp};
 
 use std::fmt;
 
