@@ -3,7 +3,7 @@
 //!
 //! - [`wire`]: the capsule format on the wire, finding one in a frame, building one;
 //! - [`profile`]: the capsule profile of NetIL, its one-pass verifier and the cost model;
-//! - [`env`]: the environment variables capsule code reads;
+//! - [`env`](mod@env): the environment variables capsule code reads;
 //! - [`calibrate`]: measuring the cost model's weights on this machine;
 //! - [`cache`]: the code cache: capsule code verified once, found again by its bytes;
 //! - [`baseline`]: the one-pass baseline compiler (x86-64);

@@ -41,7 +41,7 @@ pub mod socket;
 mod stats;
 
 pub use app::{AppPlan, Application, CoproStats, TICK_INTERVAL_NS};
-pub use app::{TieredEngine, TIER_UP_AFTER};
+pub use app::{TieredEngine, TIER_UP_AFTER, TIER_UP_PAY_BACK};
 pub use distribute::{flow_hash, Distribution};
 pub use driver::{Driver, DriverConfig, RunReport, WorkerReport, MAX_BATCH};
 pub use live::{Change, Control, ControlError, Installed, Listing, NetPeInfo, ProgramRef, Rebuild};

@@ -449,7 +449,7 @@ impl CoproRegistry {
         }
     }
 
-    /// A fresh state for a NetPE running `module` (see [`PeState::new`])
+    /// A fresh state for a NetPE running `module` (see [`PeState::new`](crate::PeState::new))
     /// with its coprocessors bound: one instance per declaration, in
     /// declaration order, configured by `config`. The one place NetPE
     /// states with coprocessors are made (but for the runtime's

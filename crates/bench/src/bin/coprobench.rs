@@ -628,7 +628,7 @@ fn lpm(dir: &Path, reps: usize) {
     lookups(&lpm, &addrs, "netvm-lpm", "lpm", reps);
 }
 
-/// One lookup at a time, then in batches of 32 ([`Lpm::lookup_bulk`]),
+/// One lookup at a time, then in batches of 32 ([`Lpm::lookup_bulk`](netvm_copro::lpm::Lpm::lookup_bulk)),
 /// over `addrs`; the check is the sum of next hop + 1.
 fn lookups<A: netvm_copro::lpm::LpmAddress>(lpm: &netvm_copro::lpm::Lpm<A>, addrs: &[A], engine: &str, bench: &str, reps: usize) {
     let n = addrs.len() as u64;
