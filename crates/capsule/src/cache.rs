@@ -17,6 +17,8 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
+use netvm_vm::hash::fold;
+
 use crate::profile::CapsuleCode;
 use crate::wire::Dialect;
 
@@ -98,12 +100,6 @@ pub struct CodeCache {
     /// The program found last: compared first, before any hashing (WASP's
     /// one-entry cache; a flow's capsules come one after another).
     last: Option<usize>,
-}
-
-/// The 128-bit product of `a` and `b`, folded to 64 bits.
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// A fast 64-bit hash of the code's bytes, entry point and dialect under

@@ -90,6 +90,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use netvm_vm::hash::fold;
 use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, UntrustedRun, WorkerShare};
 
 /// Default lifetime of an entry (ns): WASP's τ = 10 s.
@@ -425,12 +426,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     tail && a8
         .zip(b8)
         .all(|(x, y)| u64::from_ne_bytes(x.try_into().unwrap_or_default()) == u64::from_ne_bytes(y.try_into().unwrap_or_default()))
-}
-
-/// The 128-bit product of `a` and `b`, folded to 64 bits.
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// A store's hash key: 128 random bits from the standard library's random

@@ -26,6 +26,7 @@ pub mod buffer;
 mod copro;
 mod engine;
 pub mod graph;
+pub mod hash;
 pub mod port;
 pub mod queue;
 pub mod region;

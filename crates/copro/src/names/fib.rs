@@ -12,6 +12,8 @@
 
 use std::fmt;
 
+use netvm_vm::hash::fold;
+
 use crate::table::{key_words, ExactTable};
 
 /// The most components of a stored prefix.
@@ -118,11 +120,6 @@ impl fmt::Debug for NameFib {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NameFib").field("prefixes", &self.len()).field("depth", &self.depth).finish()
     }
-}
-
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// `h` chained with one component.

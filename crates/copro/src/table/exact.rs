@@ -53,6 +53,8 @@ use std::collections::hash_map::RandomState;
 use std::fmt;
 use std::hash::BuildHasher;
 
+use netvm_vm::hash::fold;
+
 /// Slots per bucket.
 pub const SLOTS: usize = 8;
 /// Largest capacity [`ExactTable::new`] accepts (2^25 entries).
@@ -186,12 +188,6 @@ impl fmt::Debug for ExactTable {
             .field("buckets", &self.nbuckets)
             .finish()
     }
-}
-
-#[inline(always)]
-fn fold(a: u64, b: u64) -> u64 {
-    let p = u128::from(a) * u128::from(b);
-    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// `a == b` for keys of the same length, at most 16 bytes, without a
