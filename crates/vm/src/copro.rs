@@ -261,7 +261,7 @@ impl<'a> AheadKeys<'a> {
 /// a host: instances learn who calls without being downcast per capsule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UntrustedRun {
-    /// The code's tag (a keyed hash of it): whose private state it reaches.
+    /// The code's tag (a 64-bit hash of its bytes): whose private state it reaches.
     pub code: u64,
     /// Whether the code has the operator's rights (an admin capsule from a
     /// configured source).
