@@ -26,7 +26,9 @@ pub enum EngineArg {
     /// each NetPE on its own, the graph walked by the runtime.
     Baseline,
     /// Starts on the baseline compiler's code and moves to the JIT's
-    /// (`--link`, `--batching`) once it is compiled, in the background.
+    /// (`--link`, `--batching`) once it is compiled, in the background,
+    /// which starts once the run has spent about what compiling takes
+    /// (a short run never compiles).
     Tiered,
 }
 
