@@ -69,9 +69,18 @@ impl<const OUT: usize> Answers<OUT> {
         self.found.push(Answer { packet: packet.as_ptr() as usize, packet_len: packet.len(), off, len: b.len(), words, at, output, extra });
     }
 
-    /// The answer kept for the lookup at `off` in `packet`, if it still holds.
-    #[inline]
+    /// The answer kept for the lookup at `off` in `packet`, if it still holds
+    /// (none kept, as without a pre-lookup stage: one compare inline).
+    #[inline(always)]
     pub(crate) fn take(&mut self, packet: &[u8], off: usize) -> Option<([u32; OUT], u32)> {
+        if self.next >= self.found.len() {
+            return None;
+        }
+        self.search(packet, off)
+    }
+
+    #[inline(never)]
+    fn search(&mut self, packet: &[u8], off: usize) -> Option<([u32; OUT], u32)> {
         let (ptr, end) = (packet.as_ptr() as usize, self.found.len().min(self.next + WINDOW));
         let i = (self.next..end).find(|&i| {
             let a = &self.found[i];

@@ -639,6 +639,7 @@ impl ExactTable {
     /// (practically never below that) no displacement path is found.
     ///
     /// Panics if `key` or `value` has the wrong length.
+    #[inline]
     pub fn insert(&mut self, key: &[u8], value: &[u8], now_ns: u64) -> Result<(), TableFull> {
         self.put(key, value, now_ns.min(STATIC - 1), now_ns)
     }
@@ -649,17 +650,29 @@ impl ExactTable {
     }
 
     /// Inserts with timestamp `ts`, treating entries idle at `now_ns` as free.
+    /// The replace of a stored key (a learning bridge's usual insert) is
+    /// inline; a new key's slot is found out of line.
+    #[inline]
     pub(crate) fn put(&mut self, key: &[u8], value: &[u8], ts: u64, now_ns: u64) -> Result<(), TableFull> {
         self.check_key(key);
         assert_eq!(value.len(), self.value_size, "value of {} bytes in a table of {}-byte values", value.len(), self.value_size);
         let p = self.probe(key);
-        if let Some(s) = self.find(key, p) {
-            if self.idle(s, now_ns) {
-                self.aged_out += 1;
+        match self.find(key, p) {
+            Some(s) => {
+                if self.idle(s, now_ns) {
+                    self.aged_out += 1;
+                }
+                self.write_entry(s, p.tag, None, value, ts);
+                Ok(())
             }
-            self.write_entry(s, p.tag, None, value, ts);
-            return Ok(());
+            None => self.put_new(key, value, ts, now_ns, p),
         }
+    }
+
+    /// The insert of a key not stored: a free slot of either bucket, an
+    /// idle entry's, or one made by moving entries.
+    #[inline(never)]
+    fn put_new(&mut self, key: &[u8], value: &[u8], ts: u64, now_ns: u64, p: Probe) -> Result<(), TableFull> {
         let empty = |t: &Self, b: usize| match_tags(&t.tags[b], 0);
         let slot = if self.len >= self.capacity {
             None

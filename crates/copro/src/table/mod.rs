@@ -317,17 +317,23 @@ fn unpack(words: &[u32]) -> [u8; 16] {
 }
 
 /// A value as output words: byte `i` in word `i / 4`, big-endian, the
-/// last word zero-padded (built from the bytes in place, without a copy).
+/// last word zero-padded. Read as two (overlapping) big-endian words, without
+/// a loop or a copy: the value is at most 16 bytes.
 #[inline(always)]
 fn value_words(v: &[u8]) -> [u32; 4] {
-    let mut w = [0u32; 4];
-    for (o, c) in w.iter_mut().zip(v.chunks(4)) {
-        *o = match <[u8; 4]>::try_from(c) {
-            Ok(a) => u32::from_be_bytes(a),
-            Err(_) => c.iter().enumerate().fold(0, |acc, (j, b)| acc | u32::from(*b) << (24 - 8 * j)),
-        };
-    }
-    w
+    let n = v.len();
+    let be64 = |i: usize| u64::from_be_bytes(v[i..i + 8].try_into().unwrap_or_default());
+    let be32 = |i: usize| u64::from(u32::from_be_bytes(v[i..i + 4].try_into().unwrap_or_default()));
+    // `hi`: bytes 0..8, `lo`: bytes 8..16 (zero-padded), left-aligned.
+    let (hi, lo) = if (8..=16).contains(&n) {
+        // The last eight bytes, shifted so that byte 8 is the top one.
+        (be64(0), if n == 8 { 0 } else { be64(n - 8) << (8 * (16 - n)) })
+    } else if (4..8).contains(&n) {
+        (be32(0) << 32 | (be32(n - 4) << (8 * (8 - n))) & 0xffff_ffff, 0)
+    } else {
+        (v.iter().take(8).enumerate().fold(0, |acc, (j, b)| acc | u64::from(*b) << (56 - 8 * j)), 0)
+    };
+    [(hi >> 32) as u32, hi as u32, (lo >> 32) as u32, lo as u32]
 }
 
 /// How recent an entry is, for the merge: a static entry is older than any learned one.

@@ -435,3 +435,17 @@ fn answers_found_ahead_are_forgotten_on_every_change() {
     prefetch(c.as_ref(), &mut pkts);
     assert_eq!(call(c.as_mut(), 3, &[(8, 0)], &pkts[0].data, 0), Ok([1, 0x0101_0000, 0, 0, 0]));
 }
+
+#[test]
+fn value_words_packs_every_value_size_as_the_byte_by_byte_rule() {
+    // Byte i of the value in word i / 4, big-endian, zero-padded.
+    let bytes: Vec<u8> = (1..=16).map(|i| i * 17).collect();
+    for n in 0..=16 {
+        let v = &bytes[..n];
+        let mut want = [0u32; 4];
+        for (i, &b) in v.iter().enumerate() {
+            want[i / 4] |= u32::from(b) << (24 - 8 * (i % 4));
+        }
+        assert_eq!(value_words(v), want, "{n}-byte value");
+    }
+}
