@@ -810,7 +810,7 @@ fn compare_compiled(what: &str, text: &str, compiled: &[Rule], pkts: &[Packet]) 
     // interleave (the generator puts thresholds on alert rules only, so
     // the rest of the comparison holds).
     let thresholded: BTreeSet<u32> = compiled.iter().filter(|r| r.threshold.is_some()).map(|r| r.sid).collect();
-    for (engine, workers) in [("interp", "1"), ("baseline", "1"), ("jit", "1"), ("jit", "2")] {
+    for (engine, workers) in [("interp", "1"), ("baseline", "1"), ("tiered", "1"), ("jit", "1"), ("jit", "2")] {
         let alerts = dir.path().join(format!("{engine}{workers}.jsonl"));
         let passed = dir.path().join(format!("{engine}{workers}.pcap"));
         let o = Command::new(env!("CARGO_BIN_EXE_netvm"))

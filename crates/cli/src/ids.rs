@@ -37,8 +37,11 @@ pub struct IdsArgs {
     /// Exit 1 if any rule was skipped or any packet not fully inspected.
     #[arg(long)]
     strict: bool,
-    /// Execution engine.
-    #[arg(long, value_enum, default_value_t = EngineArg::Jit)]
+    /// Execution engine. The default, tiered, inspects on the baseline
+    /// compiler's code (rule sets of thousands of rules compile in seconds,
+    /// not the JIT's tens of seconds) and moves to the JIT's code only on a
+    /// run long enough to pay for compiling it.
+    #[arg(long, value_enum, default_value_t = EngineArg::Tiered)]
     engine: EngineArg,
     /// How the JIT binds the NetPEs (`table`, the default: one function per
     /// NetPE, so that the large detect NetPEs compile apart from the batch loop).
