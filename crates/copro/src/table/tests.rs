@@ -439,7 +439,7 @@ fn answers_found_ahead_are_forgotten_on_every_change() {
 #[test]
 fn value_words_packs_every_value_size_as_the_byte_by_byte_rule() {
     // Byte i of the value in word i / 4, big-endian, zero-padded.
-    let bytes: Vec<u8> = (1..=16).map(|i| i * 17).collect();
+    let bytes: Vec<u8> = (1..=16u8).map(|i| i * 15).collect();
     for n in 0..=16 {
         let v = &bytes[..n];
         let mut want = [0u32; 4];
