@@ -30,11 +30,42 @@ use std::sync::Arc;
 
 use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
+/// A set of ports as a bitmap of all 65,536: a query is one load and a bit
+/// test (a data path asks once per frame it sends).
+#[derive(Clone, Debug)]
+struct Ports {
+    bits: Box<[u64; 1024]>,
+    len: usize,
+}
+
+impl Ports {
+    fn contains(&self, p: u16) -> bool {
+        self.bits[usize::from(p >> 6)] >> (p & 63) & 1 == 1
+    }
+
+    /// The ports, ascending.
+    fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..=u16::MAX).filter(|&p| self.contains(p))
+    }
+}
+
+impl FromIterator<u16> for Ports {
+    fn from_iter<I: IntoIterator<Item = u16>>(ports: I) -> Ports {
+        let mut set = Ports { bits: Box::new([0; 1024]), len: 0 };
+        for p in ports {
+            let w = &mut set.bits[usize::from(p >> 6)];
+            set.len += usize::from(*w >> (p & 63) & 1 == 0);
+            *w |= 1 << (p & 63);
+        }
+        set
+    }
+}
+
 /// The `linkstate` coprocessor.
 #[derive(Debug, Default)]
 pub struct LinkState {
     /// `None`: every port is up. Shared by the handles of every worker.
-    up: Arc<Option<BTreeSet<u16>>>,
+    up: Arc<Option<Ports>>,
     port: u32,
     state: u32,
     /// The direct entry of `is_up` for compiled code (filled by `registers`).
@@ -63,7 +94,7 @@ impl LinkState {
     pub fn is_up(&self, port: u32) -> bool {
         match (&*self.up, u16::try_from(port)) {
             (None, Ok(_)) => true,
-            (Some(set), Ok(p)) => set.contains(&p),
+            (Some(set), Ok(p)) => set.contains(p),
             (_, Err(_)) => false,
         }
     }
@@ -138,7 +169,7 @@ impl Coprocessor for LinkState {
     fn dump(&self) -> String {
         let Some(set) = &*self.up else { return "0-65535\n".into() };
         let mut out = String::new();
-        let mut ports = set.iter().copied().peekable();
+        let mut ports = set.iter().peekable();
         while let Some(a) = ports.next() {
             let mut b = a;
             while ports.peek().is_some_and(|&n| u32::from(n) == u32::from(b) + 1) {
@@ -151,8 +182,8 @@ impl Coprocessor for LinkState {
 
     /// Replaces the state: exactly the listed ports are up.
     fn load(&mut self, text: &str) -> Result<usize, String> {
-        let set = parse_ports(text)?;
-        let n = set.len();
+        let set: Ports = parse_ports(text)?.into_iter().collect();
+        let n = set.len;
         let up = Arc::get_mut(&mut self.up)
             .ok_or("the port state cannot change while several workers share it; load it before the run starts")?;
         *up = Some(set);
@@ -162,12 +193,12 @@ impl Coprocessor for LinkState {
     /// Every port down (nothing while several workers share the state).
     fn clear(&mut self) {
         if let Some(up) = Arc::get_mut(&mut self.up) {
-            *up = Some(BTreeSet::new());
+            *up = Some(Ports::from_iter([]));
         }
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
-        vec![("up".into(), self.up.as_ref().as_ref().map_or(1 << 16, |s| s.len() as u64))]
+        vec![("up".into(), self.up.as_ref().as_ref().map_or(1 << 16, |s| s.len as u64))]
     }
 
     /// Another handle on the same state.
@@ -184,6 +215,17 @@ impl Coprocessor for LinkState {
 mod tests {
     use super::*;
     use netvm_vm::Timestamp;
+
+    #[test]
+    fn the_port_bitmap_holds_exactly_its_ports() {
+        let want: BTreeSet<u16> = [0, 1, 62, 63, 64, 65, 4095, 4096, 65_534, 65_535].into();
+        let set: Ports = want.iter().copied().chain([63, 0, 65_535]).collect();
+        assert_eq!(set.len, want.len(), "duplicates counted once");
+        assert_eq!(set.iter().collect::<BTreeSet<u16>>(), want);
+        for p in 0..=u16::MAX {
+            assert_eq!(set.contains(p), want.contains(&p), "port {p}");
+        }
+    }
 
     #[test]
     fn query_load_dump() {
