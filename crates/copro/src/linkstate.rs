@@ -32,7 +32,7 @@ use netvm_vm::{CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, Re
 
 /// A set of ports as a bitmap of all 65,536: a query is one load and a bit
 /// test (a data path asks once per frame it sends).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 struct Ports {
     bits: Box<[u64; 1024]>,
     len: usize,
@@ -46,6 +46,13 @@ impl Ports {
     /// The ports, ascending.
     fn iter(&self) -> impl Iterator<Item = u16> + '_ {
         (0..=u16::MAX).filter(|&p| self.contains(p))
+    }
+}
+
+/// The ports, not the 1,024 words that hold them.
+impl std::fmt::Debug for Ports {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
     }
 }
 
