@@ -155,30 +155,57 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
         Ok((addr, len))
     }
 
+    #[inline(always)]
     fn lookup(&mut self, addr: A) {
         self.answer(self.table.lookup(addr));
     }
 
+    /// `insert` (op 1): the prefix in in0..3/in4 with the next hop in in5;
+    /// out0 is 1, or 0 when the table has no room.
+    #[inline(never)]
+    fn insert_op(&mut self) -> Result<(), CoproError> {
+        let (addr, len) = self.prefix()?;
+        let next_hop = self.input[5];
+        self.output = match self.table_to_change()?.insert(addr, len, next_hop) {
+            Ok(()) => [1, 0],
+            Err(LpmError::Full { .. }) => [0, 0],
+            Err(e) => return Err(CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip()))),
+        };
+        Ok(())
+    }
+
+    /// `delete` (op 2): the prefix in in0..3/in4; out0 is 1 if it was there.
+    #[inline(never)]
+    fn delete_op(&mut self) -> Result<(), CoproError> {
+        let (addr, len) = self.prefix()?;
+        self.output = [u32::from(self.table_to_change()?.delete(addr, len)), 0];
+        Ok(())
+    }
+
     /// `lookup_pkt` (op 3): the address at the offset in in8 of `packet`,
     /// or the answer the pre-lookup stage kept for it.
-    #[inline]
+    #[inline(always)]
     fn lookup_pkt(&mut self, packet: &[u8]) -> Result<(), CoproError> {
         let off = self.input[8] as usize;
         if let Some((out, _)) = self.ahead.get_mut().take(packet, off) {
             self.answer((out[0] == 1).then_some(out[1]));
             return Ok(());
         }
-        let addr = packet.get(off..).and_then(A::from_be_slice).ok_or_else(|| {
-            CoproError::BadArgument(format!(
-                "lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({} bytes)",
-                A::BYTES,
-                packet.len()
-            ))
-        })?;
+        let Some(addr) = packet.get(off..).and_then(A::from_be_slice) else {
+            return Err(Self::past_end(off, packet.len()));
+        };
         self.lookup(addr);
         Ok(())
     }
 
+    /// `lookup_pkt`'s error for an address past the packet's end.
+    #[cold]
+    #[inline(never)]
+    fn past_end(off: usize, len: usize) -> CoproError {
+        CoproError::BadArgument(format!("lpm: lookup_pkt reads {} bytes at offset {off}, past the packet end ({len} bytes)", A::BYTES))
+    }
+
+    #[inline(always)]
     fn answer(&mut self, found: Option<u32>) {
         self.tally.add(LOOKUPS, 1);
         self.output = match found {
@@ -243,22 +270,14 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX).with_direct(&self.direct)
     }
 
+    // Inline, so that the direct entries (`DirectOp::of`, the operation a
+    // constant) fold the dispatch away and take only the lookup's code.
+    #[inline(always)]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         match op {
             0 => self.lookup(self.addr()),
-            1 => {
-                let (addr, len) = self.prefix()?;
-                let next_hop = self.input[5];
-                self.output = match self.table_to_change()?.insert(addr, len, next_hop) {
-                    Ok(()) => [1, 0],
-                    Err(LpmError::Full { .. }) => [0, 0],
-                    Err(e) => return Err(CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip()))),
-                };
-            }
-            2 => {
-                let (addr, len) = self.prefix()?;
-                self.output = [u32::from(self.table_to_change()?.delete(addr, len)), 0];
-            }
+            1 => self.insert_op()?,
+            2 => self.delete_op()?,
             3 => self.lookup_pkt(ctx.packet)?,
             _ => return Err(CoproError::NoOperation(op)),
         }
