@@ -23,7 +23,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, Value};
+use cranelift_codegen::ir::{types, AbiParam, Block, Endianness, FuncRef, InstBuilder, MemFlagsData, Signature, Value};
 use cranelift_codegen::isa::TargetFrontendConfig;
 use cranelift_frontend::{FunctionBuilder, Variable};
 use cranelift_module::{FuncId, Module};
@@ -518,14 +518,18 @@ fn cond_cc(op: Opcode) -> Option<IntCC> {
     })
 }
 
-/// `csum` inline (RFC 1071, as `netvm_vm::region::internet_checksum`): the
-/// `n` bytes at `addr` (checked) summed as big-endian 32-bit words into 64
-/// bits (2^16 = 1 modulo 0xffff, so this is the one's complement sum of the
-/// 16-bit words), then a last 16-bit word and an odd byte padded with zero,
-/// folded to 16 bits and complemented. Returns the `i32` result.
+/// `csum` inline (RFC 1071, as `netvm_vm::region::internet_checksum`) on
+/// the `n` bytes at `addr` (checked). RFC 1071 §2(B): the one's complement
+/// sum is independent of byte order, so the bytes are read as
+/// little-endian words (plain loads on x86-64 and aarch64) and the folded
+/// sum is byte-swapped at the end. Eight bytes a step, each added as two
+/// 32-bit halves into 64 bits (2^32 = 1 modulo 0xffff), then 4, 2 and 1
+/// bytes of tail (a last odd byte is padded with zero); the 64-bit sum is
+/// folded to 32 and then 16 bits with end-around carries and complemented.
+/// Returns the `i32` result.
 fn inline_csum(b: &mut FunctionBuilder, addr: Value, n: Value) -> Value {
-    let flags = MemFlagsData::new().with_notrap();
-    let words = b.ins().band_imm_u(n, !3i64);
+    let flags = MemFlagsData::new().with_notrap().with_endianness(Endianness::Little);
+    let words = b.ins().band_imm_u(n, !7i64);
     let (head, body, tail) = (b.create_block(), b.create_block(), b.create_block());
     b.append_block_param(head, I64); // offset
     b.append_block_param(head, I64); // sum
@@ -540,52 +544,54 @@ fn inline_csum(b: &mut FunctionBuilder, addr: Value, n: Value) -> Value {
 
     b.switch_to_block(body);
     let p = b.ins().iadd(addr, i);
-    let w = b.ins().load(I32, flags, p, 0);
-    let w = b.ins().bswap(w);
-    let w = b.ins().uextend(I64, w);
-    let sum2 = b.ins().iadd(sum, w);
-    let i2 = b.ins().iadd_imm_s(i, 4);
+    let w = b.ins().load(I64, flags, p, 0);
+    let lo = b.ins().band_imm_u(w, 0xffff_ffff);
+    let hi = b.ins().ushr_imm_u(w, 32);
+    let sum2 = b.ins().iadd(sum, lo);
+    let sum2 = b.ins().iadd(sum2, hi);
+    let i2 = b.ins().iadd_imm_s(i, 8);
     b.ins().jump(head, &[i2.into(), sum2.into()]);
 
-    // The last 0 to 3 bytes: a 16-bit word if two are left, then a byte.
+    // The last 0 to 7 bytes: 4 if that many are left, then 2, then 1, each
+    // at the offset the larger ones leave (`n` with their bits cleared).
     b.switch_to_block(tail);
-    let sum = b.block_params(tail)[0];
-    let (half, after_half, byte, done) = (b.create_block(), b.create_block(), b.create_block(), b.create_block());
-    b.append_block_param(after_half, I64);
-    b.append_block_param(after_half, I64);
-    b.append_block_param(done, I64);
-    let has_half = b.ins().band_imm_u(n, 2);
-    b.ins().brif(has_half, half, &[], after_half, &[words.into(), sum.into()]);
-    b.switch_to_block(half);
-    let p = b.ins().iadd(addr, words);
-    let h = b.ins().load(types::I16, flags, p, 0);
-    let h = b.ins().bswap(h);
-    let h = b.ins().uextend(I64, h);
-    let s2 = b.ins().iadd(sum, h);
-    let at = b.ins().iadd_imm_s(words, 2);
-    b.ins().jump(after_half, &[at.into(), s2.into()]);
-    b.switch_to_block(after_half);
-    let (at, sum) = (b.block_params(after_half)[0], b.block_params(after_half)[1]);
-    let has_byte = b.ins().band_imm_u(n, 1);
-    b.ins().brif(has_byte, byte, &[], done, &[sum.into()]);
-    b.switch_to_block(byte);
-    let p = b.ins().iadd(addr, at);
-    let x = b.ins().uload8(I64, flags, p, 0);
-    let x = b.ins().ishl_imm_u(x, 8);
-    let s2 = b.ins().iadd(sum, x);
-    b.ins().jump(done, &[s2.into()]);
-
-    // Fold 64 -> 32 -> 16 bits with end-around carries, then complement.
-    b.switch_to_block(done);
-    let mut sum = b.block_params(done)[0];
-    for (shift, mask) in [(32, 0xffff_ffffi64), (32, 0xffff_ffff), (16, 0xffff), (16, 0xffff), (16, 0xffff)] {
-        let lo = b.ins().band_imm_u(sum, mask);
-        let hi = b.ins().ushr_imm_u(sum, shift);
-        sum = b.ins().iadd(lo, hi);
+    let mut sum = b.block_params(tail)[0];
+    for (size, ty) in [(4i64, Some(types::I32)), (2, Some(types::I16)), (1, None)] {
+        let (take, next) = (b.create_block(), b.create_block());
+        b.append_block_param(next, I64);
+        let has = b.ins().band_imm_u(n, size);
+        b.ins().brif(has, take, &[], next, &[sum.into()]);
+        b.switch_to_block(take);
+        let at = b.ins().band_imm_u(n, !(2 * size - 1));
+        let p = b.ins().iadd(addr, at);
+        let x = match ty {
+            Some(ty) => {
+                let x = b.ins().load(ty, flags, p, 0);
+                b.ins().uextend(I64, x)
+            }
+            None => b.ins().uload8(I64, flags, p, 0),
+        };
+        let s2 = b.ins().iadd(sum, x);
+        b.ins().jump(next, &[s2.into()]);
+        b.switch_to_block(next);
+        sum = b.block_params(next)[0];
     }
-    let r = b.ins().ireduce(I32, sum);
-    let r = b.ins().bnot(r);
-    b.ins().band_imm_u(r, 0xffff)
+
+    // End-around carry folds: the high half of `s + rotl(s, half)` is the
+    // sum of the halves with its carry added back (exact: it never wraps,
+    // and it is 0 only for 0). 64 -> 32 bits, then 32 -> 16.
+    let r = b.ins().rotl_imm_u(sum, 32);
+    let s = b.ins().iadd(sum, r);
+    let s = b.ins().ushr_imm_u(s, 32);
+    let s = b.ins().ireduce(I32, s);
+    let r = b.ins().rotl_imm_u(s, 16);
+    let s = b.ins().iadd(s, r);
+    let s = b.ins().ushr_imm_u(s, 16);
+    // Back to network byte order, then the complement.
+    let s = b.ins().ireduce(types::I16, s);
+    let s = b.ins().bswap(s);
+    let s = b.ins().bnot(s);
+    b.ins().uextend(I32, s)
 }
 
 /// Translates one verified segment; its code starts in the builder's current

@@ -73,8 +73,8 @@ fn examples_and_test_programs_on_real_captures() {
     assert!(cases > 10_000);
 }
 
-/// `csum` is compiled inline (32-bit words, then the odd half-word and
-/// byte): every length from 0 to 70 at every start offset from 0 to 3, on
+/// `csum` is compiled inline (8-byte little-endian steps, then 4, 2 and 1
+/// bytes of tail, the sum byte-swapped at the end): every length from 0 to 70 at every start offset from 0 to 3, on
 /// random bytes and on bytes that make the sum carry the most (all 0xff).
 #[test]
 fn inline_checksum_of_every_length_and_alignment() {
