@@ -1,6 +1,7 @@
 //! Generated applications: random DAGs of generated NetPEs, written as a
 //! manifest and program files, with fan-out (at sources and at ports),
-//! unconnected ports, several sources, and input ports without one. Used by
+//! unconnected ports, several sources, input ports without one, and NetPEs
+//! whose ports lead to consecutive sinks. Used by
 //! the differential tests of linked and AOT-compiled applications.
 
 use std::fmt::Write as _;
@@ -38,7 +39,14 @@ pub fn generate_app(rng: &mut SplitMix64, cfg: &GenConfig) -> Option<GenApp> {
     let mut pick = |k: u64| rng.below(k);
     // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.
     let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe0\"");
+    // Sometimes they reach consecutive input ports of one NetPE (a bridge's
+    // sources: the linker then indexes them by the input port).
+    let consecutive = if pick(4) == 0 { Some((pick(n as u64), pick(2))) } else { None };
     for port in 1..3u64 {
+        if let Some((node, first)) = consecutive {
+            let _ = writeln!(m, "[[source]]\nport = {port}\nto = \"pe{node}.{}\"", first + port - 1);
+            continue;
+        }
         let fan = pick(3);
         for _ in 0..fan {
             let node = pick(n as u64);
@@ -51,7 +59,17 @@ pub fn generate_app(rng: &mut SplitMix64, cfg: &GenConfig) -> Option<GenApp> {
         let _ = writeln!(m, "[[source]]\nport = 0\nto = \"pe{node}\"");
     }
     // Edges go forward only (a DAG); each output port gets 0-3 destinations.
+    // Sometimes every port p of a NetPE leaves at sink base + p instead (a
+    // router's last stage: the linker then indexes its ports by `ret.pop`'s
+    // value rather than switching over them).
     for (i, &np) in ports.iter().enumerate() {
+        if np >= 2 && pick(4) == 0 {
+            let base = pick(3);
+            for p in 0..u64::from(np) {
+                let _ = writeln!(m, "[[sink]]\nfrom = \"pe{i}.{p}\"\nport = {}", base + p);
+            }
+            continue;
+        }
         for p in 0..np {
             let dests = match pick(10) {
                 0 => 0,

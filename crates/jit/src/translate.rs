@@ -104,7 +104,15 @@ pub enum ExitMode {
         budget_out: Option<(Value, i32)>,
     },
     /// Jump to the blocks of [`SegmentExits`], which the caller fills.
-    Jump,
+    Jump {
+        /// The output ports `lo..hi` that `ret.pop` reaches by jumping to
+        /// [`SegmentExits::indexed_port`] with the port, not through the
+        /// jump table over the port blocks: for a caller to whom those
+        /// ports all do the same thing with a different index (count, and
+        /// go on to a sink or an input port numbered from the port), which
+        /// then costs no indirect branch.
+        indexed: Option<(u16, u16)>,
+    },
 }
 
 /// Everything a segment's code needs from outside.
@@ -133,6 +141,9 @@ pub struct SegmentEnv {
 pub struct SegmentExits {
     /// Forward on output port `p` (`ret p`, `ret.pop`).
     pub ports: Vec<Option<Block>>,
+    /// Forward on the output port in the block's `i32` parameter, one of
+    /// the indexed ports (`ret.pop` under `ExitMode::Jump { indexed: Some(..) }`).
+    pub indexed_port: Option<Block>,
     /// `drop`.
     pub drop: Option<Block>,
     /// `exit` (`.init`).
@@ -448,7 +459,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
                 let v = self.iconst(code);
                 self.ret(v);
             }
-            ExitMode::Jump => {
+            ExitMode::Jump { .. } => {
                 let blk = block(self);
                 self.b.ins().jump(blk, &[]);
             }
@@ -892,13 +903,27 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                     tx.check(ok, FaultKind::BadPort);
                     tx.ret(p);
                 }
-                ExitMode::Jump => {
-                    // A jump table over the ports; any other value is a bad port.
+                ExitMode::Jump { indexed } => {
+                    // Ports lo..hi: a compare and a jump with the port.
+                    let (lo, hi) = indexed.unwrap_or((0, 0));
+                    if lo < hi {
+                        let rest = tx.b.create_block();
+                        let blk = *tx.exits.indexed_port.get_or_insert_with(|| {
+                            let blk = tx.b.create_block();
+                            tx.b.append_block_param(blk, I32);
+                            blk
+                        });
+                        let at = tx.b.ins().iadd_imm_s(p, -i64::from(lo));
+                        let inside = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, at, i64::from(hi - lo));
+                        tx.b.ins().brif(inside, blk, &[p.into()], rest, &[]);
+                        tx.b.switch_to_block(rest);
+                    }
+                    // The other ports: a jump table; any other value is a bad port.
                     let bad = tx.fault_block(FaultKind::BadPort);
-                    let ports: Vec<Block> = (0..tx.out_ports).map(|q| tx.port_block(q)).collect();
                     let mut sw = cranelift_frontend::Switch::new();
-                    for (q, blk) in ports.into_iter().enumerate() {
-                        sw.set_entry(q as u128, blk);
+                    for q in (0..tx.out_ports).filter(|q| !(lo..hi).contains(q)) {
+                        let blk = tx.port_block(q);
+                        sw.set_entry(u128::from(q), blk);
                     }
                     sw.emit(tx.b, p, bad);
                 }

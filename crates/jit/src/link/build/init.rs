@@ -39,7 +39,15 @@ pub(super) fn build_init<M: Module>(
         let copros = (ld(b, ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
         let regs = (ld(b, ptr, off::NODE_REGS), copros.1);
         let empty = MemView { base: null, len: zero64 };
-        let env = SegmentEnv { mems: [empty, empty, data], copros, regs, meta: None, in_port: None, budget, exits: ExitMode::Jump };
+        let env = SegmentEnv {
+            mems: [empty, empty, data],
+            copros,
+            regs,
+            meta: None,
+            in_port: None,
+            budget,
+            exits: ExitMode::Jump { indexed: None },
+        };
         let m = &v.module;
         let facts = segment_facts(seg, m, opts.domain, KnownSizes { info: Some(0), data: Some(u64::from(m.data_size)) });
         let exits = translate::translate_segment(b, cx, seg, m, &facts, &[], env);

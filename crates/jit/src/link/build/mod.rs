@@ -117,6 +117,65 @@ struct Build<'a, 'm, M: Module> {
     ptr: types::Type,
 }
 
+/// A run of output ports reached indexed by the port ([`Build::indexed_ports`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IndexedPorts {
+    /// The first port.
+    lo: u16,
+    /// One past the last.
+    hi: u16,
+    /// Where port `lo` leads; port `lo + i` leads to the `i`-th after it.
+    to: IndexedTo,
+}
+
+/// The longest run `lo..hi` of at least two `ports` (each a list of
+/// destinations) that lead one to one to consecutive sinks, or to
+/// consecutive input ports of one NetPE, and are `counted`: ports whose
+/// code differs only by a number, which is the port's plus a constant.
+fn indexed_run(ports: &[Vec<Dest>], counted: impl Fn(usize) -> bool) -> Option<IndexedPorts> {
+    // What port p leads to, as (NetPE or sink, number - p): equal along a run.
+    let key = |p: usize| match ports[p].as_slice() {
+        [Dest::Sink(s)] if counted(p) => Some((None, i64::from(*s) - p as i64)),
+        [Dest::Pe { node, in_port }] if counted(p) => Some((Some(*node), i64::from(*in_port) - p as i64)),
+        _ => None,
+    };
+    let mut best: Option<IndexedPorts> = None;
+    let mut lo = 0;
+    while lo < ports.len() {
+        let Some(k) = key(lo) else {
+            lo += 1;
+            continue;
+        };
+        let mut hi = lo + 1;
+        while hi < ports.len() && key(hi) == Some(k) {
+            hi += 1;
+        }
+        if hi - lo >= 2 && best.is_none_or(|b| usize::from(b.hi - b.lo) < hi - lo) {
+            let to = match ports[lo][0] {
+                Dest::Sink(s) => IndexedTo::Sink(s),
+                Dest::Pe { node, in_port } => IndexedTo::Pe { node, in_port },
+            };
+            best = Some(IndexedPorts { lo: lo as u16, hi: hi as u16, to });
+        }
+        lo = hi;
+    }
+    best
+}
+
+/// Where the first of a run of indexed ports leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IndexedTo {
+    /// A sink.
+    Sink(u16),
+    /// An input port of a NetPE.
+    Pe {
+        /// The NetPE.
+        node: u32,
+        /// Its input port.
+        in_port: u16,
+    },
+}
+
 /// Per-packet values of the function being built (direct mode and the batch loop).
 struct PacketVars {
     /// The application context (`AppCtx *`).
@@ -233,8 +292,16 @@ impl<M: Module> Build<'_, '_, M> {
         }
     }
 
-    /// At a sink: a duplicated packet's copies leave through the host (`netvm_rt_emit`).
+    /// At sink `s`: a duplicated packet's copies leave through the host (`netvm_rt_emit`).
     fn sink(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, s: u16) {
+        if self.hooks.is_some() {
+            let port = b.ins().iconst(I32, i64::from(s));
+            self.sink_at(b, pv, port);
+        }
+    }
+
+    /// [`Build::sink`] at the sink in `port` (`i32`).
+    fn sink_at(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, port: Value) {
         let Some(h) = self.hooks else { return };
         let fanned = b.ins().load(I32, MemFlagsData::trusted(), pv.ctx, off::APP_FANNED);
         let call = b.create_block();
@@ -243,7 +310,6 @@ impl<M: Module> Build<'_, '_, M> {
         b.switch_to_block(call);
         let f = self.hook(b, h.emit);
         let (idx, pkt, len) = (b.use_var(pv.idx), b.use_var(pv.pkt), b.use_var(pv.len));
-        let port = b.ins().iconst(I32, i64::from(s));
         b.ins().call(f, &[pv.rt, idx, port, pkt, len]);
         b.ins().jump(cont, &[]);
         b.switch_to_block(cont);
@@ -268,6 +334,60 @@ impl<M: Module> Build<'_, '_, M> {
         let inst = b.ins().call(copy, &[pv.rt, idx, pkt, len]);
         let fresh = b.inst_results(inst)[0];
         b.def_var(pv.pkt, fresh);
+    }
+
+    /// NetPE `n`'s output ports reached indexed by the port ([`indexed_run`])
+    /// when its `.push` handler has a `ret.pop`: the linker then jumps to
+    /// them with the port (`ExitMode::Jump { indexed }`), counted in memory,
+    /// and a packet costs no indirect branch there (a router's lookup, a
+    /// bridge's forwarding decision: stages whose port is data).
+    fn indexed_ports(&self, n: usize) -> Option<IndexedPorts> {
+        if !self.modules[n].push.insns.iter().any(|i| i.op == netil::Opcode::RetPop) {
+            return None;
+        }
+        indexed_run(&self.graph.out[n], |p| self.layout.counted(self.layout.out(n, p)))
+    }
+
+    /// The application's input ports reached indexed by the port
+    /// ([`indexed_run`]), as a bridge's: one compare instead of a jump table
+    /// on the input port.
+    fn indexed_sources(&self) -> Option<IndexedPorts> {
+        indexed_run(&self.graph.sources, |p| self.layout.counted(self.layout.source_base + p))
+    }
+
+    /// At the current block, for port `port` (`i32`) of the run `x`, whose
+    /// port `p` is counted in counter `first + p`: counts it (in memory)
+    /// and sends the packet where it leads.
+    fn indexed_route(
+        &mut self,
+        b: &mut FunctionBuilder,
+        pv: &PacketVars,
+        entries: &mut BTreeMap<usize, Block>,
+        x: IndexedPorts,
+        port: Value,
+        first: usize,
+    ) {
+        let p64 = b.ins().uextend(I64, port);
+        let at = b.ins().imul_imm_s(p64, 8);
+        let at = b.ins().iadd(pv.counters, at);
+        let o = (first * 8) as i32;
+        let flags = MemFlagsData::trusted();
+        let c = b.ins().load(I64, flags, at, o);
+        let c = b.ins().iadd_imm_s(c, 1);
+        b.ins().store(flags, c, at, o);
+        match x.to {
+            IndexedTo::Sink(s) => {
+                let sink = b.ins().iadd_imm_s(port, i64::from(s) - i64::from(x.lo));
+                self.sink_at(b, pv, sink);
+                b.def_var(pv.verdict, sink);
+                b.ins().jump(pv.end, &[]);
+            }
+            IndexedTo::Pe { node, in_port } => {
+                let entry = self.node_entry(b, entries, node as usize);
+                let ip = b.ins().iadd_imm_s(port, i64::from(in_port) - i64::from(x.lo));
+                b.ins().jump(entry, &[ip.into()]);
+            }
+        }
     }
 
     /// The route id of destination `d` (its index in [`Build::routes`]).
@@ -307,7 +427,7 @@ impl<M: Module> Build<'_, '_, M> {
             }),
             in_port: Some(in_port),
             budget,
-            exits: ExitMode::Jump,
+            exits: ExitMode::Jump { indexed: None },
         }
     }
 
@@ -331,6 +451,16 @@ impl<M: Module> Build<'_, '_, M> {
         exits.ports.iter_mut().flatten().for_each(&mut account);
         exits.drop.iter_mut().for_each(&mut account);
         exits.faults.iter_mut().flatten().for_each(&mut account);
+        if let Some(blk) = &mut exits.indexed_port {
+            b.switch_to_block(*blk);
+            let port = b.block_params(*blk)[0];
+            let left = b.use_var(left);
+            let used = b.ins().isub(env.budget, left);
+            add_mem(b, counters, k, used);
+            *blk = b.create_block();
+            b.append_block_param(*blk, I32);
+            b.ins().jump(*blk, &[port.into()]);
+        }
         exits
     }
 }

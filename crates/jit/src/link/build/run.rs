@@ -16,9 +16,9 @@ use netvm_vm::graph::Dest;
 use netvm_vm::FaultKind;
 
 use super::table::{node_slot, source_slot, table_route_driver};
-use super::{count_mem, off, zero_info, Build, Hooks, PacketVars};
+use super::{count_mem, off, zero_info, Build, Hooks, IndexedPorts, PacketVars};
 use crate::link::LinkMode;
-use crate::translate::{ctx_flags, MemView, SegmentExits, I32, I64};
+use crate::translate::{ctx_flags, ExitMode, MemView, SegmentExits, I32, I64};
 use netvm_abi::VERDICT_DROP;
 
 /// Counters at most this many are kept in registers across a batch (direct mode).
@@ -59,8 +59,15 @@ pub(super) fn build_run<M: Module>(
 ) {
     let (pv, lp) = batch_loop_header(b, build, mode);
     let in_port = packet_prologue(b, build, &pv, &lp);
-    let src_blocks = source_switch(b, build, &pv, in_port);
+    // Direct mode: a run of input ports that differ only by a number is
+    // reached by a compare, not the jump table (`Build::indexed_sources`).
+    let indexed = if mode == LinkMode::Direct { build.indexed_sources() } else { None };
+    let (src_blocks, indexed_block) = source_switch(b, build, &pv, in_port, indexed);
     let mut run = Run { mode, vtable, entries: BTreeMap::new(), translated: BTreeSet::new() };
+    if let (Some(x), Some(blk)) = (indexed, indexed_block) {
+        b.switch_to_block(blk);
+        build.indexed_route(b, &pv, &mut run.entries, x, in_port, build.layout.source_base);
+    }
     dispatch_sources(b, build, &pv, &mut run, &src_blocks);
 
     // After the packet's last exchange buffer: pending copies, then the verdict.
@@ -106,12 +113,19 @@ fn batch_loop_header<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '
 }
 
 /// Declares the counters kept in registers (direct mode), each starting at
-/// zero: sources, then ports and drops, at most [`MAX_SSA_COUNTERS`].
+/// zero: sources, then ports and drops, at most [`MAX_SSA_COUNTERS`]. Not
+/// indexed ports and sources (`Build::indexed_ports`, `indexed_sources`):
+/// those are counted in memory at an address computed from the port.
 fn ssa_counters<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, pv: &mut PacketVars) {
     let l = build.layout;
-    let candidates = (0..build.graph.sources.len())
-        .map(|p| l.source_base + p)
-        .chain((0..l.node_base.len()).flat_map(|nn| (0..l.out_ports[nn]).map(move |p| l.out(nn, p)).chain([l.drop(nn)])));
+    let indexed: &Vec<std::ops::Range<usize>> = &(0..l.node_base.len())
+        .map(|nn| build.indexed_ports(nn).map_or(0..0, |x| l.out(nn, x.lo.into())..l.out(nn, x.hi.into())))
+        .collect();
+    let sources = build.indexed_sources().map_or(0..0, |x| usize::from(x.lo)..usize::from(x.hi));
+    let candidates = (0..build.graph.sources.len()).filter(|p| !sources.contains(p)).map(|p| l.source_base + p).chain(
+        (0..l.node_base.len())
+            .flat_map(|nn| (0..l.out_ports[nn]).map(move |p| l.out(nn, p)).filter(move |k| !indexed[nn].contains(k)).chain([l.drop(nn)])),
+    );
     let zero64 = b.ins().iconst(I64, 0);
     for k in candidates.filter(|k| l.counted(*k)).take(MAX_SSA_COUNTERS) {
         let v = b.declare_var(I64);
@@ -144,13 +158,31 @@ fn packet_prologue<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>,
 
 /// The switch on the input port: one block per source with destinations
 /// (returned with its port, still empty), and the code for a port without
-/// one (counted, dropped).
-fn source_switch<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, pv: &PacketVars, in_port: Value) -> Vec<(usize, Block)> {
+/// one (counted, dropped). The ports of `indexed` instead share one block
+/// (returned, still empty), reached by a compare before the switch.
+fn source_switch<M: Module>(
+    b: &mut FunctionBuilder,
+    build: &Build<'_, '_, M>,
+    pv: &PacketVars,
+    in_port: Value,
+    indexed: Option<IndexedPorts>,
+) -> (Vec<(usize, Block)>, Option<Block>) {
     let no_source = b.create_block();
+    let mut indexed_block = None;
+    let mut run = 0..0;
+    if let Some(x) = indexed {
+        let (blk, rest) = (b.create_block(), b.create_block());
+        let at = b.ins().iadd_imm_s(in_port, -i64::from(x.lo));
+        let inside = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, at, i64::from(x.hi - x.lo));
+        b.ins().brif(inside, blk, &[], rest, &[]);
+        b.switch_to_block(rest);
+        indexed_block = Some(blk);
+        run = usize::from(x.lo)..usize::from(x.hi);
+    }
     let mut sw = Switch::new();
     let mut src_blocks = Vec::new();
     for (p, dests) in build.graph.sources.iter().enumerate() {
-        if !dests.is_empty() {
+        if !dests.is_empty() && !run.contains(&p) {
             let blk = b.create_block();
             sw.set_entry(p as u128, blk);
             src_blocks.push((p, blk));
@@ -163,7 +195,7 @@ fn source_switch<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, p
     let v = b.ins().iconst(I32, i64::from(VERDICT_DROP));
     b.def_var(pv.verdict, v);
     b.ins().jump(pv.end, &[]);
-    src_blocks
+    (src_blocks, indexed_block)
 }
 
 /// Fills each source's block: counts the packet and sends it to the
@@ -323,7 +355,8 @@ fn translate_node<M: Module>(
     let in_port = b.block_params(blk)[0];
     let pkt = MemView { base: b.use_var(pv.pkt), len: b.use_var(pv.len) };
     let meta = b.use_var(pv.desc);
-    let env = build.push_env(b, pv.nodes, pkt, meta, in_port, pv.budget, pv.info, n);
+    let mut env = build.push_env(b, pv.nodes, pkt, meta, in_port, pv.budget, pv.info, n);
+    env.exits = ExitMode::Jump { indexed: build.indexed_ports(n).map(|x| (x.lo, x.hi)) };
     let exits = build.translate_push(b, n, env, pv.counters);
     wire_exits(b, build, pv, entries, n, exits);
 }
@@ -346,6 +379,11 @@ fn wire_exits<M: Module>(
             let dests = build.graph.out[n][p].clone();
             build.route(b, pv, entries, &dests);
         }
+    }
+    if let (Some(blk), Some(x)) = (exits.indexed_port, build.indexed_ports(n)) {
+        b.switch_to_block(blk);
+        let p = b.block_params(blk)[0];
+        build.indexed_route(b, pv, entries, x, p, layout.out(n, 0));
     }
     if let Some(blk) = exits.drop {
         b.switch_to_block(blk);
