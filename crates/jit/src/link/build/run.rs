@@ -237,9 +237,16 @@ fn dispatch_sources<M: Module>(
 
 /// At the packet's end block: pops the pending copies one by one (hook
 /// `pop`) and dispatches each to its route, until none is left. Leaves the
-/// block where the verdict is stored current.
+/// block where the verdict is stored current. A packet that was not
+/// duplicated (`AppCtx::fanned` clear: only a fan-out leaves copies) goes
+/// there at once, without the call.
 fn pending_copies<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, M>, pv: &PacketVars, run: &mut Run, h: Hooks) {
     let ptr = build.ptr;
+    let store = b.create_block();
+    let popping = b.create_block();
+    let fanned = b.ins().load(I32, MemFlagsData::trusted(), pv.ctx, off::APP_FANNED);
+    b.ins().brif(fanned, popping, &[], store, &[]);
+    b.switch_to_block(popping);
     let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 3));
     let out = b.ins().stack_addr(ptr, slot, 0);
     let pop = build.hook(b, h.pop);
@@ -247,7 +254,6 @@ fn pending_copies<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, 
     let info_len = b.ins().iconst(I64, build.layout.info_size as i64);
     let inst = b.ins().call(pop, &[pv.rt, idx, pv.info, info_len, out]);
     let r = b.inst_results(inst)[0];
-    let store = b.create_block();
     let next = b.create_block();
     let none = b.ins().icmp_imm_s(IntCC::SignedLessThan, r, 0);
     b.ins().brif(none, store, &[], next, &[]);
