@@ -35,7 +35,12 @@
 //!   the analysis proved that the 32-bit addition does not wrap; Cranelift
 //!   then folds `k` into the addressing mode;
 //! - **info memory reads** of the segment ([`SegmentFacts::info_reads`]), for
-//!   dead-store elimination across a linked application.
+//!   dead-store elimination across a linked application;
+//! - **packet bytes proved at each output port** ([`SegmentFacts::exit_len`]):
+//!   a linked application starts the analysis of each NetPE with the
+//!   weakest of what the ports feeding it proved ([`KnownSizes::packet`]),
+//!   so a chain checks a header once (a router's `verify` stage), not in
+//!   every stage.
 //!
 //! Everything here is conservative: an unknown value has the full range and
 //! no identity, and a segment too large to analyse cheaply (see
@@ -66,6 +71,10 @@ pub struct KnownSizes {
     pub info: Option<u64>,
     /// Data memory.
     pub data: Option<u64>,
+    /// Bytes of packet every packet the code sees has (a linked NetPE
+    /// downstream of checks: [`SegmentFacts::exit_len`] of the ports that
+    /// feed it); 0 when nothing is known.
+    pub packet: u64,
 }
 
 /// An offset rewritten as the value of instruction `base` plus `off`, without wrap.
@@ -121,6 +130,10 @@ pub struct SegmentFacts {
     pub info_reads: InfoReads,
     /// False if the segment was too large to analyse (nothing proved).
     pub analysed: bool,
+    /// Per output port, the bytes of packet proved present whenever the
+    /// segment leaves through it (`u64::MAX`: it never does); empty when
+    /// nothing is proved ([`SegmentFacts::exit_len`]).
+    pub exit_lens: Vec<u64>,
 }
 
 impl SegmentFacts {
@@ -133,7 +146,17 @@ impl SegmentFacts {
             info_store: vec![None; n],
             info_reads: InfoReads { all: true, ranges: Vec::new() },
             analysed: false,
+            exit_lens: Vec::new(),
         }
+    }
+
+    /// The bytes of packet proved present whenever the segment leaves
+    /// through output port `p` (`u64::MAX`: it never does). A packet's
+    /// length does not change in a data path (no instruction resizes it,
+    /// coprocessors read it only, a fan-out's copies have its length), so
+    /// this holds at the NetPEs the port feeds.
+    pub fn exit_len(&self, p: usize) -> u64 {
+        self.exit_lens.get(p).copied().unwrap_or(0)
     }
 
     /// Number of memory accesses proved in bounds.
@@ -461,6 +484,7 @@ pub fn analyse(seg: &SegmentInfo, module: &netil::Module, sizes: KnownSizes) -> 
     let mut a = Analysis { seg, sizes, facts: SegmentFacts::none(n) };
     a.facts.info_reads = InfoReads::default();
     a.facts.analysed = true;
+    a.facts.exit_lens = vec![u64::MAX; usize::from(module.out_ports)];
 
     let nb = blocks.starts.len();
     let mut entry: Vec<Option<State>> = vec![None; nb];
@@ -471,7 +495,12 @@ pub fn analyse(seg: &SegmentInfo, module: &netil::Module, sizes: KnownSizes) -> 
             netil::SegmentKind::Init => Vec::new(),
         },
         locals: vec![None; usize::from(module.locals)],
-        facts: BTreeMap::new(),
+        // What the packets that reach the code are known to hold.
+        facts: if sizes.packet > 0 {
+            BTreeMap::from([(Base::Zero, i64::try_from(sizes.packet).unwrap_or(i64::MAX))])
+        } else {
+            BTreeMap::new()
+        },
         max_def: 0,
     };
     entry[0] = Some(initial);
@@ -564,6 +593,9 @@ impl Analysis<'_> {
                 return;
             }
             if op.is_terminator() {
+                if annotate {
+                    self.exit(st, insn);
+                }
                 return;
             }
             self.step(st, i, insn, annotate);
@@ -571,6 +603,22 @@ impl Analysis<'_> {
         // Falls into the next block.
         if end < self.seg.insns.len() {
             edges.push((end, st.clone()));
+        }
+    }
+
+    /// A `ret` or `ret.pop` in state `st`: the packet bytes proved present
+    /// there bound what its ports' exits prove (`SegmentFacts::exit_lens`).
+    fn exit(&mut self, st: &State, insn: &Insn) {
+        let len = st.facts.get(&Base::Zero).map_or(0, |e| u64::try_from(*e).unwrap_or(0));
+        let lens = &mut self.facts.exit_lens;
+        match (&insn.operands, insn.op) {
+            (Operands::Port(p), Opcode::Ret) => {
+                if let Some(x) = lens.get_mut(usize::from(*p)) {
+                    *x = (*x).min(len);
+                }
+            }
+            (_, Opcode::RetPop) => lens.iter_mut().for_each(|x| *x = (*x).min(len)),
+            _ => {}
         }
     }
 
@@ -891,6 +939,33 @@ mod tests {
             .collect()
     }
 
+    /// What each port's exits prove is the weakest fact at any of them;
+    /// `ret.pop` bounds every port; a port never left says so.
+    #[test]
+    fn exit_lens_are_the_weakest_fact_at_each_port() {
+        let src = ".ports 4\nsegment .push\n pop\n pktlen\n push 34\n jcmp.lt r\n push 30\n upload.32\n jnz a\n ret 1\n\
+                   a: push 40\n upload.8\n jz b\n ret 1\nb: push 2\n ret.pop\nr: ret 0\nends";
+        let (f, _) = facts(src, KnownSizes::default());
+        // Port 0: the short packets; 1: at least 34 bytes (34, then 41: the
+        // weaker); 2: ret.pop after the access at 40, and 3 too.
+        assert_eq!(f.exit_lens, vec![0, 34, 41, 41]);
+        let (f, _) = facts(".ports 3\nsegment .push\n pop\n push 20\n upload.8\n pop\n ret 1\nends", KnownSizes::default());
+        assert_eq!((f.exit_len(0), f.exit_len(1), f.exit_len(2)), (u64::MAX, 21, u64::MAX));
+    }
+
+    /// A packet length known at entry (`KnownSizes::packet`) covers the
+    /// accesses below it, and holds at the exits.
+    #[test]
+    fn known_packet_length_at_entry_covers_accesses() {
+        let src = "segment .push\n pop\n push 22\n upload.16\n pop\n push 24\n upload.16\n pop\n ret 0\nends";
+        let (f, insns) = facts(src, KnownSizes { packet: 34, ..KnownSizes::default() });
+        assert!(insns.iter().enumerate().filter(|(_, x)| x.op.access_width().is_some()).all(|(i, _)| f.unchecked[i]));
+        assert_eq!(f.exit_lens, vec![34]);
+        let (f, _) = facts(src, KnownSizes { packet: 25, ..KnownSizes::default() });
+        assert_eq!(f.unchecked.iter().filter(|u| **u).count(), 1, "[24, 26) is past 25 bytes");
+        assert_eq!(f.exit_lens, vec![26]);
+    }
+
     #[test]
     fn explicit_length_check_covers_constant_offsets() {
         let src = "segment .push\n pop\n pktlen\n push 34\n jcmp.lt r\n push 12\n upload.16\n pop\n push 30\n upload.32\n pop\n \
@@ -957,7 +1032,7 @@ mod tests {
     fn info_and_data_ranges_against_known_sizes() {
         let src = ".infosize 8\n.datasize 16\nsegment .push\n pop\n push 0\n upload.8\n push 7\n and\n dload.8\n pop\n \
                    push 0\n upload.8\n push 15\n and\n iload.8\n pop\n push 0\n upload.8\n push 7\n and\n iload.16\n pop\n ret 0\nends";
-        let (f, insns) = facts(src, KnownSizes { info: Some(8), data: Some(16) });
+        let (f, insns) = facts(src, KnownSizes { info: Some(8), data: Some(16), packet: 0 });
         let unchecked: Vec<&str> = (0..insns.len())
             .filter(|i| f.unchecked[*i] && insns[*i].op.access_memory() != Some(Mem::Packet))
             .map(|i| insns[i].op.mnemonic())

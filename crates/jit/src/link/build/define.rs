@@ -57,6 +57,42 @@ fn routes(graph: &AppGraph) -> Vec<Dest> {
 
 /// Info stores each NetPE's `.push` may omit: constant-offset stores to bytes
 /// that neither the NetPE itself nor any NetPE downstream of it reads.
+/// The analysis of every NetPE's `.push` handler ([`segment_facts`]), with
+/// the sizes of its info and data memory, and, upstream first, the bytes of
+/// packet that every port feeding it proves present (a router's later
+/// stages need not check again what its `verify` stage did).
+fn app_facts(graph: &AppGraph, modules: &[Verified], opts: JitOptions) -> Vec<crate::analysis::SegmentFacts> {
+    let n = modules.len();
+    let mut packet = vec![u64::MAX; n];
+    for d in graph.sources.iter().flatten() {
+        if let Dest::Pe { node, .. } = d {
+            packet[*node as usize] = 0;
+        }
+    }
+    let mut facts: Vec<Option<crate::analysis::SegmentFacts>> = vec![None; n];
+    for &i in &graph.order {
+        let m = &modules[i].module;
+        // u64::MAX: nothing reaches this NetPE (no packet to know about).
+        let known = if packet[i] == u64::MAX { 0 } else { packet[i] };
+        let sizes = KnownSizes { info: Some(u64::from(m.info_size)), data: Some(u64::from(m.data_size)), packet: known };
+        let f = segment_facts(&modules[i].push, m, opts.domain, sizes);
+        for (p, dests) in graph.out[i].iter().enumerate() {
+            for d in dests {
+                if let Dest::Pe { node, .. } = d {
+                    let x = &mut packet[*node as usize];
+                    *x = (*x).min(f.exit_len(p));
+                }
+            }
+        }
+        facts[i] = Some(f);
+    }
+    facts
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| f.unwrap_or_else(|| crate::analysis::SegmentFacts::none(modules[i].push.insns.len())))
+        .collect()
+}
+
 fn dead_info_stores(graph: &AppGraph, facts: &[crate::analysis::SegmentFacts]) -> Vec<Vec<bool>> {
     let n = facts.len();
     // Reads downstream of each NetPE (reverse topological order).
@@ -107,13 +143,7 @@ pub fn define_app<M: Module>(
     let layout = AppLayout::new(graph, modules);
     let helpers = context::declare_helpers(module).map_err(cg)?;
     let hooks = if graph.has_fanout() { Some(declare_hooks(module).map_err(cg)?) } else { None };
-    let facts: Vec<_> = modules
-        .iter()
-        .map(|v| {
-            let m = &v.module;
-            segment_facts(&v.push, m, opts.domain, KnownSizes { info: Some(u64::from(m.info_size)), data: Some(u64::from(m.data_size)) })
-        })
-        .collect();
+    let facts = app_facts(graph, modules, opts);
     let dead = if opts.domain.dead_info_stores { dead_info_stores(graph, &facts) } else { vec![Vec::new(); modules.len()] };
     let ptr = module.target_config().pointer_type();
     let run_sig = {
@@ -287,4 +317,38 @@ fn build_linked_fn<M: Module>(
     drop(build);
     b.finalize(fe);
     ctx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verified(src: &str) -> Verified {
+        netvm_verify::verify(&netil::assemble(src).expect("assembles").module).expect("verifies")
+    }
+
+    /// A length check upstream covers the accesses of the NetPEs it feeds
+    /// and of theirs; a NetPE that another path reaches unchecked keeps its
+    /// checks.
+    #[test]
+    fn packet_length_facts_flow_downstream() {
+        // 0: checks 34 bytes, port 0 on; 1: reads [30, 34), passes on;
+        // 2: reads [30, 34) too, fed by 1 and (unchecked) by source 1.
+        let check = verified(".ports 1\nsegment .push\n pop\n pktlen\n push 34\n jcmp.lt r\n ret 0\nr: drop\nends");
+        let read = verified(".ports 1\nsegment .push\n pop\n push 30\n upload.32\n pop\n ret 0\nends");
+        let pe = |node: u32| vec![Dest::Pe { node, in_port: 0 }];
+        let graph = |sources: Vec<Vec<Dest>>| AppGraph {
+            out: vec![vec![pe(1)], vec![pe(2)], vec![vec![Dest::Sink(0)]]],
+            sources,
+            sink_ports: 1,
+            order: vec![0, 1, 2],
+        };
+        let modules = [check, read.clone(), read];
+        let access = |f: &crate::analysis::SegmentFacts| f.unchecked[2];
+        let facts = app_facts(&graph(vec![pe(0)]), &modules, JitOptions::default());
+        assert_eq!(facts.iter().map(|f| f.exit_len(0)).collect::<Vec<_>>(), [34, 34, 34]);
+        assert!(access(&facts[1]) && access(&facts[2]));
+        let facts = app_facts(&graph(vec![pe(0), pe(2)]), &modules, JitOptions::default());
+        assert!(access(&facts[1]) && !access(&facts[2]), "source 1 reaches NetPE 2 with nothing known");
+    }
 }

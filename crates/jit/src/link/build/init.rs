@@ -49,7 +49,7 @@ pub(super) fn build_init<M: Module>(
             exits: ExitMode::Jump { indexed: None },
         };
         let m = &v.module;
-        let facts = segment_facts(seg, m, opts.domain, KnownSizes { info: Some(0), data: Some(u64::from(m.data_size)) });
+        let facts = segment_facts(seg, m, opts.domain, KnownSizes { info: Some(0), data: Some(u64::from(m.data_size)), packet: 0 });
         let exits = translate::translate_segment(b, cx, seg, m, &facts, &[], env);
         let next = b.create_block();
         if let Some(blk) = exits.exit {
