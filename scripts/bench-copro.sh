@@ -52,8 +52,8 @@
 # optional); benches/peers/copropeers.c. DPDK gets 2 MiB hugepages when the
 # script runs as root (restored afterwards), else runs without.
 # Writes benches/results/copro-DATE.jsonl (copro-BENCHES-DATE.jsonl for an
-# --only run: {"meta": …}, then every record with its round) and prints the
-# summary on stdout.
+# --only run; -runN after it when that file exists: {"meta": …}, then every
+# record with its round) and prints the summary on stdout.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -79,6 +79,9 @@ DATE=$(date -u +%Y-%m-%d)
 # A partial run (--only) gets its own file, so that it never replaces a full one.
 if [ "$ONLY" = "lpm,hash1000000,hash16000000,strmatch,router,bridge,crossing,ids,apps,l2fwd2000,l2fwd16000,l2fwd1000000,l2fwd16000000,ipv6,names" ]; then TAG=""; else TAG="-${ONLY//,/-}"; fi
 OUT=$ROOT/benches/results/copro$TAG-$DATE.jsonl
+# A second run the same day gets -run2, -run3, ...: never replace a record.
+k=2
+while [ -e "$OUT" ]; do OUT=$ROOT/benches/results/copro$TAG-$DATE-run$k.jsonl; k=$((k + 1)); done
 mkdir -p "$WORK" "$ROOT/benches/results"
 
 bash "$ROOT/scripts/install-peers.sh" >&2 || say "some peers could not be installed; they will be reported unavailable"
