@@ -139,15 +139,18 @@ fn indexed_run(ports: &[Vec<Dest>], counted: impl Fn(usize) -> bool) -> Option<I
         [Dest::Pe { node, in_port }] if counted(p) => Some((Some(*node), i64::from(*in_port) - p as i64)),
         _ => None,
     };
+    // Ports and input ports are 16-bit, so `hi` (one past the run) must be
+    // too: the last of 65,536 input ports is left out of runs.
+    let n = ports.len().min(usize::from(u16::MAX));
     let mut best: Option<IndexedPorts> = None;
     let mut lo = 0;
-    while lo < ports.len() {
+    while lo < n {
         let Some(k) = key(lo) else {
             lo += 1;
             continue;
         };
         let mut hi = lo + 1;
-        while hi < ports.len() && key(hi) == Some(k) {
+        while hi < n && key(hi) == Some(k) {
             hi += 1;
         }
         if hi - lo >= 2 && best.is_none_or(|b| usize::from(b.hi - b.lo) < hi - lo) {
@@ -500,4 +503,44 @@ fn leave(b: &mut FunctionBuilder, pv: &PacketVars, verdict: u32) {
     let v = b.ins().iconst(I32, i64::from(verdict));
     b.def_var(pv.verdict, v);
     b.ins().jump(pv.end, &[]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink(s: u16) -> Vec<Dest> {
+        vec![Dest::Sink(s)]
+    }
+
+    fn pe(node: u32, in_port: u16) -> Vec<Dest> {
+        vec![Dest::Pe { node, in_port }]
+    }
+
+    /// The longest run of ports that lead one to one to consecutive sinks
+    /// or input ports of one NetPE; ports with no, several or uncounted
+    /// destinations break runs.
+    #[test]
+    fn indexed_runs() {
+        let all = |_| true;
+        let run = |lo, hi, to| Some(IndexedPorts { lo, hi, to });
+        // A router's lookup: port p to sink p.
+        assert_eq!(indexed_run(&(0..16).map(sink).collect::<Vec<_>>(), all), run(0, 16, IndexedTo::Sink(0)));
+        // A bridge: port 0 unconnected, 1..=8 to egress.1..=8, 9 floods.
+        let mut bridge = vec![Vec::new()];
+        bridge.extend((1..=8).map(|q| pe(1, q)));
+        bridge.push((1..=8).flat_map(|q| pe(1, q)).collect());
+        assert_eq!(indexed_run(&bridge, all), run(1, 9, IndexedTo::Pe { node: 1, in_port: 1 }));
+        // Offsets and the longest of two runs; a different NetPE breaks one.
+        let ports = [sink(5), sink(6), pe(2, 0), pe(2, 1), pe(2, 2), pe(3, 3)];
+        assert_eq!(indexed_run(&ports, all), run(2, 5, IndexedTo::Pe { node: 2, in_port: 0 }));
+        // Not consecutive, or one port: no run.
+        assert_eq!(indexed_run(&[sink(0), sink(2)], all), None);
+        assert_eq!(indexed_run(&[sink(0)], all), None);
+        // An uncounted port (a derived counter) breaks the run.
+        assert_eq!(indexed_run(&[sink(0), sink(1), sink(2)], |p| p != 1), None);
+        // 65,536 input ports: the run stops short of the last, so `hi` fits 16 bits.
+        let wide: Vec<Vec<Dest>> = (0..=u16::MAX).map(sink).collect();
+        assert_eq!(indexed_run(&wide, all), run(0, u16::MAX, IndexedTo::Sink(0)));
+    }
 }
