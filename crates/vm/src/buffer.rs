@@ -825,3 +825,84 @@ impl Batch {
         unsafe { Packets::new(&self.descs) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Packet;
+
+    fn pool(buffers: usize, jumbo: usize) -> PacketPool {
+        // Standard buffers of exactly 128 data bytes (192-byte stride).
+        PacketPool::new(PacketPoolConfig { headroom: 64, data_room: 128, buffers, jumbo_buffers: jumbo })
+    }
+
+    /// A batch of `packets` in buffers of `pool`.
+    fn batch_of(pool: &PacketPool, packets: &[Vec<u8>]) -> Batch {
+        let mut b = Batch::default();
+        for (i, p) in packets.iter().enumerate() {
+            let mut pk = Packet::from_bytes(p.clone());
+            b.push_buf(XbDesc::of(&mut pk, i as u64), pool.copy_of(p));
+        }
+        b
+    }
+
+    fn bytes(b: &Batch) -> Vec<Vec<u8>> {
+        // SAFETY: the batch holds its packets' memory.
+        b.descs.iter().map(|d| unsafe { d.bytes() }.to_vec()).collect()
+    }
+
+    /// Copies land in the standard or the jumbo class by size, hold the
+    /// bytes, go to the heap (counted) once their class runs out, and come
+    /// back to the pool when dropped.
+    #[test]
+    fn copies_by_class_overflow_and_return() {
+        let p = pool(4, 1);
+        let sources: Vec<Vec<u8>> =
+            [3usize, 128, 129, 60, 0, 200, 7].iter().map(|&n| (0..n).map(|i| (i * 7 + n) as u8).collect()).collect();
+        let copies: Vec<PacketBuf> = sources.iter().map(|s| p.copy_of(s)).collect();
+        for (c, s) in copies.iter().zip(&sources) {
+            assert_eq!(c.bytes(), &s[..]);
+        }
+        // Five standard-size packets (3, 128, 60, 0, 7 bytes) for four
+        // buffers, two jumbo ones (129, 200) for one: the last of each to the heap.
+        let heap: Vec<bool> = copies.iter().map(PacketBuf::is_overflow).collect();
+        assert_eq!(heap, [false, false, false, false, false, true, true]);
+        assert_eq!(p.overflow(), 2);
+        drop(copies);
+        let again: Vec<PacketBuf> = sources.iter().map(|s| p.copy_of(s)).collect();
+        assert_eq!(again.iter().filter(|c| !c.is_overflow()).count(), 5);
+    }
+
+    /// Clearing a batch returns its buffers, of any pool and class; a
+    /// private copy is the packet's bytes in a buffer of its own; a
+    /// thread's cached slots go back to the shared lists when it ends.
+    #[test]
+    fn batches_return_their_buffers() {
+        let (a, b) = (pool(200, 2), pool(8, 0));
+        let (ta, tb) = (a.clone(), b.clone());
+        // A thread of its own, joined (its caches are flushed when it ends).
+        std::thread::spawn(move || {
+            for round in 0..3u8 {
+                let packets: Vec<Vec<u8>> = (0..150).map(|i| vec![round; if i % 50 == 7 { 300 } else { 64 }]).collect();
+                let mut batch = batch_of(&ta, &packets);
+                let mut extra = batch_of(&tb, &packets[..10]);
+                batch.descs.append(&mut extra.descs);
+                batch.holds.append(&mut extra.holds);
+                let before: Vec<*mut u8> = batch.descs.iter().map(|d| d.data).collect();
+                for i in 0..batch.len() {
+                    batch.make_private(i, &ta);
+                }
+                let mut want = packets.clone();
+                want.extend_from_slice(&packets[..10]);
+                assert_eq!(bytes(&batch), want);
+                assert!(batch.descs.iter().zip(&before).all(|(d, b)| d.data != *b));
+                batch.clear();
+                assert!(batch.holds.is_empty() && batch.descs.is_empty());
+            }
+        })
+        .join()
+        .expect("the thread ran");
+        assert_eq!((a.available(), a.shared().classes[1].free.len(), b.available()), (200, 2, 8));
+        assert!(a.overflow() > 0 && b.overflow() == 3 * 2);
+    }
+}
