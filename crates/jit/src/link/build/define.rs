@@ -55,8 +55,6 @@ fn routes(graph: &AppGraph) -> Vec<Dest> {
     r
 }
 
-/// Info stores each NetPE's `.push` may omit: constant-offset stores to bytes
-/// that neither the NetPE itself nor any NetPE downstream of it reads.
 /// The analysis of every NetPE's `.push` handler ([`segment_facts`]), with
 /// the sizes of its info and data memory, and, upstream first, the bytes of
 /// packet that every port feeding it proves present (a router's later
@@ -93,6 +91,8 @@ fn app_facts(graph: &AppGraph, modules: &[Verified], opts: JitOptions) -> Vec<cr
         .collect()
 }
 
+/// Info stores each NetPE's `.push` may omit: constant-offset stores to bytes
+/// that neither the NetPE itself nor any NetPE downstream of it reads.
 fn dead_info_stores(graph: &AppGraph, facts: &[crate::analysis::SegmentFacts]) -> Vec<Vec<bool>> {
     let n = facts.len();
     // Reads downstream of each NetPE (reverse topological order).
