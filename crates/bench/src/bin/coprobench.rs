@@ -452,8 +452,8 @@ fn example_manifest(name: &str, programs: &[&str], capacity: usize) -> String {
 /// the sub-batch sweep at every table size: `bridge-N.txt`, the table of
 /// `n` hosts (MAC -> port 1 to 4, loaded before the frames, so that the
 /// table is full from the first frame); `bridge64-N.bin` / `.pcap`,
-/// 100,000 64-byte frames between hosts drawn from all `n`, each sent from
-/// its source's port; `bridge-N.toml`, the example's manifest with a
+/// 100,000 64-byte IPv4 frames between hosts drawn from all `n` (host h
+/// at 10.0.0.0 + h), each sent from its source's port; `bridge-N.toml`, the example's manifest with a
 /// table of `n` entries at least.
 fn gen_bridge(dir: &Path, n: usize) {
     std::fs::create_dir_all(dir).unwrap_or_else(|e| die(format!("{}: {e}", dir.display())));
@@ -467,10 +467,13 @@ fn gen_bridge(dir: &Path, n: usize) {
     let frames: Vec<(u16, Vec<u8>)> = (0..100_000)
         .map(|_| {
             let (s, d) = (r.below(n as u64), r.below(n as u64));
-            let mut f = vec![0u8; 64];
+            // Each host has an address in 10/8, so that a flow hash (workers
+            // with flow distribution) spreads the conversations as it would
+            // real traffic; the bridge itself reads only the MACs.
+            let ip = |h: u64| 0x0a00_0000 | (h as u32 & 0x00ff_ffff);
+            let mut f = ipv4_frame(ip(s), ip(d), 64, 64);
             f[0..6].copy_from_slice(&host_mac(d));
             f[6..12].copy_from_slice(&host_mac(s));
-            f[12..14].copy_from_slice(&[0x08, 0x00]);
             (port(s), f)
         })
         .collect();

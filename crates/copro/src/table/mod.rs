@@ -74,7 +74,10 @@
 //! With one worker both behave as described above, at the same speed.
 //!
 //! * `shared` (the default; `Shared`): one table that every worker reads
-//!   and writes, under a readers-writer lock: lookups take it shared,
+//!   and writes, under a sharded readers-writer lock (crossbeam's
+//!   `ShardedLock`: eight locks, each on a cache line of its own; a thread
+//!   reads under one of them, chosen by the thread, and a write takes all
+//!   eight): lookups take it shared,
 //!   inserts, deletes, aging sweeps (`tick` from any worker), `load` and
 //!   `clear` take it exclusively. An entry one worker inserts is visible to
 //!   every other worker as soon as that insert returns, so to the packets
@@ -86,11 +89,16 @@
 //!   order. An entry's age counts from its latest insert by any worker.
 //!   `lookups`, `hits`, `inserts`, `insert_failures` and `deletes` count
 //!   every worker's operations, whichever handle reports them. While forks
-//!   exist every operation updates the lock's word, one cache line for all
-//!   workers: with several workers looking up at once that line moves
-//!   between their cores on every lookup, which costs several times the
-//!   lookup itself (`tests/table_workers.rs` measures it); a single
-//!   worker's table takes no lock. Prefer `sharded` for per-flow state.
+//!   exist every lookup updates its thread's lock word: up to eight
+//!   workers looking up at once each write a cache line of their own, and
+//!   lookups scale with the workers (a single lock word, which every lookup
+//!   wrote, moved between the cores on every lookup and cost several times
+//!   the lookup itself; `tests/table_workers.rs` measures both); beyond
+//!   eight, two workers share a line. A write (insert, delete, the aging
+//!   sweep) takes all eight locks, so a table that the packets write on
+//!   every frame (a learning bridge's refresh) does not scale when shared;
+//!   a single worker's table takes no lock. Prefer `sharded` for per-flow
+//!   state.
 //! * `sharded` (`PerWorker`): one table per worker, each of the full
 //!   `capacity`. A fork starts with a copy of the entries stored when it is
 //!   made (what the control plane loaded and `.init` inserted), then learns
@@ -116,7 +124,9 @@ pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, 
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, PoisonError};
+
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
 use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, Timestamp, WorkerShare};
 
@@ -165,7 +175,7 @@ enum Place {
     /// This handle's alone: no lock (one worker, or a sharded table).
     Own(Store),
     /// Shared with other handles (forks of a `shared` table).
-    Shared(Arc<RwLock<Store>>),
+    Shared(Arc<ShardedLock<Store>>),
 }
 
 impl Place {
@@ -179,7 +189,7 @@ impl Place {
 /// The store, read.
 enum ReadGuard<'a> {
     Own(&'a Store),
-    Locked(RwLockReadGuard<'a, Store>),
+    Locked(ShardedLockReadGuard<'a, Store>),
 }
 
 impl Deref for ReadGuard<'_> {
@@ -196,7 +206,7 @@ impl Deref for ReadGuard<'_> {
 /// The store, to change.
 enum WriteGuard<'a> {
     Own(&'a mut Store),
-    Locked(RwLockWriteGuard<'a, Store>),
+    Locked(ShardedLockWriteGuard<'a, Store>),
 }
 
 impl Deref for WriteGuard<'_> {
@@ -423,10 +433,10 @@ impl Table {
     }
 
     /// The store behind a lock that forks can share.
-    fn shared_store(&mut self) -> Arc<RwLock<Store>> {
+    fn shared_store(&mut self) -> Arc<ShardedLock<Store>> {
         if let Place::Own(_) = self.place {
             let Place::Own(s) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
-            self.place = Place::Shared(Arc::new(RwLock::new(s)));
+            self.place = Place::Shared(Arc::new(ShardedLock::new(s)));
         }
         match &self.place {
             Place::Shared(l) => Arc::clone(l),
