@@ -12,11 +12,14 @@ Applications (inputs made by `coprobench gen-*` into --work once):
   classifier  examples/classifier on examples/traces/mixed.pcap (no tables)
   router      examples/ipv4-router, 500,000 routes, 64-byte frames
   l2fwd       examples/l2-fwd, 1,000,000 entries, 64-byte frames
+  l2fwd-sharded  the same with a table per worker (`workers = "sharded"`)
   router6     examples/ipv6-router, 200,000 routes of /29-/64
   ndn         examples/ndn-router, 1,000,000 name prefixes
-  bridge      examples/l2-bridge learning from 16,000 hosts on 4 ports, its
-              table sharded per worker (`workers = "sharded"`), flow
-              distribution (each conversation on one worker)
+  bridge      examples/l2-bridge, 16,000 hosts on 4 ports (the table loaded
+              first, so that frames are forwarded, not flooded), the table
+              sharded per worker (`workers = "sharded"`: each starts with the
+              loaded entries), flow distribution (a conversation stays on
+              one worker)
 
 Each run replays its trace from memory (`--repeat`) for about BASE x W
 packets with W workers, so that every run lasts about as long. Runs are
@@ -51,6 +54,11 @@ APPS = {
         [["gen-l2fwd", "1000000"]],
         lambda w: [ex("l2-fwd/app.toml"), "--load", f"fib={w}/l2fwd-1000000.txt", "-r", f"{w}/l2fwd64-1000000.pcap"],
     ),
+    "l2fwd-sharded": (
+        4_000_000,
+        [["gen-l2fwd", "1000000"]],
+        lambda w: [f"{w}/l2fwd-sharded/app.toml", "--load", f"fib={w}/l2fwd-1000000.txt", "-r", f"{w}/l2fwd64-1000000.pcap"],
+    ),
     "router6": (
         2_000_000,
         [["gen-ipv6"]],
@@ -60,7 +68,7 @@ APPS = {
     "bridge": (
         2_000_000,
         [["gen-bridge", "16000"]],
-        lambda w: [f"{w}/bridge-sharded/app.toml"]
+        lambda w: [f"{w}/bridge-sharded/app.toml", "--load", f"fib={w}/bridge-16000.txt"]
         + [x for p in range(1, 5) for x in ("-r", f"{p}={w}/bridge64-16000-{p}.pcap")]
         + ["--distribution", "flow"],
     ),
@@ -90,17 +98,21 @@ def prepare(app, work, coprobench):
         if not os.path.exists(stamp):
             subprocess.run([coprobench, g[0], work] + g[1:], check=True, stdout=subprocess.DEVNULL)
             open(stamp, "w").close()
-    if app == "bridge":
+    if app in ("bridge", "l2fwd-sharded"):
         # The example's manifest with its table sharded per worker, programs by absolute path.
-        d = os.path.join(work, "bridge-sharded")
+        example, progs, entry = {
+            "bridge": ("l2-bridge", ("bridge.nil", "egress.nil"), "aging = 300 }"),
+            "l2fwd-sharded": ("l2-fwd", ("fwd.nil",), "capacity = 1048576 }"),
+        }[app]
+        d = os.path.join(work, "bridge-sharded" if app == "bridge" else app)
         os.makedirs(d, exist_ok=True)
-        with open(ex("l2-bridge/app.toml")) as f:
+        with open(ex(f"{example}/app.toml")) as f:
             text = f.read()
-        for prog in ("bridge.nil", "egress.nil"):
-            text = text.replace(f'program = "{prog}"', f'program = "{ex("l2-bridge/" + prog)}"')
-        text = text.replace("aging = 300 }", 'aging = 300, workers = "sharded" }')
+        for prog in progs:
+            text = text.replace(f'program = "{prog}"', f'program = "{ex(example + "/" + prog)}"')
+        text = text.replace(entry, entry[:-2] + ', workers = "sharded" }')
         if 'workers = "sharded"' not in text:
-            sys.exit("bench-scaling: could not shard the bridge's table (examples/l2-bridge/app.toml changed?)")
+            sys.exit(f"bench-scaling: could not shard the table of examples/{example}/app.toml (changed?)")
         with open(os.path.join(d, "app.toml"), "w") as f:
             f.write(text)
 
