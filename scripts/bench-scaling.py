@@ -155,6 +155,10 @@ def main():
     meta = {"date": f"{date:%Y-%m-%dT%H:%M:%SZ}", "git": git, "cpu": cpu_model(), "cpus": cpus, "kernel": platform.release(), "workers": counts}
     records = [{"meta": meta}]
     print(f"bench-scaling: {meta}", file=sys.stderr)
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    # Written as the runs end, so that an interrupted run keeps what it measured.
+    log = open(out, "w")
+    log.write(json.dumps(records[0]) + "\n")
 
     trace_packets = {}
     for app in apps:
@@ -182,11 +186,10 @@ def main():
                     "io_wait_ms": s.get("io_wait_ns", 0) / 1e6,
                 }
                 records.append(rec)
+                log.write(json.dumps(rec) + "\n")
+                log.flush()
                 print(f"bench-scaling: round {r} {app} {w} workers: {rec['mpps']:.2f} Mpps", file=sys.stderr)
-    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
-    with open(out, "w") as f:
-        for x in records:
-            f.write(json.dumps(x) + "\n")
+    log.close()
     print(f"bench-scaling: {len(records) - 1} runs written to {out}", file=sys.stderr)
     summary(records)
 

@@ -587,6 +587,11 @@ impl Driver {
                             let base = chunk_batch.descs[0].seq;
                             let len = chunk_batch.len();
                             if flow {
+                                // With three workers or more, this thread's part
+                                // goes to the others: splitting every chunk is
+                                // serial work that the rest wait for, and a part
+                                // of its own would delay the next chunk.
+                                let targets = if n >= 3 { n - 1 } else { n } as u64;
                                 parts.clear();
                                 for _ in 0..n {
                                     let mut b = spare_parts_b.pop().unwrap_or_else(|| Batch::with_capacity(2 * job));
@@ -599,7 +604,7 @@ impl Driver {
                                     // it (untouched) until every part is done.
                                     let h = flow_hash(unsafe { d.bytes() });
                                     // SAFETY: as above; each descriptor goes to exactly one part.
-                                    unsafe { parts[(h % n as u64) as usize].push_external(*d) };
+                                    unsafe { parts[(h % targets) as usize].push_external(*d) };
                                 }
                                 let pending = parts.iter().filter(|p| !p.is_empty()).count() as u32;
                                 inflight.push_back(Chunk::new(base, len, Some(chunk_batch), spare_parts.pop(), n, pending));
