@@ -345,6 +345,30 @@ pub trait PeCode: Send + Sync {
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome;
 }
 
+/// Hints the CPU to bring the cache line at `p` into L1 (the coprocessors'
+/// lookups ahead of a stage, the engine's flow split ahead of its hash).
+/// Never faults, whatever `p`; a no-op on architectures without a stable
+/// prefetch.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch is a
+        // hint that never faults, even on an invalid address, and reads
+        // nothing architecturally.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: PRFM is a hint: it never faults, even on an invalid
+        // address, writes no register or memory and changes no flags.
+        unsafe { std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, preserves_flags, readonly)) }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
 /// Memory helpers with the NetIL bounds semantics: an access is valid when
 /// `offset + width <= len`, computed without overflow.
 pub mod mem {

@@ -35,6 +35,7 @@ use std::ops::{BitAnd, BitOr, Not};
 
 use super::routes::Family;
 use crate::huge::{advise_huge, HUGE};
+use netvm_vm::prefetch;
 
 /// Largest next hop (next hops are 24-bit values).
 pub const MAX_NEXT_HOP: u32 = (1 << 24) - 1;
@@ -787,25 +788,6 @@ impl Clone for HugeTable {
         t.copy_from_slice(self);
         t
     }
-}
-
-/// Hints the CPU to bring `p`'s cache line in; never faults, whatever `p`.
-#[inline(always)]
-fn prefetch(p: *const u32) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint that never faults, even on an invalid
-    // address, and SSE is part of the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: `prfm` is a hint that never faults, even on an invalid
-    // address; it reads no register but `p` and writes nothing.
-    unsafe {
-        core::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags))
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
 }
 
 #[cfg(test)]

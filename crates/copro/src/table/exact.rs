@@ -278,26 +278,7 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// Hints the CPU to bring the cache line at `p` into L1. A no-op on
-/// architectures without a stable prefetch.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: SSE is part of the x86_64 baseline, and a prefetch is a
-        // hint that never faults and reads nothing architecturally.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast::<i8>()) }
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        // SAFETY: PRFM is a hint: it never faults, writes no register or
-        // memory and changes no flags.
-        unsafe { std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, preserves_flags, readonly)) }
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
-}
+pub(crate) use netvm_vm::prefetch;
 
 impl ExactTable {
     /// An empty table for `capacity` entries of `key_size`-byte keys and
