@@ -603,8 +603,10 @@ impl Driver {
                                     // of every descriptor, and this thread keeps
                                     // it (untouched) until every part is done.
                                     let h = flow_hash(unsafe { d.bytes() });
+                                    // The worker: `h` scaled to 0..targets (a multiply, not a division).
+                                    let w = ((u128::from(h) * u128::from(targets)) >> 64) as usize;
                                     // SAFETY: as above; each descriptor goes to exactly one part.
-                                    unsafe { parts[(h % targets) as usize].push_external(*d) };
+                                    unsafe { parts[w].push_external(*d) };
                                 }
                                 let pending = parts.iter().filter(|p| !p.is_empty()).count() as u32;
                                 inflight.push_back(Chunk::new(base, len, Some(chunk_batch), spare_parts.pop(), n, pending));
