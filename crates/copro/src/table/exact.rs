@@ -835,7 +835,29 @@ impl ExactTable {
 
     /// Every stored entry (idle ones not yet purged included), in table order.
     pub fn iter(&self) -> impl Iterator<Item = Entry<'_>> + '_ {
-        (0..self.nbuckets * SLOTS).filter(|&s| self.tag_at(s) != 0).map(|s| self.entry(s))
+        self.iter_slots().map(|(_, e)| e)
+    }
+
+    /// Every stored entry with its slot, in slot order.
+    pub(crate) fn iter_slots(&self) -> impl Iterator<Item = (usize, Entry<'_>)> + '_ {
+        (0..self.nbuckets * SLOTS).filter(|&s| self.tag_at(s) != 0).map(|s| (s, self.entry(s)))
+    }
+
+    /// Whether a key lands in the same buckets of both tables (a clone's
+    /// layout: the same hash seed, buckets and sizes), so that an entry
+    /// that neither moved sits at the same slot of each.
+    pub(crate) fn same_layout(&self, other: &ExactTable) -> bool {
+        (self.seed, self.nbuckets, self.key_size, self.value_size) == (other.seed, other.nbuckets, other.key_size, other.value_size)
+    }
+
+    /// The entry for `key`, ignoring aging: looked for at `slot` first (where
+    /// a table of the [`same_layout`](ExactTable::same_layout) keeps it), then
+    /// where it hashes. A key is stored once, so both give the same entry.
+    pub(crate) fn get_near(&self, key: &[u8], slot: usize) -> Option<Entry<'_>> {
+        if slot < self.nbuckets * SLOTS && self.tag_at(slot) != 0 && keys_equal(self.key_at(slot), key) {
+            return Some(self.entry(slot));
+        }
+        self.get(key)
     }
 }
 
@@ -863,6 +885,34 @@ mod tests {
                 assert_eq!(match_tags(&t, tag), pattern, "tag {tag:#x}, pattern {pattern:#b}");
             }
         }
+    }
+
+    /// A clone keeps the layout; `get_near` with the other copy's slot
+    /// finds what `get` finds, also for keys that moved (more inserts into
+    /// one copy displace entries) and for keys the other copy lacks.
+    #[test]
+    fn get_near_agrees_with_get_across_copies() {
+        let mut r = SplitMix64::new(0x6e65_6172);
+        let mut a = ExactTable::new(6, 4, 4096).unwrap();
+        let keys: Vec<Vec<u8>> = (0..3000).map(|_| key(6, &mut r)).collect();
+        for (i, k) in keys.iter().enumerate() {
+            a.insert(k, &(i as u32).to_le_bytes(), 1).unwrap();
+        }
+        let mut b = a.clone();
+        assert!(a.same_layout(&b) && !a.same_layout(&ExactTable::new(6, 4, 4096).unwrap()), "another table has its own seed");
+        for k in keys.iter().step_by(7) {
+            b.delete_live(k, 1);
+        }
+        for _ in 0..1000 {
+            let _ = b.insert(&key(6, &mut r), &[9; 4], 2);
+        }
+        let mut near = 0;
+        for (slot, e) in a.iter_slots() {
+            let got = b.get_near(e.key, slot).map(|x| (x.value.to_vec(), x.timestamp));
+            assert_eq!(got, b.get(e.key).map(|x| (x.value.to_vec(), x.timestamp)));
+            near += usize::from(b.tag_at(slot) != 0 && keys_equal(b.key_at(slot), e.key));
+        }
+        assert!(near > 1000, "most entries stay where the clone put them ({near})");
     }
 
     #[test]

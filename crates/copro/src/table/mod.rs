@@ -535,12 +535,17 @@ impl Table {
             let now = now.max(mine.now);
             mine.now = now;
             let mut aged = 0;
-            for e in theirs.table.iter() {
+            // A fork is a clone: while the two copies hold the same entries
+            // (what the control plane loaded), each is at the same slot of
+            // both, read in order instead of hashed and missed in cache.
+            let near = mine.table.same_layout(&theirs.table);
+            for (slot, e) in theirs.table.iter_slots() {
                 if now.saturating_sub(e.timestamp) > aging {
                     aged += 1;
                     continue;
                 }
-                if mine.table.get(e.key).is_some_and(|m| recency(m.timestamp) >= recency(e.timestamp)) {
+                let held = if near { mine.table.get_near(e.key, slot) } else { mine.table.get(e.key) };
+                if held.is_some_and(|m| recency(m.timestamp) >= recency(e.timestamp)) {
                     continue;
                 }
                 if mine.table.put(e.key, e.value, e.timestamp, now).is_err() {
