@@ -6,6 +6,7 @@ time, `--stats json` `wall_ns`, so that loading a table is not counted).
 
   scripts/bench-scaling.py [--rounds N] [--workers 1,2,4,8,16] [--apps A,B]
                            [--bin DIR] [--work DIR] [--out FILE] [--git REV]
+  scripts/bench-scaling.py --summary FILE      (the table of a run's records)
 
 Applications (inputs made by `coprobench gen-*` into --work once):
 
