@@ -872,8 +872,6 @@ mod tests {
         r.bytes(16)[..ks].to_vec()
     }
 
-    /// Filling to exactly `capacity` never fails, for many sizes and seeds;
-    /// one more new key does.
     #[test]
     fn match_tags_sets_one_bit_per_equal_tag() {
         for tag in [0u16, 1, 0x7fff, 0x8000, 0xffff] {
@@ -925,6 +923,8 @@ mod tests {
         }
     }
 
+    /// Filling to exactly `capacity` never fails, for many sizes and seeds;
+    /// one more new key does.
     #[test]
     fn fills_to_capacity() {
         let mut r = SplitMix64::new(7);
