@@ -346,9 +346,8 @@ pub trait PeCode: Send + Sync {
 }
 
 /// Hints the CPU to bring the cache line at `p` into L1 (the coprocessors'
-/// lookups ahead of a stage, the engine's flow split ahead of its hash).
-/// Never faults, whatever `p`; a no-op on architectures without a stable
-/// prefetch.
+/// entries ahead of a lookup stage). Never faults, whatever `p`; a no-op on
+/// architectures without a stable prefetch.
 #[inline(always)]
 pub fn prefetch<T>(p: *const T) {
     #[cfg(target_arch = "x86_64")]
