@@ -2,10 +2,10 @@
 //! coprocessor interface (`write` the key, `invoke` lookup, `read` the
 //! result, as compiled code does): one handle (no lock), a handle of a
 //! `shared` table while another handle exists (uncontended lock), two
-//! threads looking up in a `shared` table at once (each reads under its
-//! own shard of the lock, so no lock word moves between their cores; with
-//! one lock word for all, a lookup cost 2.5 times as much), and two threads
-//! on a `sharded` table (no lock, no shared line). Run:
+//! threads looking up in a `shared` table at once, without aging (each
+//! reads under its own lock word, so none moves between their cores) and
+//! with aging (one lock word for all, written by every lookup), and two
+//! threads on a `sharded` table (no lock, no shared line). Run:
 //! `cargo test --release -p netvm-copro --test table_workers -- --ignored --nocapture`
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,11 +15,12 @@ use std::time::Instant;
 use netvm_traffic::SplitMix64;
 use netvm_vm::{CoproConfig, Coprocessor, InvokeContext, Timestamp};
 
-fn table(entries: u32, workers: &str) -> Box<dyn Coprocessor> {
-    let cfg: CoproConfig = [("key_size", "4"), ("value_size", "4"), ("capacity", &entries.to_string()), ("workers", workers)]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+fn table(entries: u32, workers: &str, aging: &str) -> Box<dyn Coprocessor> {
+    let cfg: CoproConfig =
+        [("key_size", "4"), ("value_size", "4"), ("capacity", &entries.to_string()), ("workers", workers), ("aging", aging)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
     let mut t = netvm_copro::registry().create("table", &cfg).unwrap();
     let ctx = InvokeContext { packet: &[], info: &[], now: Timestamp::default(), seq: 0 };
     for k in 0..entries {
@@ -92,17 +93,21 @@ fn two_threads(a: Box<dyn Coprocessor>, b: Box<dyn Coprocessor>, entries: u32) -
 fn lookup_cost_by_sharing() {
     for entries in [4096u32, 1 << 20] {
         let n = 2_000_000;
-        let mut own = table(entries, "shared");
+        let mut own = table(entries, "shared", "0");
         let alone = lookups(own.as_mut(), entries, n);
         let fork = own.fork().unwrap();
         let locked = lookups(own.as_mut(), entries, n);
         let (s1, s2) = two_threads(own, fork, entries);
-        let mut sharded = table(entries, "sharded");
+        let mut aging = table(entries, "shared", "3600");
+        let afork = aging.fork().unwrap();
+        let (a1, a2) = two_threads(aging, afork, entries);
+        let mut sharded = table(entries, "sharded", "0");
         let sfork = sharded.fork().unwrap();
         let (p1, p2) = two_threads(sharded, sfork, entries);
         println!(
             "table of {entries} entries, ns/lookup: one handle {alone:.1}; shared, uncontended lock {locked:.1}; \
-             shared, 2 threads {s1:.1} / {s2:.1}; sharded, 2 threads {p1:.1} / {p2:.1}"
+             shared, 2 threads {s1:.1} / {s2:.1}; shared with aging (one lock word), 2 threads {a1:.1} / {a2:.1}; \
+             sharded, 2 threads {p1:.1} / {p2:.1}"
         );
     }
 }

@@ -74,10 +74,7 @@
 //! With one worker both behave as described above, at the same speed.
 //!
 //! * `shared` (the default; `Shared`): one table that every worker reads
-//!   and writes, under a sharded readers-writer lock (crossbeam's
-//!   `ShardedLock`: eight locks, each on a cache line of its own; a thread
-//!   reads under one of them, chosen by the thread, and a write takes all
-//!   eight): lookups take it shared,
+//!   and writes, under a readers-writer lock: lookups take it shared,
 //!   inserts, deletes, aging sweeps (`tick` from any worker), `load` and
 //!   `clear` take it exclusively. An entry one worker inserts is visible to
 //!   every other worker as soon as that insert returns, so to the packets
@@ -89,16 +86,19 @@
 //!   order. An entry's age counts from its latest insert by any worker.
 //!   `lookups`, `hits`, `inserts`, `insert_failures` and `deletes` count
 //!   every worker's operations, whichever handle reports them. While forks
-//!   exist every lookup updates its thread's lock word: up to eight
-//!   workers looking up at once each write a cache line of their own, and
-//!   lookups scale with the workers (a single lock word, which every lookup
-//!   wrote, moved between the cores on every lookup and cost several times
-//!   the lookup itself; `tests/table_workers.rs` measures both); beyond
-//!   eight, two workers share a line. A write (insert, delete, the aging
-//!   sweep) takes all eight locks, so a table that the packets write on
-//!   every frame (a learning bridge's refresh) does not scale when shared;
-//!   a single worker's table takes no lock. Prefer `sharded` for per-flow
-//!   state.
+//!   exist every operation writes a lock word, and which lock depends on
+//!   `aging` (the results do not). Without aging (a table the packets look
+//!   up and the control plane changes: forwarding, ACLs) the lock is
+//!   crossbeam's `ShardedLock`: eight lock words, each on a cache line of its
+//!   own, a reader taking its thread's, so up to eight workers looking up at
+//!   once write no line in common and lookups scale with them (beyond eight,
+//!   two workers share a word); a write takes all eight. With aging (a table
+//!   whose entries the packets learn and refresh: a learning bridge writes
+//!   on every frame) it is one lock word, so a write takes one lock, but
+//!   every operation of every worker writes the same line, which moves
+//!   between their cores and costs several times the lookup itself
+//!   (`tests/table_workers.rs` measures both). A single worker's table takes
+//!   no lock. Prefer `sharded` for per-flow state.
 //! * `sharded` (`PerWorker`): one table per worker, each of the full
 //!   `capacity`. A fork starts with a copy of the entries stored when it is
 //!   made (what the control plane loaded and `.init` inserted), then learns
@@ -124,7 +124,7 @@ pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, 
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
@@ -175,7 +175,56 @@ enum Place {
     /// This handle's alone: no lock (one worker, or a sharded table).
     Own(Store),
     /// Shared with other handles (forks of a `shared` table).
-    Shared(Arc<ShardedLock<Store>>),
+    Shared(Arc<SharedLock>),
+}
+
+/// The lock of a shared store. Both give the same results; they differ in
+/// what an operation costs with several workers.
+#[derive(Debug)]
+enum SharedLock {
+    /// Eight lock words on lines of their own: lookups from up to eight
+    /// workers write no line in common, a write takes all eight. For a
+    /// table without aging, which the packets look up and the control
+    /// plane changes.
+    Readers(ShardedLock<Store>),
+    /// One lock word: every operation writes it, a write takes one lock.
+    /// For a table with aging, whose entries the packets insert and refresh
+    /// (a learning bridge's on every frame).
+    Writers(RwLock<Store>),
+}
+
+impl SharedLock {
+    /// The lock for a table that ages entries after `aging_ns` (`u64::MAX`: never).
+    fn new(s: Store, aging_ns: u64) -> SharedLock {
+        if aging_ns == u64::MAX {
+            SharedLock::Readers(ShardedLock::new(s))
+        } else {
+            SharedLock::Writers(RwLock::new(s))
+        }
+    }
+
+    #[inline(always)]
+    fn read(&self) -> ReadGuard<'_> {
+        match self {
+            SharedLock::Readers(l) => ReadGuard::Readers(l.read().unwrap_or_else(PoisonError::into_inner)),
+            SharedLock::Writers(l) => ReadGuard::Writers(l.read().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    #[inline(always)]
+    fn write(&self) -> WriteGuard<'_> {
+        match self {
+            SharedLock::Readers(l) => WriteGuard::Readers(l.write().unwrap_or_else(PoisonError::into_inner)),
+            SharedLock::Writers(l) => WriteGuard::Writers(l.write().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    fn into_inner(self) -> Store {
+        match self {
+            SharedLock::Readers(l) => l.into_inner().unwrap_or_else(PoisonError::into_inner),
+            SharedLock::Writers(l) => l.into_inner().unwrap_or_else(PoisonError::into_inner),
+        }
+    }
 }
 
 impl Place {
@@ -189,7 +238,8 @@ impl Place {
 /// The store, read.
 enum ReadGuard<'a> {
     Own(&'a Store),
-    Locked(ShardedLockReadGuard<'a, Store>),
+    Readers(ShardedLockReadGuard<'a, Store>),
+    Writers(RwLockReadGuard<'a, Store>),
 }
 
 impl Deref for ReadGuard<'_> {
@@ -198,7 +248,8 @@ impl Deref for ReadGuard<'_> {
     fn deref(&self) -> &Store {
         match self {
             ReadGuard::Own(s) => s,
-            ReadGuard::Locked(g) => g,
+            ReadGuard::Readers(g) => g,
+            ReadGuard::Writers(g) => g,
         }
     }
 }
@@ -206,7 +257,8 @@ impl Deref for ReadGuard<'_> {
 /// The store, to change.
 enum WriteGuard<'a> {
     Own(&'a mut Store),
-    Locked(ShardedLockWriteGuard<'a, Store>),
+    Readers(ShardedLockWriteGuard<'a, Store>),
+    Writers(RwLockWriteGuard<'a, Store>),
 }
 
 impl Deref for WriteGuard<'_> {
@@ -215,7 +267,8 @@ impl Deref for WriteGuard<'_> {
     fn deref(&self) -> &Store {
         match self {
             WriteGuard::Own(s) => s,
-            WriteGuard::Locked(g) => g,
+            WriteGuard::Readers(g) => g,
+            WriteGuard::Writers(g) => g,
         }
     }
 }
@@ -225,7 +278,8 @@ impl DerefMut for WriteGuard<'_> {
     fn deref_mut(&mut self) -> &mut Store {
         match self {
             WriteGuard::Own(s) => s,
-            WriteGuard::Locked(g) => g,
+            WriteGuard::Readers(g) => g,
+            WriteGuard::Writers(g) => g,
         }
     }
 }
@@ -405,7 +459,7 @@ impl Table {
     fn store(&self) -> ReadGuard<'_> {
         match &self.place {
             Place::Own(s) => ReadGuard::Own(s),
-            Place::Shared(l) => ReadGuard::Locked(l.read().unwrap_or_else(PoisonError::into_inner)),
+            Place::Shared(l) => l.read(),
         }
     }
 
@@ -413,7 +467,7 @@ impl Table {
     fn store_mut(&mut self) -> WriteGuard<'_> {
         match &mut self.place {
             Place::Own(s) => WriteGuard::Own(s),
-            Place::Shared(l) => WriteGuard::Locked(l.write().unwrap_or_else(PoisonError::into_inner)),
+            Place::Shared(l) => l.write(),
         }
     }
 
@@ -427,16 +481,16 @@ impl Table {
         }
         let Place::Shared(l) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
         self.place = match Arc::try_unwrap(l) {
-            Ok(lock) => Place::Own(lock.into_inner().unwrap_or_else(PoisonError::into_inner)),
+            Ok(lock) => Place::Own(lock.into_inner()),
             Err(l) => Place::Shared(l),
         };
     }
 
     /// The store behind a lock that forks can share.
-    fn shared_store(&mut self) -> Arc<ShardedLock<Store>> {
+    fn shared_store(&mut self) -> Arc<SharedLock> {
         if let Place::Own(_) = self.place {
             let Place::Own(s) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
-            self.place = Place::Shared(Arc::new(ShardedLock::new(s)));
+            self.place = Place::Shared(Arc::new(SharedLock::new(s, self.aging_ns)));
         }
         match &self.place {
             Place::Shared(l) => Arc::clone(l),

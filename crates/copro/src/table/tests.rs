@@ -249,6 +249,33 @@ fn is_locked(c: &mut dyn Coprocessor) -> bool {
     matches!(crate::downcast::<Table>(c).unwrap().place, Place::Shared(_))
 }
 
+/// The lock words of a shared table's lock (`None`: not shared).
+fn lock_words(c: &mut dyn Coprocessor) -> Option<usize> {
+    match &crate::downcast::<Table>(c).unwrap().place {
+        Place::Own(_) => None,
+        Place::Shared(l) => Some(match **l {
+            SharedLock::Readers(_) => 8,
+            SharedLock::Writers(_) => 1,
+        }),
+    }
+}
+
+/// A table that ages entries (the packets learn them) shares one lock
+/// word, whose writes take one lock; a table that does not, eight, so
+/// that lookups from several workers write no line in common.
+#[test]
+fn shared_lock_follows_aging() {
+    for (aging, words) in [(None, 8), (Some("0"), 8), (Some("300"), 1)] {
+        let mut a = make(&aging.map(|a| vec![("aging", a)]).unwrap_or_default());
+        assert_eq!(lock_words(a.as_mut()), None);
+        let mut b = a.fork().unwrap();
+        assert_eq!((lock_words(a.as_mut()), lock_words(b.as_mut())), (Some(words), Some(words)), "aging {aging:?}");
+        drop(b);
+        a.tick(Timestamp::from_nanos(1));
+        assert_eq!(lock_words(a.as_mut()), None, "the last handle takes the store back");
+    }
+}
+
 #[test]
 fn workers_setting() {
     assert_eq!(make(&[]).share(), WorkerShare::Shared);
@@ -346,8 +373,16 @@ fn sharded_forks_learn_apart_and_merge() {
 /// exactly the keys left inserted are present.
 #[test]
 fn concurrent_inserts_and_lookups_on_a_shared_table() {
-    let mut a = make(&[("key_size", "4"), ("value_size", "8"), ("capacity", "4096"), ("aging", "1000")]);
+    // With aging (one lock word) and without (a lock word per group of threads).
+    for aging in ["1000", "0"] {
+        concurrent_inserts_and_lookups(aging);
+    }
+}
+
+fn concurrent_inserts_and_lookups(aging: &str) {
+    let mut a = make(&[("key_size", "4"), ("value_size", "8"), ("capacity", "4096"), ("aging", aging)]);
     let mut b = a.fork().unwrap();
+    assert_eq!(lock_words(a.as_mut()), Some(if aging == "0" { 8 } else { 1 }));
     let value = |k: u32| (k ^ 0xdead_beef, k.wrapping_mul(2_654_435_761));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = std::sync::Arc::clone(&stop);
