@@ -1,5 +1,5 @@
 /*
- * netvm.h: the C ABI of compiled netvm applications (ABI version 5: NETVM_ABI_VERSION).
+ * netvm.h: the C ABI of compiled netvm applications (ABI version 6: NETVM_ABI_VERSION).
  *
  * `netvm compile APP.toml -o app.o --target TRIPLE` (or `--program P.nil`
  * for one program) writes a relocatable object that exports three symbols:
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 5
+#define NETVM_ABI_VERSION 6
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -67,7 +67,27 @@ struct netvm_regfile {
     uint32_t outputs;
     const struct netvm_directop *direct;
     uint32_t ops;
-    uint32_t reserved;    /* 0 */
+    uint32_t walk_ops;    /* operations (0..7) the code performs as *walk itself (a C host: 0) */
+    const struct netvm_dir24walk *walk; /* NULL when walk_ops is 0 */
+};
+
+/* A lookup the code performs itself, without a call: the DIR-24-8 walk of
+ * DPDK's rte_lpm (the lpm coprocessor's IPv4 lookup and lookup_pkt). For an
+ * operation o whose bit is set in netvm_regfile.walk_ops:
+ *   key: where the kind's operation reads it (lpm lookup: input register 0;
+ *        lookup_pkt: the big-endian u32 at the packet offset in input
+ *        register 8; past the packet's end the code calls the operation,
+ *        which faults);
+ *   e = root[key >> 8]; if e >= 0xff000000: e = groups[(e & 0xffffff) * 256 + (key & 0xff)];
+ *   found: e >> 24 != 0 (next hop e & 0xffffff), else has_default (next hop default_hop);
+ *   output[0] = found, output[1] = next hop (0 when not found);
+ *   counters[0] += 1 (lookups); counters[1] += found (hits). */
+struct netvm_dir24walk {
+    const uint32_t *root;     /* 2^24 first-level entries */
+    const uint32_t *groups;   /* second-level groups of 256 entries */
+    uint64_t *counters;       /* lookups, hits */
+    uint32_t default_hop;     /* the /0 route's next hop, or 0 */
+    uint32_t has_default;     /* 1 when there is a /0 route */
 };
 
 /* The memories of one NetPE, in application (manifest) order. */

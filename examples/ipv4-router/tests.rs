@@ -112,8 +112,17 @@ fn check(seed: u64, nroutes: usize, npkts: usize) {
 
     let mut want_out: BTreeMap<u32, Vec<Vec<u8>>> = (0..16).map(|p| (p, Vec::new())).collect();
     let mut want_drops: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    // The `lpm`'s own counts: every frame that reaches `lookup` is a
+    // lookup, and a hit unless no route covers it.
+    let (mut lookups, mut hits) = (0u64, 0u64);
     for p in &pkts {
-        match reference(&table, &p.data) {
+        let fate = reference(&table, &p.data);
+        match fate {
+            Fate::Out(_) | Fate::Drop("lookup", "bad_port") => (lookups, hits) = (lookups + 1, hits + 1),
+            Fate::Drop("lookup", _) => lookups += 1,
+            Fate::Drop(..) => {}
+        }
+        match fate {
             Fate::Out(port) => want_out.get_mut(&port).unwrap().push(p.data.clone()),
             Fate::Drop(pe, why) => *want_drops.entry((pe, why)).or_default() += 1,
         }
@@ -149,6 +158,9 @@ fn check(seed: u64, nroutes: usize, npkts: usize) {
         }
         let want: BTreeMap<(String, String), u64> = want_drops.iter().map(|((a, b), n)| ((a.to_string(), b.to_string()), *n)).collect();
         assert_eq!(got_drops, want, "seed {seed}, {engine}: drop reasons");
+        let lookup = stats["netpes"].as_array().unwrap().iter().find(|pe| pe["name"] == "lookup").unwrap();
+        let counted = &lookup["copro"]["routes"];
+        assert_eq!((&counted["lookups"], &counted["hits"]), (&lookups.into(), &hits.into()), "seed {seed}, {engine}: lpm counts");
         assert!(stats["faults"].as_object().unwrap().values().all(|v| v == 0), "seed {seed}, {engine}: {}", stats["faults"]);
         runs.push(got);
     }

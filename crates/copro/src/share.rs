@@ -83,6 +83,14 @@ impl<const N: usize> Tally<N> {
         c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 
+    /// This handle's counters, for compiled code that increments them
+    /// with a plain load and store as [`Tally::add`] does (valid as long
+    /// as the handle).
+    pub(crate) fn own_counters(&self) -> *mut u64 {
+        // `AtomicU64` has the layout of `u64`; the cells are interior-mutable.
+        self.own.0.as_ptr().cast::<u64>().cast_mut()
+    }
+
     /// This handle's counter `i`.
     #[cfg(test)]
     pub(crate) fn own(&self, i: usize) -> u64 {

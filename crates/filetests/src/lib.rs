@@ -13,10 +13,10 @@
 //! fault kind, and budget consumed.
 //!
 //! ```text
-//! ; engines: all | NAME... | all -NAME...   (default all: interp, jit, jit-no-bswap-const,
-//!                                           jit-no-bounds, jit-no-fold-offsets, linked-direct,
-//!                                           linked-table, linked-direct-no-dead-info-stores,
-//!                                           aot-x86_64, aot-aarch64)
+//! ; engines: all | NAME... | all -NAME...   (default all: interp, baseline, jit, jit-no-bswap-const,
+//!                                           jit-no-bounds, jit-no-fold-offsets, jit-no-inline-walks,
+//!                                           linked-direct, linked-table,
+//!                                           linked-direct-no-dead-info-stores, aot-x86_64, aot-aarch64)
 //! ; run: INPUTS -> RESULT CHECKS
 //!     INPUTS  packet=HEX [wire=N] [inport=N] [ts=SEC.NSEC] [budget=N] [info=HEX]
 //!     RESULT  NetIL files: port N | drop | fault KIND

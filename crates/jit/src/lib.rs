@@ -78,13 +78,19 @@ pub struct DomainOpts {
     /// constant offset that neither its NetPE nor any NetPE downstream reads
     /// is removed (info memory never leaves the application).
     pub dead_info_stores: bool,
+    /// Inline walks: a coprocessor operation the instance offers as a
+    /// DIR-24-8 walk ([`netvm_vm::Dir24Walk`]: the `lpm` kind's IPv4
+    /// lookups) is performed by the generated code, without a call.
+    pub inline_walks: bool,
 }
 
 impl DomainOpts {
     /// Every optimisation on (the default).
-    pub const ALL: DomainOpts = DomainOpts { bswap_const: true, bounds: true, fold_offsets: true, dead_info_stores: true };
+    pub const ALL: DomainOpts =
+        DomainOpts { bswap_const: true, bounds: true, fold_offsets: true, dead_info_stores: true, inline_walks: true };
     /// Every optimisation off.
-    pub const NONE: DomainOpts = DomainOpts { bswap_const: false, bounds: false, fold_offsets: false, dead_info_stores: false };
+    pub const NONE: DomainOpts =
+        DomainOpts { bswap_const: false, bounds: false, fold_offsets: false, dead_info_stores: false, inline_walks: false };
 
     /// Whether the analysis is needed at all.
     fn analyse(self) -> bool {

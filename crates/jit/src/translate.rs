@@ -35,6 +35,7 @@ use crate::analysis::SegmentFacts;
 use crate::context::{Helpers, HELPER_FAULT};
 use crate::DomainOpts;
 use netvm_abi::{RESULT_EXIT, VERDICT_DROP};
+use netvm_vm::WalkKey;
 
 pub(crate) const I32: types::Type = types::I32;
 pub(crate) const I64: types::Type = types::I64;
@@ -55,13 +56,22 @@ pub(crate) fn ctx_flags() -> MemFlagsData {
 
 /// `struct netvm_regfile` ([`netvm_vm::RegisterFile`]): its size and the
 /// offsets of its fields.
-const REGFILE_SIZE: i32 = 40;
+const REGFILE_SIZE: i32 = 48;
 const REGFILE_INPUT: i32 = 0;
 const REGFILE_OUTPUT: i32 = 8;
 const REGFILE_INPUTS: i32 = 16;
 const REGFILE_OUTPUTS: i32 = 20;
 const REGFILE_DIRECT: i32 = 24;
 const REGFILE_OPS: i32 = 32;
+const REGFILE_WALK_OPS: i32 = 36;
+const REGFILE_WALK: i32 = 40;
+
+/// `struct netvm_dir24walk` ([`netvm_vm::Dir24Walk`]): the offsets of its fields.
+const WALK_ROOT: i32 = 0;
+const WALK_GROUPS: i32 = 8;
+const WALK_COUNTERS: i32 = 16;
+const WALK_DEFAULT_HOP: i32 = 24;
+const WALK_HAS_DEFAULT: i32 = 28;
 
 /// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
@@ -113,6 +123,17 @@ pub enum ExitMode {
         /// then costs no indirect branch.
         indexed: Option<(u16, u16)>,
     },
+}
+
+/// The ways compiled code performs one coprocessor operation, as blocks
+/// that branch off on the instance's register file (`struct netvm_regfile`).
+struct InvokePaths {
+    /// The operation is a walk the code performs itself ([`netvm_vm::Dir24Walk`]).
+    walk: Option<Block>,
+    /// The operation has a direct entry ([`netvm_vm::DirectOp`]).
+    direct: Option<Block>,
+    /// Neither: the call through the helper and `Coprocessor::invoke`.
+    call: Block,
 }
 
 /// Everything a segment's code needs from outside.
@@ -218,6 +239,10 @@ struct Tx<'a, 'b, 'm, M: Module> {
     /// Results of instructions that are fold bases (see [`SegmentFacts::fold`]).
     fold_vals: HashMap<u32, Value>,
     out_ports: u16,
+    /// Per coprocessor instance whose kind may offer walks
+    /// ([`netvm_vm::Dir24Walk::KINDS`]), where each operation's key is:
+    /// only those operations get the walk's code (and its test).
+    walk_keys: Vec<Option<&'static [WalkKey; 8]>>,
 }
 
 impl<M: Module> Tx<'_, '_, '_, M> {
@@ -291,23 +316,149 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         Some((base, 4 * i32::from(reg), call))
     }
 
-    /// Where instance `copro` has a direct entry for operation `op`
-    /// ([`netvm_vm::DirectOp`] in its register file): code that loads the
-    /// entry's function and instance (returned, in the current block) is
-    /// emitted, and a block for the call through `invoke` where it has none.
-    fn direct_op(&mut self, copro: u8, op: u8) -> Option<(Value, Value, Block)> {
+    /// The ways to perform operation `op` of instance `copro` (see
+    /// [`InvokePaths`]), tested on its register file's `walk_ops` and
+    /// `ops`. No block is current on return.
+    fn invoke_paths(&mut self, copro: u8, op: u8) -> InvokePaths {
+        let call = self.b.create_block();
         if op >= 32 {
-            return None;
+            self.b.ins().jump(call, &[]);
+            return InvokePaths { walk: None, direct: None, call };
         }
-        let (table, call) = self.regfile_pointer(copro, REGFILE_OPS, op, REGFILE_DIRECT);
-        // `struct netvm_directop`: { call, this }, two pointers.
+        let (files, n) = self.env.regs;
+        let (test, direct) = (self.b.create_block(), self.b.create_block());
+        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
+        self.b.ins().brif(has, test, &[], call, &[]);
+        self.b.switch_to_block(test);
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let key = self.walk_key(copro, op);
+        let walk = if key != WalkKey::None && self.cx.opts.inline_walks {
+            let (walk, no_walk) = (self.b.create_block(), self.b.create_block());
+            let walks = self.b.ins().load(I32, ctx_flags(), files, entry + REGFILE_WALK_OPS);
+            let bit = self.b.ins().band_imm_u(walks, 1i64 << op);
+            self.b.ins().brif(bit, walk, &[], no_walk, &[]);
+            self.b.switch_to_block(no_walk);
+            Some(walk)
+        } else {
+            None
+        };
+        let ops = self.b.ins().load(I32, ctx_flags(), files, entry + REGFILE_OPS);
+        let bit = self.b.ins().band_imm_u(ops, 1i64 << op);
+        self.b.ins().brif(bit, direct, &[], call, &[]);
+        InvokePaths { walk, direct: Some(direct), call }
+    }
+
+    /// Where operation `op` of instance `copro` finds its key when it is a
+    /// walk ([`WalkKey::None`]: it never is).
+    fn walk_key(&self, copro: u8, op: u8) -> WalkKey {
+        match self.walk_keys.get(usize::from(copro)).copied().flatten() {
+            Some(keys) if op < 8 => keys[usize::from(op)],
+            _ => WalkKey::None,
+        }
+    }
+
+    /// In a direct path of [`InvokePaths`]: loads the entry's function and
+    /// instance ([`netvm_vm::DirectOp`] in the register file).
+    fn direct_entry(&mut self, copro: u8, op: u8) -> (Value, Value) {
+        let (files, _) = self.env.regs;
         let ptr = self.cx.frontend.pointer_type();
+        let table = self.b.ins().load(ptr, ctx_flags(), files, REGFILE_SIZE * i32::from(copro) + REGFILE_DIRECT);
+        // `struct netvm_directop`: { call, this }, two pointers.
         let at = 2 * ptr.bytes() as i32 * i32::from(op);
         // Not `can_move`: the table exists only where the bit is set, so
         // these loads must stay behind the test.
         let func = self.b.ins().load(ptr, MemFlagsData::trusted().with_readonly(), table, at);
         let this = self.b.ins().load(ptr, MemFlagsData::trusted().with_readonly(), table, at + ptr.bytes() as i32);
-        Some((func, this, call))
+        (func, this)
+    }
+
+    /// In the walk path of [`InvokePaths`] (instance `copro` offers
+    /// operation `op` as a DIR-24-8 walk, [`netvm_vm::Dir24Walk`]): the
+    /// walk, inline, its outputs stored in the register file and its
+    /// counters incremented, then a jump to `done`. Where the key's packet
+    /// bytes lie past the packet's end it jumps to `call` instead, which
+    /// performs the operation (and faults as it does).
+    fn emit_walk(&mut self, copro: u8, op: u8, call: Block, done: Block) {
+        let (files, _) = self.env.regs;
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let ptr = self.cx.frontend.pointer_type();
+        let walk = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_WALK);
+        let (files, _) = self.env.regs;
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let ptr = self.cx.frontend.pointer_type();
+        // The walk and its tables change when an operation changes the
+        // routes: plain loads, ordered after any call.
+        let mem = MemFlagsData::trusted();
+        let input = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_INPUT);
+        let output = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_OUTPUT);
+        // The key: an input register, or the packet word at the offset in one.
+        let lookup = self.b.create_block();
+        let key = self.b.append_block_param(lookup, I32);
+        match self.walk_key(copro, op) {
+            WalkKey::Register(r) => {
+                let v = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+                self.b.ins().jump(lookup, &[v.into()]);
+            }
+            WalkKey::Packet(r) => {
+                let read = self.b.create_block();
+                let v = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+                let pkt = self.env.mems[Mem::Packet as usize];
+                let off = self.b.ins().uextend(I64, v);
+                let end = self.b.ins().iadd_imm_s(off, 4);
+                let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, pkt.len);
+                self.b.ins().brif(fits, read, &[], call, &[]);
+                self.b.switch_to_block(read);
+                let addr = self.b.ins().iadd(pkt.base, off);
+                let raw = self.b.ins().load(I32, checked(), addr, 0);
+                let k = self.b.ins().bswap(raw);
+                self.b.ins().jump(lookup, &[k.into()]);
+            }
+            WalkKey::None => unreachable!("a walk only where the kind gives the operation a key"),
+        }
+        // e = root[key >> 8]; a group's entry where e is extended.
+        self.b.switch_to_block(lookup);
+        let root = self.b.ins().load(ptr, mem, walk, WALK_ROOT);
+        let i = self.b.ins().ushr_imm_u(key, 8);
+        let i = self.b.ins().uextend(I64, i);
+        let i = self.b.ins().ishl_imm_u(i, 2);
+        let a = self.b.ins().iadd(root, i);
+        let e = self.b.ins().load(I32, mem, a, 0);
+        let (group, resolve) = (self.b.create_block(), self.b.create_block());
+        let entry_v = self.b.append_block_param(resolve, I32);
+        let ext = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThanOrEqual, e, 0xff00_0000);
+        self.b.ins().brif(ext, group, &[], resolve, &[e.into()]);
+        self.b.switch_to_block(group);
+        let groups = self.b.ins().load(ptr, mem, walk, WALK_GROUPS);
+        let g = self.b.ins().band_imm_u(e, 0xff_ffff);
+        let g = self.b.ins().uextend(I64, g);
+        let g = self.b.ins().ishl_imm_u(g, 10);
+        let low = self.b.ins().band_imm_u(key, 0xff);
+        let low = self.b.ins().uextend(I64, low);
+        let low = self.b.ins().ishl_imm_u(low, 2);
+        let a = self.b.ins().iadd(groups, g);
+        let a = self.b.ins().iadd(a, low);
+        let e2 = self.b.ins().load(I32, mem, a, 0);
+        self.b.ins().jump(resolve, &[e2.into()]);
+        // Found where the entry has a depth, else the /0 route if any.
+        self.b.switch_to_block(resolve);
+        let depth = self.b.ins().ushr_imm_u(entry_v, 24);
+        let hop = self.b.ins().band_imm_u(entry_v, 0xff_ffff);
+        let default_hop = self.b.ins().load(I32, mem, walk, WALK_DEFAULT_HOP);
+        let has_default = self.b.ins().load(I32, mem, walk, WALK_HAS_DEFAULT);
+        let one = self.iconst(1);
+        let hop = self.b.ins().select(depth, hop, default_hop);
+        let found = self.b.ins().select(depth, one, has_default);
+        self.b.ins().store(mem, found, output, 0);
+        self.b.ins().store(mem, hop, output, 4);
+        let counters = self.b.ins().load(ptr, mem, walk, WALK_COUNTERS);
+        let lookups = self.b.ins().load(I64, mem, counters, 0);
+        let lookups = self.b.ins().iadd_imm_s(lookups, 1);
+        self.b.ins().store(mem, lookups, counters, 0);
+        let hits = self.b.ins().load(I64, mem, counters, 8);
+        let f = self.b.ins().uextend(I64, found);
+        let hits = self.b.ins().iadd(hits, f);
+        self.b.ins().store(mem, hits, counters, 8);
+        self.b.ins().jump(done, &[]);
     }
 
     /// The address of the `width`-byte access at instruction `i` to memory
@@ -678,6 +829,7 @@ pub fn translate_segment<M: Module>(
         swapped: HashMap::new(),
         fold_vals: HashMap::new(),
         out_ports: m.out_ports,
+        walk_keys: m.copros.iter().map(|c| netvm_vm::Dir24Walk::keys_of(&c.kind)).collect(),
     };
 
     let mut open = false; // whether the current block is still unterminated
@@ -1027,11 +1179,19 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             tx.b.switch_to_block(done);
         }
         (Operands::CoproOp { copro, op: o }, CoproInvoke) => {
-            // The operation's direct entry where the instance has one (the
-            // contract of `Coprocessor::registers`), else the call through
-            // the helper and `invoke`.
+            // The walk where the instance offers the operation as one, its
+            // direct entry where it has one (the contract of
+            // `Coprocessor::registers`), else the call through the helper
+            // and `invoke`.
             let done = tx.b.create_block();
-            if let Some((func, this, call)) = tx.direct_op(*copro, *o) {
+            let paths = tx.invoke_paths(*copro, *o);
+            if let Some(walk) = paths.walk {
+                tx.b.switch_to_block(walk);
+                tx.emit_walk(*copro, *o, paths.direct.unwrap_or(paths.call), done);
+            }
+            if let Some(direct) = paths.direct {
+                tx.b.switch_to_block(direct);
+                let (func, this) = tx.direct_entry(*copro, *o);
                 let pkt = tx.env.mems[Mem::Packet as usize];
                 let (sec, nsec) = match tx.env.meta {
                     Some(mv) => {
@@ -1049,8 +1209,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                 let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
                 tx.check(ok, FaultKind::Copro);
                 tx.b.ins().jump(done, &[]);
-                tx.b.switch_to_block(call);
             }
+            tx.b.switch_to_block(paths.call);
             let c = tx.iconst(u32::from(*copro));
             let o = tx.iconst(u32::from(*o));
             let (cp, n) = tx.env.copros;

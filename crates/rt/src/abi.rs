@@ -103,7 +103,12 @@ mod tests {
         assert_eq!((offset_of!(XbDesc, caplen), offset_of!(XbDesc, ts_sec), offset_of!(XbDesc, in_port)), (8, 16, 28));
         assert_eq!(offset_of!(XbDesc, seq), 32);
         assert_eq!(size_of::<NodeMem>(), 40);
-        assert_eq!(size_of::<RegisterFile>(), 40);
+        assert_eq!(size_of::<RegisterFile>(), 48);
+        assert_eq!((offset_of!(RegisterFile, walk_ops), offset_of!(RegisterFile, walk)), (36, 40));
+        assert_eq!(size_of::<netvm_vm::Dir24Walk>(), 32);
+        use netvm_vm::Dir24Walk as W;
+        assert_eq!((offset_of!(W, groups), offset_of!(W, counters), offset_of!(W, default_hop)), (8, 16, 24));
+        assert_eq!(offset_of!(W, has_default), 28);
         assert_eq!((offset_of!(RegisterFile, output), offset_of!(RegisterFile, inputs), offset_of!(RegisterFile, outputs)), (8, 16, 20));
         assert_eq!((offset_of!(RegisterFile, direct), offset_of!(RegisterFile, ops)), (24, 32));
         assert_eq!(size_of::<netvm_vm::DirectOp>(), 16);

@@ -99,9 +99,106 @@ pub struct RegisterFile {
     pub direct: *const DirectOp,
     /// The operations with a direct entry, one bit each.
     pub ops: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// The operations compiled code may perform itself as the walk of
+    /// `walk`, one bit each (operations 0 to 7; 0 when `walk` is null).
+    pub walk_ops: u32,
+    /// The first-level and group tables of a DIR-24-8 longest-prefix match
+    /// that the operations of `walk_ops` are a lookup in (null when none).
+    pub walk: *const Dir24Walk,
 }
+
+/// A lookup compiled code may perform itself instead of calling the
+/// instance (`struct netvm_dir24walk`): the DIR-24-8 walk of DPDK's
+/// `rte_lpm` (IPv4 longest-prefix match; the `lpm` kind's `lookup` and
+/// `lookup_pkt`). As Linux lets a BPF map type emit its lookup inline
+/// (`map_gen_lookup`), an instance whose operation `op` is exactly this
+/// walk sets bit `op` of [`RegisterFile::walk_ops`], and the engine reads
+/// the tables here without a call.
+///
+/// Which operations may be walks, and where each finds its key, belongs to
+/// the kind's interface and is known when the code is compiled
+/// ([`Dir24Walk::KINDS`]); engines compile the walk for those alone. The
+/// operation, as the engine performs it:
+/// - the key: [`WalkKey::Register`] `r`: the `u32` in input register `r`;
+///   [`WalkKey::Packet`] `r`: the four bytes of the packet at the offset in
+///   input register `r`, big-endian. Where those bytes lie past the
+///   packet's end, the engine calls the operation instead (its direct
+///   entry or `invoke`), which faults as the operation does;
+/// - `e = root[key >> 8]`; where `e >= 0xff00_0000` (a group),
+///   `e = groups[(e & 0xff_ffff) * 256 + (key & 0xff)]`;
+/// - where `e >> 24` is not 0, found with next hop `e & 0xff_ffff`; else
+///   found with `default_hop` where `has_default` is 1, else not found
+///   (`default_hop` is then 0);
+/// - output register 0 is 1 where found, else 0; output register 1 the
+///   next hop (both must be inline in the file); `counters[0]` (lookups)
+///   is incremented, and `counters[1]` (hits) where found, with a plain
+///   load and store (the instance is their only writer).
+///
+/// The implementation keeps this valid wherever the register file is
+/// (see [`Coprocessor::registers`]), and updates it in every operation
+/// that changes its tables.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dir24Walk {
+    /// The first level: 2^24 entries.
+    pub root: *const u32,
+    /// The groups of the second level, 256 entries each.
+    pub groups: *const u32,
+    /// Two counters: lookups, hits.
+    pub counters: *mut u64,
+    /// The next hop of the `/0` route (0 when there is none).
+    pub default_hop: u32,
+    /// 1 where there is a `/0` route, else 0.
+    pub has_default: u32,
+}
+
+/// Where a walk's key is (see [`Dir24Walk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkKey {
+    /// The operation is never a walk.
+    None,
+    /// The `u32` in this input register.
+    Register(u8),
+    /// The big-endian `u32` in the packet at the offset in this input register.
+    Packet(u8),
+}
+
+/// A kind whose instances may offer walks, and the key of each operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkKind {
+    /// The kind's name, as modules declare it.
+    pub kind: &'static str,
+    /// Operations 0 to 7: where a walk finds its key.
+    pub keys: [WalkKey; 8],
+}
+
+impl Dir24Walk {
+    /// The kinds whose instances may offer walks: `lpm`'s `lookup` (the
+    /// address in in0) and `lookup_pkt` (at the packet offset in in8).
+    pub const KINDS: &'static [WalkKind] = &[WalkKind {
+        kind: "lpm",
+        keys: [
+            WalkKey::Register(0),
+            WalkKey::None,
+            WalkKey::None,
+            WalkKey::Packet(8),
+            WalkKey::None,
+            WalkKey::None,
+            WalkKey::None,
+            WalkKey::None,
+        ],
+    }];
+
+    /// The keys of kind `kind`'s operations, if it may offer walks.
+    pub fn keys_of(kind: &str) -> Option<&'static [WalkKey; 8]> {
+        Dir24Walk::KINDS.iter().find(|k| k.kind == kind).map(|k| &k.keys)
+    }
+}
+
+// SAFETY: as for `RegisterFile`: the tables and counters belong to an
+// instance that is itself `Send`, and only code that holds the instance
+// exclusively reads them or writes the counters.
+unsafe impl Send for Dir24Walk {}
 
 /// The direct entry of one operation of an instance (`struct
 /// netvm_directop`): `call(this, packet, packet_len, ts_sec, ts_nsec)`
@@ -184,7 +281,8 @@ impl RegisterFile {
         outputs: 0,
         direct: std::ptr::null(),
         ops: 0,
-        reserved: 0,
+        walk_ops: 0,
+        walk: std::ptr::null(),
     };
 
     /// This file with the direct entries of `direct` (those with a `call`;
@@ -197,6 +295,14 @@ impl RegisterFile {
             }
         }
         RegisterFile { direct: if ops == 0 { std::ptr::null() } else { direct.as_ptr() }, ops, ..self }
+    }
+
+    /// This file with operations `ops` (bits 0 to 7) performed as `walk`
+    /// by engines that can (see [`Dir24Walk`]: the instance's kind and
+    /// these operations must be in [`Dir24Walk::KINDS`]; `walk` is not read here).
+    pub fn with_walk(self, walk: &Dir24Walk, ops: u32) -> RegisterFile {
+        let ops = ops & 0xff;
+        RegisterFile { walk: if ops == 0 { std::ptr::null() } else { walk }, walk_ops: ops, ..self }
     }
 
     /// The registers `input[r]` (where bit `r` of `inputs` is set) and
@@ -302,7 +408,11 @@ pub trait Coprocessor: Send {
     /// - a direct entry (bit `op` of `ops`, [`DirectOp`]) does what
     ///   `invoke(op, ..)` does on a context with the packet and its time,
     ///   and stays valid as long as the addresses do. Offer one only for
-    ///   operations that read nothing else of the context.
+    ///   operations that read nothing else of the context;
+    /// - an operation performed as a walk (bit `op` of `walk_ops`,
+    ///   [`Dir24Walk`]) gives exactly the walk's outputs and counts, and the
+    ///   walk's tables stay valid as long as the addresses do, also across
+    ///   `invoke`s that change them (such an `invoke` updates the walk).
     ///
     /// Engines may use the file, or call `write` and `read`: the results are
     /// the same by this contract. Inside a batch nothing else touches the

@@ -32,8 +32,8 @@ pub mod queue;
 pub mod region;
 
 pub use copro::{
-    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, DirectFn, DirectOp, InvokeContext,
-    RegisterFile, UntrustedRun, WorkerShare,
+    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, Dir24Walk, DirectFn, DirectOp, InvokeContext,
+    RegisterFile, UntrustedRun, WalkKey, WalkKind, WorkerShare,
 };
 pub use engine::{Engine, EngineError, TierUp};
 

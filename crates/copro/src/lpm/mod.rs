@@ -56,6 +56,12 @@
 //! is checked whole before any route is inserted; an exhausted group budget
 //! stops the load at the line that needed a group.
 //!
+//! Compiled code: IPv4 `lookup` and `lookup_pkt` are offered as walks
+//! (`netvm_vm::Dir24Walk`): JIT-compiled code reads the first level and
+//! the group itself and counts `lookups` and `hits` in this handle's
+//! counters, without a call; an insert or delete points the walk at the
+//! changed table. IPv6 lookups are direct entries (calls).
+//!
 //! Several workers: one route table that every worker reads (`Shared`),
 //! without a lock; a fork has its own registers.
 //! `lookups` and `hits` count every worker's operations, whichever handle
@@ -77,7 +83,7 @@ use std::cell::RefCell;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, WorkerShare};
+use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, Dir24Walk, DirectOp, InvokeContext, RegisterFile, WorkerShare};
 
 use crate::ahead::Answers;
 use crate::share::Tally;
@@ -107,7 +113,14 @@ pub struct LpmCoprocessor<A: LpmAddress> {
     /// The direct entries of `lookup` and `lookup_pkt` for compiled code
     /// (filled by `registers`, pointing at this instance).
     direct: [DirectOp; 4],
+    /// IPv4: `lookup` and `lookup_pkt` as compiled code performs them
+    /// itself (filled by `registers`, updated by every change of the routes).
+    walk: Dir24Walk,
 }
+
+/// The walk of a handle that has not offered one yet.
+const NO_WALK: Dir24Walk =
+    Dir24Walk { root: std::ptr::null(), groups: std::ptr::null(), counters: std::ptr::null_mut(), default_hop: 0, has_default: 0 };
 
 impl<A: LpmAddress> LpmCoprocessor<A> {
     /// An empty instance that may use at most `tbl8_groups` groups.
@@ -119,6 +132,7 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
             tally: Tally::new(),
             ahead: RefCell::default(),
             direct: [DirectOp::NONE; 4],
+            walk: NO_WALK,
         }
     }
 
@@ -132,6 +146,18 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     pub fn table_mut(&mut self) -> Option<&mut Lpm<A>> {
         self.ahead.get_mut().clear();
         Arc::get_mut(&mut self.table)
+    }
+
+    /// Points the walk at the table as it is now (after every change).
+    fn refresh_walk(&mut self) {
+        let (root, groups, default) = self.table.walk_tables();
+        self.walk = Dir24Walk {
+            root,
+            groups,
+            counters: self.tally.own_counters(),
+            default_hop: default.unwrap_or(0),
+            has_default: u32::from(default.is_some()),
+        };
     }
 
     /// The table, to change from the data plane.
@@ -166,7 +192,9 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     fn insert_op(&mut self) -> Result<(), CoproError> {
         let (addr, len) = self.prefix()?;
         let next_hop = self.input[5];
-        self.output = match self.table_to_change()?.insert(addr, len, next_hop) {
+        let done = self.table_to_change()?.insert(addr, len, next_hop);
+        self.refresh_walk();
+        self.output = match done {
             Ok(()) => [1, 0],
             Err(LpmError::Full { .. }) => [0, 0],
             Err(e) => return Err(CoproError::BadArgument(format!("lpm: {}/{len}: {e}", addr.to_ip()))),
@@ -178,7 +206,9 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
     #[inline(never)]
     fn delete_op(&mut self) -> Result<(), CoproError> {
         let (addr, len) = self.prefix()?;
-        self.output = [u32::from(self.table_to_change()?.delete(addr, len)), 0];
+        let found = self.table_to_change()?.delete(addr, len);
+        self.refresh_walk();
+        self.output = [u32::from(found), 0];
         Ok(())
     }
 
@@ -267,7 +297,15 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         self.direct[0] = DirectOp::of::<Self, 0>(self);
         self.direct[3] = DirectOp::of::<Self, 3>(self);
         // Input registers 6 and 7 do not exist (`write` refuses them).
-        RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX).with_direct(&self.direct)
+        let file = RegisterFile::new(&mut self.input, 0b1_0011_1111, &mut self.output, u32::MAX).with_direct(&self.direct);
+        if A::BYTES != 4 {
+            return file;
+        }
+        // IPv4 (DIR-24-8): lookup (the key in in0) and lookup_pkt (at the
+        // offset in in8) are the walk, as `Dir24Walk::KINDS` says; the
+        // pre-lookup stage keeps no answers for them (`ahead` only prefetches).
+        self.refresh_walk();
+        file.with_walk(&self.walk, 0b1001)
     }
 
     // Inline, so that the direct entries (`DirectOp::of`, the operation a
@@ -421,6 +459,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             tally: self.tally.share(),
             ahead: RefCell::default(),
             direct: [DirectOp::NONE; 4],
+            walk: NO_WALK,
         }))
     }
 

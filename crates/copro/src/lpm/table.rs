@@ -603,6 +603,13 @@ impl<A: LpmAddress> Lpm<A> {
         }
     }
 
+    /// The first level, the groups and the `/0` route's next hop, as a
+    /// [`netvm_vm::Dir24Walk`] reads them (IPv4): valid until the table
+    /// next changes.
+    pub(crate) fn walk_tables(&self) -> (*const u32, *const u32, Option<u32>) {
+        (self.root.as_ptr(), self.groups.tbl8.as_ptr(), self.default)
+    }
+
     /// Prefetches the first-level entry `addr` will read (a hint; no effect on results).
     #[inline]
     pub fn prefetch(&self, addr: A) {
