@@ -25,7 +25,10 @@
 //!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
-//!                                         and on at each fixed sub-batch size (the sweep)
+//!                                         and on at each fixed sub-batch size (the sweep); the
+//!                                         compiled batch function alone (`linked-off`,
+//!                                         `linked-on-auto`, `linked-prefetch-auto`, and any
+//!                                         `linked-SETTING` named in --only)
 //! ```
 //!
 //! Every measurement prints one JSON line: engine, bench, mode, ns_median,
@@ -889,7 +892,11 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
     // The compiled batch function alone, on descriptors prepared once (as
     // the C loops run): no runtime between the packets and the code.
     let loads: Vec<(&str, &str)> = load.zip(routes.as_deref()).into_iter().collect();
-    for (name, batching) in settings.iter().filter(|(name, _)| matches!(name.as_str(), "off" | "on-auto" | "prefetch-auto")) {
+    // Fixed sub-batches (`linked-prefetch-32`) when named: their counts
+    // of instructions do not depend on the tuner's timing.
+    let named = |name: &str| only.split(',').any(|o| o.strip_prefix("linked-") == Some(name));
+    for (name, batching) in settings.iter().filter(|(name, _)| matches!(name.as_str(), "off" | "on-auto" | "prefetch-auto") || named(name))
+    {
         let name = format!("linked-{name}");
         if !only.is_empty() && !only.split(',').any(|o| o == name) {
             continue;
