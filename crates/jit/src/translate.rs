@@ -243,6 +243,12 @@ struct Tx<'a, 'b, 'm, M: Module> {
     /// ([`netvm_vm::Dir24Walk::KINDS`]), where each operation's key is:
     /// only those operations get the walk's code (and its test).
     walk_keys: Vec<Option<&'static [WalkKey; 8]>>,
+    /// Per instruction: the instances (one bit each) whose outputs 0 and 1
+    /// are held in `walk_outputs` there ([`fresh_outputs`]).
+    fresh: Vec<u32>,
+    /// Per instance with walkable operations: the variables holding its
+    /// outputs 0 and 1 after such an operation.
+    walk_outputs: HashMap<u8, [Variable; 2]>,
 }
 
 impl<M: Module> Tx<'_, '_, '_, M> {
@@ -314,6 +320,49 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let (mask, field) = if output { (REGFILE_OUTPUTS, REGFILE_OUTPUT) } else { (REGFILE_INPUTS, REGFILE_INPUT) };
         let (base, call) = self.regfile_pointer(copro, mask, reg, field);
         Some((base, 4 * i32::from(reg), call))
+    }
+
+    /// `copro.out copro, reg`: a load from the register file where the
+    /// instance keeps the register there, else the call (which may fault).
+    fn copro_out(&mut self, copro: u8, reg: u8) -> Value {
+        let done = self.b.create_block();
+        let v = self.b.append_block_param(done, I32);
+        if let Some((base, off, call)) = self.inline_register(copro, reg, true) {
+            let x = self.b.ins().load(I32, MemFlagsData::trusted(), base, off);
+            self.b.ins().jump(done, &[x.into()]);
+            self.b.switch_to_block(call);
+        }
+        let c = self.iconst(u32::from(copro));
+        let r = self.iconst(u32::from(reg));
+        let (cp, n) = self.env.copros;
+        let x = self.cx.call(self.b, self.cx.helpers.copro_out, &[cp, n, c, r]);
+        let ok = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, x, HELPER_FAULT as i64);
+        self.check(ok, FaultKind::Copro);
+        let x = self.b.ins().ireduce(I32, x);
+        self.b.ins().jump(done, &[x.into()]);
+        self.b.switch_to_block(done);
+        v
+    }
+
+    /// After a walkable operation of instance `copro` performed by a call
+    /// (the current block): its outputs 0 and 1 into the variables that
+    /// hold them (see `fresh_outputs`). `in_file`: the instance has a
+    /// register file, which then holds them (the contract of a kind that
+    /// walks, `netvm_vm::WalkKind`).
+    fn hold_outputs(&mut self, copro: u8, in_file: bool) {
+        let Some(vars) = self.walk_outputs.get(&copro).copied() else { return };
+        let output = in_file.then(|| {
+            let (files, _) = self.env.regs;
+            let ptr = self.cx.frontend.pointer_type();
+            self.b.ins().load(ptr, ctx_flags(), files, REGFILE_SIZE * i32::from(copro) + REGFILE_OUTPUT)
+        });
+        for (r, var) in vars.into_iter().enumerate() {
+            let v = match output {
+                Some(base) => self.b.ins().load(I32, MemFlagsData::trusted(), base, 4 * r as i32),
+                None => self.copro_out(copro, r as u8),
+            };
+            self.b.def_var(var, v);
+        }
     }
 
     /// The ways to perform operation `op` of instance `copro` (see
@@ -458,6 +507,10 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let f = self.b.ins().uextend(I64, found);
         let hits = self.b.ins().iadd(hits, f);
         self.b.ins().store(mem, hits, counters, 8);
+        if let Some([v0, v1]) = self.walk_outputs.get(&copro).copied() {
+            self.b.def_var(v0, found);
+            self.b.def_var(v1, hop);
+        }
         self.b.ins().jump(done, &[]);
     }
 
@@ -756,6 +809,48 @@ fn inline_csum(b: &mut FunctionBuilder, addr: Value, n: Value) -> Value {
     b.ins().uextend(I32, s)
 }
 
+/// Per instruction of `seg`, the coprocessor instances (one bit each, the
+/// first 32) whose output registers 0 and 1 hold what the last walkable
+/// operation of the instance ([`WalkKey`]: a walk, or the call standing in
+/// for one) left there, on every path to the instruction: the translation
+/// keeps them in variables, and `copro.out` of them is no access. Any other
+/// operation of the instance ends that; input registers do not change the
+/// outputs of a kind that walks (`Dir24Walk::KINDS`). Unreachable
+/// instructions get every bit.
+fn fresh_outputs(seg: &SegmentInfo, keys: &[Option<&'static [WalkKey; 8]>], index: impl Fn(i64) -> usize) -> Vec<u32> {
+    let n = seg.insns.len();
+    let mut at = vec![u32::MAX; n];
+    if n == 0 || keys.iter().all(Option::is_none) {
+        return vec![0; n];
+    }
+    let mut seen = vec![false; n];
+    (at[0], seen[0]) = (0, true);
+    let mut work = vec![0usize];
+    while let Some(i) = work.pop() {
+        let insn = &seg.insns[i];
+        let mut out = at[i];
+        if let (Operands::CoproOp { copro, op }, Opcode::CoproInvoke) = (&insn.operands, insn.op) {
+            if *copro < 32 {
+                let walks =
+                    keys.get(usize::from(*copro)).copied().flatten().is_some_and(|k| *op < 8 && k[usize::from(*op)] != WalkKey::None);
+                out = if walks { out | 1 << copro } else { out & !(1 << copro) };
+            }
+        }
+        let fall = (!insn.op.ends_block()).then_some(i + 1);
+        for s in insn.targets().into_iter().map(&index).chain(fall) {
+            if s >= n {
+                continue;
+            }
+            let new = if seen[s] { at[s] & out } else { out };
+            if !seen[s] || new != at[s] {
+                (at[s], seen[s]) = (new, true);
+                work.push(s);
+            }
+        }
+    }
+    at
+}
+
 /// Translates one verified segment; its code starts in the builder's current
 /// block (which may already hold instructions). `facts` comes from [`crate::analysis::analyse`]; `dead`
 /// marks info stores to omit (empty: none). With [`ExitMode::Jump`], the
@@ -805,6 +900,7 @@ pub fn translate_segment<M: Module>(
         b.def_var(stack[0], env.in_port.expect(".push has an input port"));
     }
     let blocks: HashMap<usize, Block> = starts.iter().filter(|i| **i < insns.len()).map(|i| (*i, b.create_block())).collect();
+    let walk_keys: Vec<Option<&'static [WalkKey; 8]>> = m.copros.iter().map(|c| netvm_vm::Dir24Walk::keys_of(&c.kind)).collect();
     b.ins().jump(blocks[&0], &[]);
 
     let mut tx = Tx {
@@ -829,7 +925,9 @@ pub fn translate_segment<M: Module>(
         swapped: HashMap::new(),
         fold_vals: HashMap::new(),
         out_ports: m.out_ports,
-        walk_keys: m.copros.iter().map(|c| netvm_vm::Dir24Walk::keys_of(&c.kind)).collect(),
+        walk_keys: walk_keys.clone(),
+        fresh: fresh_outputs(seg, &walk_keys, index),
+        walk_outputs: HashMap::new(),
     };
 
     let mut open = false; // whether the current block is still unterminated
@@ -1160,23 +1258,15 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             tx.b.switch_to_block(done);
         }
         (Operands::CoproReg { copro, reg }, CoproOut) => {
-            let done = tx.b.create_block();
-            if let Some((base, off, call)) = tx.inline_register(*copro, *reg, true) {
-                let v = tx.b.ins().load(I32, MemFlagsData::trusted(), base, off);
-                tx.set(d, v);
-                tx.b.ins().jump(done, &[]);
-                tx.b.switch_to_block(call);
-            }
-            let c = tx.iconst(u32::from(*copro));
-            let r = tx.iconst(u32::from(*reg));
-            let (cp, n) = tx.env.copros;
-            let v = tx.cx.call(tx.b, h.copro_out, &[cp, n, c, r]);
-            let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, v, HELPER_FAULT as i64);
-            tx.check(ok, FaultKind::Copro);
-            let v = tx.b.ins().ireduce(I32, v);
+            // The outputs of a walkable operation are held in variables
+            // until another operation of the instance (`fresh_outputs`).
+            let v = match tx.walk_outputs.get(copro) {
+                Some(vars) if *reg < 2 && u32::from(*copro) < 32 && tx.fresh[i] & (1 << copro) != 0 => {
+                    tx.b.use_var(vars[usize::from(*reg)])
+                }
+                _ => tx.copro_out(*copro, *reg),
+            };
             tx.set(d, v);
-            tx.b.ins().jump(done, &[]);
-            tx.b.switch_to_block(done);
         }
         (Operands::CoproOp { copro, op: o }, CoproInvoke) => {
             // The walk where the instance offers the operation as one, its
@@ -1184,6 +1274,11 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             // `Coprocessor::registers`), else the call through the helper
             // and `invoke`.
             let done = tx.b.create_block();
+            if tx.walk_key(*copro, *o) != WalkKey::None && !tx.walk_outputs.contains_key(copro) {
+                let vars = [tx.b.declare_var(I32), tx.b.declare_var(I32)];
+                tx.walk_outputs.insert(*copro, vars);
+            }
+            let walkable = tx.walk_key(*copro, *o) != WalkKey::None;
             let paths = tx.invoke_paths(*copro, *o);
             if let Some(walk) = paths.walk {
                 tx.b.switch_to_block(walk);
@@ -1208,6 +1303,9 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                 let st = tx.b.inst_results(inst)[0];
                 let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
                 tx.check(ok, FaultKind::Copro);
+                if walkable {
+                    tx.hold_outputs(*copro, true);
+                }
                 tx.b.ins().jump(done, &[]);
             }
             tx.b.switch_to_block(paths.call);
@@ -1228,6 +1326,9 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let st = tx.cx.call(tx.b, h.copro_invoke, &[cp, n, c, o, pkt.base, pkt.len, info.base, info.len, sec, nsec, seq]);
             let ok = tx.b.ins().icmp_imm_u(IntCC::Equal, st, 0);
             tx.check(ok, FaultKind::Copro);
+            if walkable {
+                tx.hold_outputs(*copro, false);
+            }
             tx.b.ins().jump(done, &[]);
             tx.b.switch_to_block(done);
         }

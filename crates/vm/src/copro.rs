@@ -164,6 +164,10 @@ pub enum WalkKey {
 }
 
 /// A kind whose instances may offer walks, and the key of each operation.
+/// Such a kind has output registers 0 and 1, which only its operations
+/// change, and keeps them in every register file it gives (their bits
+/// set): compiled code reads them once after an operation that may be a
+/// walk (whichever way it ran) and keeps them until the next operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WalkKind {
     /// The kind's name, as modules declare it.
