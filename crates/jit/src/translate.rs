@@ -286,6 +286,25 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.switch_to_block(cont);
     }
 
+    /// Continues in a new block where instance `copro` has a register file
+    /// (`struct netvm_regfile`), else goes to `none`.
+    fn has_regfile(&mut self, copro: u8, none: Block) {
+        let (_, n) = self.env.regs;
+        let test = self.b.create_block();
+        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
+        self.b.ins().brif(has, test, &[], none, &[]);
+        self.b.switch_to_block(test);
+    }
+
+    /// Where instance `copro` has a register file: branches to `set` where
+    /// bit `bit` of the `u32` mask at `mask` in it is set, else to `unset`.
+    fn regfile_bit(&mut self, copro: u8, mask: i32, bit: u8, set: Block, unset: Block) {
+        let (files, _) = self.env.regs;
+        let m = self.b.ins().load(I32, ctx_flags(), files, REGFILE_SIZE * i32::from(copro) + mask);
+        let b = self.b.ins().band_imm_u(m, 1i64 << bit);
+        self.b.ins().brif(b, set, &[], unset, &[]);
+    }
+
     /// Where bit `bit` of the `u32` mask at `mask` in instance `copro`'s
     /// register file is set (`struct netvm_regfile`), the pointer at `field`
     /// of that file: branches to a new block, current on return, where the
@@ -293,18 +312,13 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     /// block, where the caller calls the instance instead, where it is not
     /// (or the instance has no file).
     fn regfile_pointer(&mut self, copro: u8, mask: i32, bit: u8, field: i32) -> (Value, Block) {
-        let (files, n) = self.env.regs;
-        let (test, set, call) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
-        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
-        self.b.ins().brif(has, test, &[], call, &[]);
-        self.b.switch_to_block(test);
-        let entry = REGFILE_SIZE * i32::from(copro);
-        let m = self.b.ins().load(I32, ctx_flags(), files, entry + mask);
-        let b = self.b.ins().band_imm_u(m, 1i64 << bit);
-        self.b.ins().brif(b, set, &[], call, &[]);
+        let (files, _) = self.env.regs;
+        let (set, call) = (self.b.create_block(), self.b.create_block());
+        self.has_regfile(copro, call);
+        self.regfile_bit(copro, mask, bit, set, call);
         self.b.switch_to_block(set);
         let ptr = self.cx.frontend.pointer_type();
-        (self.b.ins().load(ptr, ctx_flags(), files, entry + field), call)
+        (self.b.ins().load(ptr, ctx_flags(), files, REGFILE_SIZE * i32::from(copro) + field), call)
     }
 
     /// The inline coprocessor register `reg` of instance `copro` (an output
@@ -374,26 +388,17 @@ impl<M: Module> Tx<'_, '_, '_, M> {
             self.b.ins().jump(call, &[]);
             return InvokePaths { walk: None, direct: None, call };
         }
-        let (files, n) = self.env.regs;
-        let (test, direct) = (self.b.create_block(), self.b.create_block());
-        let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
-        self.b.ins().brif(has, test, &[], call, &[]);
-        self.b.switch_to_block(test);
-        let entry = REGFILE_SIZE * i32::from(copro);
-        let key = self.walk_key(copro, op);
-        let walk = if key != WalkKey::None && self.cx.opts.inline_walks {
+        let direct = self.b.create_block();
+        self.has_regfile(copro, call);
+        let walk = if self.walk_key(copro, op) != WalkKey::None && self.cx.opts.inline_walks {
             let (walk, no_walk) = (self.b.create_block(), self.b.create_block());
-            let walks = self.b.ins().load(I32, ctx_flags(), files, entry + REGFILE_WALK_OPS);
-            let bit = self.b.ins().band_imm_u(walks, 1i64 << op);
-            self.b.ins().brif(bit, walk, &[], no_walk, &[]);
+            self.regfile_bit(copro, REGFILE_WALK_OPS, op, walk, no_walk);
             self.b.switch_to_block(no_walk);
             Some(walk)
         } else {
             None
         };
-        let ops = self.b.ins().load(I32, ctx_flags(), files, entry + REGFILE_OPS);
-        let bit = self.b.ins().band_imm_u(ops, 1i64 << op);
-        self.b.ins().brif(bit, direct, &[], call, &[]);
+        self.regfile_bit(copro, REGFILE_OPS, op, direct, call);
         InvokePaths { walk, direct: Some(direct), call }
     }
 
@@ -925,8 +930,8 @@ pub fn translate_segment<M: Module>(
         swapped: HashMap::new(),
         fold_vals: HashMap::new(),
         out_ports: m.out_ports,
-        walk_keys: walk_keys.clone(),
         fresh: fresh_outputs(seg, &walk_keys, index),
+        walk_keys,
         walk_outputs: HashMap::new(),
     };
 
@@ -1274,11 +1279,11 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             // `Coprocessor::registers`), else the call through the helper
             // and `invoke`.
             let done = tx.b.create_block();
-            if tx.walk_key(*copro, *o) != WalkKey::None && !tx.walk_outputs.contains_key(copro) {
+            let walkable = tx.walk_key(*copro, *o) != WalkKey::None;
+            if walkable && !tx.walk_outputs.contains_key(copro) {
                 let vars = [tx.b.declare_var(I32), tx.b.declare_var(I32)];
                 tx.walk_outputs.insert(*copro, vars);
             }
-            let walkable = tx.walk_key(*copro, *o) != WalkKey::None;
             let paths = tx.invoke_paths(*copro, *o);
             if let Some(walk) = paths.walk {
                 tx.b.switch_to_block(walk);

@@ -114,7 +114,9 @@ pub struct LpmCoprocessor<A: LpmAddress> {
     /// (filled by `registers`, pointing at this instance).
     direct: [DirectOp; 4],
     /// IPv4: `lookup` and `lookup_pkt` as compiled code performs them
-    /// itself (filled by `registers`, updated by every change of the routes).
+    /// itself (filled by `registers`, updated by every insert and delete
+    /// from the data plane; after the control plane's, engines ask
+    /// `registers` again).
     walk: Dir24Walk,
 }
 
@@ -148,7 +150,7 @@ impl<A: LpmAddress> LpmCoprocessor<A> {
         Arc::get_mut(&mut self.table)
     }
 
-    /// Points the walk at the table as it is now (after every change).
+    /// Points the walk at the table as it is now.
     fn refresh_walk(&mut self) {
         let (root, groups, default) = self.table.walk_tables();
         self.walk = Dir24Walk {
