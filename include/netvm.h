@@ -1,5 +1,5 @@
 /*
- * netvm.h: the C ABI of compiled netvm applications (ABI version 6: NETVM_ABI_VERSION).
+ * netvm.h: the C ABI of compiled netvm applications (ABI version 7: NETVM_ABI_VERSION).
  *
  * `netvm compile APP.toml -o app.o --target TRIPLE` (or `--program P.nil`
  * for one program) writes a relocatable object that exports three symbols:
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define NETVM_ABI_VERSION 6
+#define NETVM_ABI_VERSION 7
 
 /* One packet of a batch. The code reads it and writes packet bytes in place
  * (ustore); it never changes the descriptor. */
@@ -68,7 +68,8 @@ struct netvm_regfile {
     const struct netvm_directop *direct;
     uint32_t ops;
     uint32_t walk_ops;    /* operations (0..7) the code performs as *walk itself (a C host: 0) */
-    const struct netvm_dir24walk *walk; /* NULL when walk_ops is 0 */
+    const void *walk;     /* NULL when walk_ops is 0; a netvm_dir24walk (lpm) or a
+                             netvm_bucketwalk (table), as the kind says */
 };
 
 /* A lookup the code performs itself, without a call: the DIR-24-8 walk of
@@ -88,6 +89,46 @@ struct netvm_dir24walk {
     uint64_t *counters;       /* lookups, hits */
     uint32_t default_hop;     /* the /0 route's next hop, or 0 */
     uint32_t has_default;     /* 1 when there is a /0 route */
+};
+
+/* An exact-match lookup, or the replace of a stored key's value, the code
+ * performs itself: the probe of the table coprocessor's bucketized cuckoo
+ * hash (its lookup_pkt, and insert_pkt of a key already stored; keys of 4 to
+ * 16 bytes at the packet offset in input register 8, values of at most 4
+ * bytes). netvm_vm::BucketWalk documents it step by step:
+ *   where tags is NULL, the key's `reach` bytes lie past the packet's end or
+ *   the time is 2^64 ns or later: call the operation;
+ *   a = le64(key) & a_mask, b = (le64(key + b_off) >> b_shift) & a_mask;
+ *   h = fold(fold(a ^ seed[0], b ^ seed[1]) ^ 0x452821e638d01377, 0xbe5466cf34e90c6d)
+ *     (fold: the 128-bit product's halves xored);
+ *   b1 = ((h & 0xffffffff) * nbuckets) >> 32, tag = h >> 48 (1 if 0);
+ *   t = ((u32)(tag * 0x9e3779b1) * nbuckets) >> 32, b2 = t >= b1 ? t - b1 : t + nbuckets - b1;
+ *   the entry: a slot of b1 or b2 (tags[8 b + i] == tag) whose key has the
+ *   same words, live unless idle_ns != ~0 and now - timestamp > idle_ns;
+ *   lookup: output[0..4] = found, be32(value) & value_mask (0 if not found),
+ *     0, 0, 0; counters[0] += 1; counters[1] += found;
+ *   insert of a live stored key: value (be32 of input[4]) and timestamp now
+ *     stored, output[0..4] = 1, 0, 0, 0, 0, counters[2] += 1,
+ *     *store_now = max(*store_now, now); anything else: call the operation;
+ *   every operation performed: *handle_now = max(*handle_now, now). */
+struct netvm_bucketwalk {
+    const uint16_t *tags;  /* 8 per bucket, 16-byte aligned; NULL: call */
+    uint8_t *entries;      /* stride bytes each: key, value, u64 LE timestamp at ts_off */
+    uint64_t *counters;    /* lookups, hits, inserts */
+    uint64_t *handle_now;
+    uint64_t *store_now;
+    uint64_t seed[2];
+    uint64_t nbuckets;
+    uint64_t idle_ns;      /* ~0: entries never age */
+    uint64_t a_mask;
+    uint32_t stride;
+    uint32_t key_size;
+    uint32_t ts_off;       /* key_size + value_size */
+    uint32_t reach;        /* max(key_size, 8) */
+    uint32_t b_off;
+    uint32_t b_shift;
+    uint32_t value_mask;
+    uint32_t pad;
 };
 
 /* The memories of one NetPE, in application (manifest) order. */

@@ -113,7 +113,11 @@ fn check(seed: u64, traffic: &BridgeTraffic) {
         assert_eq!(stats["packets"], frames.len() as u64);
         let faults = stats["faults"].as_object().unwrap();
         assert!(faults.values().all(|v| v == 0), "seed {seed}, {engine}: faults {faults:?}");
-        runs.push((got, stats["ports"].clone()));
+        // The table's counts (compiled code probes it itself: lookups,
+        // hits, inserts that replace, idle entries) as the interpreter's.
+        let fib = &bridge["copro"]["fib"];
+        assert!(fib["lookups"].as_u64().unwrap() > 0 && fib["inserts"].as_u64().unwrap() > 0, "seed {seed}, {engine}: {fib}");
+        runs.push((got, stats["ports"].clone(), fib.clone()));
     }
     for (r, (engine, _)) in runs.iter().zip(ENGINES).skip(1) {
         assert_eq!(&runs[0], r, "seed {seed}: the interpreter and {engine} disagree");

@@ -15,7 +15,7 @@ use std::fmt;
 /// Version of the C ABI, in `netvm_layout.abi_version` (`NETVM_ABI_VERSION`);
 /// changes whenever a structure, a signature, an encoding or the counter
 /// layout of include/netvm.h does.
-pub const ABI_VERSION: u32 = 6;
+pub const ABI_VERSION: u32 = 7;
 
 /// Code: the packet was dropped (`drop`, an unconnected port, or no source).
 pub const VERDICT_DROP: u32 = 0x1_0000;

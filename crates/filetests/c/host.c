@@ -27,6 +27,7 @@
 _Static_assert(sizeof(struct netvm_xb) == 40, "struct netvm_xb is 40 bytes");
 _Static_assert(sizeof(struct netvm_node) == 40, "struct netvm_node is 40 bytes");
 _Static_assert(sizeof(struct netvm_regfile) == 48, "struct netvm_regfile is 48 bytes");
+_Static_assert(sizeof(struct netvm_bucketwalk) == 112, "struct netvm_bucketwalk is 112 bytes");
 _Static_assert(sizeof(struct netvm_app) == 48, "struct netvm_app is 48 bytes");
 _Static_assert(sizeof(struct netvm_layout) == 36, "struct netvm_layout header is 36 bytes");
 

@@ -78,9 +78,10 @@ pub struct DomainOpts {
     /// constant offset that neither its NetPE nor any NetPE downstream reads
     /// is removed (info memory never leaves the application).
     pub dead_info_stores: bool,
-    /// Inline walks: a coprocessor operation the instance offers as a
-    /// DIR-24-8 walk ([`netvm_vm::Dir24Walk`]: the `lpm` kind's IPv4
-    /// lookups) is performed by the generated code, without a call.
+    /// Inline walks: a coprocessor operation the instance offers as a walk
+    /// ([`netvm_vm::WalkKind`]: the `lpm` kind's IPv4 lookups as a DIR-24-8
+    /// walk, the `table` kind's packet-key lookups and replaces as a cuckoo
+    /// hash probe) is performed by the generated code, without a call.
     pub inline_walks: bool,
 }
 

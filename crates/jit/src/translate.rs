@@ -35,7 +35,7 @@ use crate::analysis::SegmentFacts;
 use crate::context::{Helpers, HELPER_FAULT};
 use crate::DomainOpts;
 use netvm_abi::{RESULT_EXIT, VERDICT_DROP};
-use netvm_vm::WalkKey;
+use netvm_vm::{BucketWalk, WalkForm, WalkKey, WalkKind};
 
 pub(crate) const I32: types::Type = types::I32;
 pub(crate) const I64: types::Type = types::I64;
@@ -72,6 +72,24 @@ const WALK_GROUPS: i32 = 8;
 const WALK_COUNTERS: i32 = 16;
 const WALK_DEFAULT_HOP: i32 = 24;
 const WALK_HAS_DEFAULT: i32 = 28;
+
+/// `struct netvm_bucketwalk` ([`netvm_vm::BucketWalk`]): the offsets of its fields.
+const BW_TAGS: i32 = 0;
+const BW_ENTRIES: i32 = 8;
+const BW_COUNTERS: i32 = 16;
+const BW_HANDLE_NOW: i32 = 24;
+const BW_STORE_NOW: i32 = 32;
+const BW_SEED: i32 = 40;
+const BW_NBUCKETS: i32 = 56;
+const BW_IDLE_NS: i32 = 64;
+const BW_A_MASK: i32 = 72;
+const BW_STRIDE: i32 = 80;
+const BW_KEY_SIZE: i32 = 84;
+const BW_TS_OFF: i32 = 88;
+const BW_REACH: i32 = 92;
+const BW_B_OFF: i32 = 96;
+const BW_B_SHIFT: i32 = 100;
+const BW_VALUE_MASK: i32 = 104;
 
 /// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
@@ -240,9 +258,9 @@ struct Tx<'a, 'b, 'm, M: Module> {
     fold_vals: HashMap<u32, Value>,
     out_ports: u16,
     /// Per coprocessor instance whose kind may offer walks
-    /// ([`netvm_vm::Dir24Walk::KINDS`]), where each operation's key is:
-    /// only those operations get the walk's code (and its test).
-    walk_keys: Vec<Option<&'static [WalkKey; 8]>>,
+    /// ([`WalkKind::ALL`]), its walks: only the operations with a key there
+    /// get the walk's code (and its test).
+    walk_kinds: Vec<Option<&'static WalkKind>>,
     /// Per instruction: the instances (one bit each) whose outputs 0 and 1
     /// are held in `walk_outputs` there ([`fresh_outputs`]).
     fresh: Vec<u32>,
@@ -405,10 +423,12 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     /// Where operation `op` of instance `copro` finds its key when it is a
     /// walk ([`WalkKey::None`]: it never is).
     fn walk_key(&self, copro: u8, op: u8) -> WalkKey {
-        match self.walk_keys.get(usize::from(copro)).copied().flatten() {
-            Some(keys) if op < 8 => keys[usize::from(op)],
-            _ => WalkKey::None,
-        }
+        self.walk_kind(copro).map_or(WalkKey::None, |k| k.key(op))
+    }
+
+    /// The walks instance `copro`'s kind may offer.
+    fn walk_kind(&self, copro: u8) -> Option<&'static WalkKind> {
+        self.walk_kinds.get(usize::from(copro)).copied().flatten()
     }
 
     /// In a direct path of [`InvokePaths`]: loads the entry's function and
@@ -427,16 +447,26 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     }
 
     /// In the walk path of [`InvokePaths`] (instance `copro` offers
-    /// operation `op` as a DIR-24-8 walk, [`netvm_vm::Dir24Walk`]): the
-    /// walk, inline, its outputs stored in the register file and its
-    /// counters incremented, then a jump to `done`. Where the key's packet
-    /// bytes lie past the packet's end it jumps to `call` instead, which
-    /// performs the operation (and faults as it does).
+    /// operation `op` as a walk): the walk of the kind's form, inline, then
+    /// a jump to `done`; or a jump to `call`, which performs the operation
+    /// by a call, where the walk does not apply.
     fn emit_walk(&mut self, copro: u8, op: u8, call: Block, done: Block) {
         let (files, _) = self.env.regs;
-        let entry = REGFILE_SIZE * i32::from(copro);
         let ptr = self.cx.frontend.pointer_type();
-        let walk = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_WALK);
+        let walk = self.b.ins().load(ptr, ctx_flags(), files, REGFILE_SIZE * i32::from(copro) + REGFILE_WALK);
+        match self.walk_kind(copro).map(|k| (k.form, k.inserts & (1 << op) != 0)) {
+            Some((WalkForm::Dir24, _)) => self.emit_dir24_walk(copro, op, walk, call, done),
+            Some((WalkForm::Bucket, insert)) => self.emit_bucket_walk(copro, op, insert, walk, call, done),
+            None => unreachable!("a walk only where the kind offers one"),
+        }
+    }
+
+    /// The DIR-24-8 walk of [`netvm_vm::Dir24Walk`] at `walk`: its outputs
+    /// stored in the register file and its counters incremented, then a
+    /// jump to `done`. Where the key's packet bytes lie past the packet's
+    /// end it jumps to `call` instead, which performs the operation (and
+    /// faults as it does).
+    fn emit_dir24_walk(&mut self, copro: u8, op: u8, walk: Value, call: Block, done: Block) {
         let (files, _) = self.env.regs;
         let entry = REGFILE_SIZE * i32::from(copro);
         let ptr = self.cx.frontend.pointer_type();
@@ -515,6 +545,213 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         if let Some([v0, v1]) = self.walk_outputs.get(&copro).copied() {
             self.b.def_var(v0, found);
             self.b.def_var(v1, hop);
+        }
+        self.b.ins().jump(done, &[]);
+    }
+
+    /// The probe of [`BucketWalk`] at `walk` for operation `op` (a lookup,
+    /// or the replace of a stored key's value where `insert`), then a jump
+    /// to `done`; or a jump to `call` where the walk does not apply (walk
+    /// off, key past the packet's end, a time beyond 2^64 ns; for an
+    /// insert, a key not stored or idle).
+    fn emit_bucket_walk(&mut self, copro: u8, op: u8, insert: bool, walk: Value, call: Block, done: Block) {
+        let (files, _) = self.env.regs;
+        let entry = REGFILE_SIZE * i32::from(copro);
+        let ptr = self.cx.frontend.pointer_type();
+        // The table changes in operations: plain loads, ordered after any call.
+        let mem = MemFlagsData::trusted();
+        let field = |tx: &mut Self, ty, off: i32| tx.b.ins().load(ty, mem, walk, off);
+        let (key, time, hash) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let tags = field(self, ptr, BW_TAGS);
+        self.b.ins().brif(tags, key, &[], call, &[]);
+        // The key: `reach` bytes at the packet offset in the key's register.
+        self.b.switch_to_block(key);
+        let WalkKey::Packet(r) = self.walk_key(copro, op) else { unreachable!("a bucket walk's key is in the packet") };
+        let input = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_INPUT);
+        let off = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+        let off = self.b.ins().uextend(I64, off);
+        let reach = field(self, I32, BW_REACH);
+        let reach = self.b.ins().uextend(I64, reach);
+        let end = self.b.ins().iadd(off, reach);
+        let pkt = self.env.mems[Mem::Packet as usize];
+        let fits = self.b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, pkt.len);
+        self.b.ins().brif(fits, time, &[], call, &[]);
+        // now = sec * 10^9 + nsec, where that fits in 64 bits.
+        self.b.switch_to_block(time);
+        let (sec, nsec) = match self.env.meta {
+            Some(mv) => (self.b.ins().load(I64, ctx_flags(), mv.base, mv.ts_sec), self.b.ins().load(I32, ctx_flags(), mv.base, mv.ts_nsec)),
+            None => (self.b.ins().iconst(I64, 0), self.iconst(0)),
+        };
+        let early = self.b.ins().icmp_imm_u(IntCC::UnsignedLessThanOrEqual, sec, (u64::MAX / 1_000_000_000 - 1) as i64);
+        self.b.ins().brif(early, hash, &[], call, &[]);
+        self.b.switch_to_block(hash);
+        let ns = self.b.ins().imul_imm_s(sec, 1_000_000_000);
+        let nsec = self.b.ins().uextend(I64, nsec);
+        let now = self.b.ins().iadd(ns, nsec);
+        // The key's words, and the hash.
+        // Entries lie at any byte offset: unaligned little-endian accesses.
+        let le = MemFlagsData::new().with_notrap().with_endianness(Endianness::Little);
+        let key_at = self.b.ins().iadd(pkt.base, off);
+        let (a_mask, b_off, b_shift) = (field(self, I64, BW_A_MASK), field(self, I32, BW_B_OFF), field(self, I32, BW_B_SHIFT));
+        let b_off = self.b.ins().uextend(I64, b_off);
+        let words = |tx: &mut Self, at: Value, flags: MemFlagsData| {
+            let x0 = tx.b.ins().load(I64, flags, at, 0);
+            let second = tx.b.ins().iadd(at, b_off);
+            let x1 = tx.b.ins().load(I64, flags, second, 0);
+            let a = tx.b.ins().band(x0, a_mask);
+            let x1 = tx.b.ins().ushr(x1, b_shift);
+            let b = tx.b.ins().band(x1, a_mask);
+            (a, b)
+        };
+        let (ka, kb) = words(self, key_at, checked().with_endianness(Endianness::Little));
+        let fold = |tx: &mut Self, x: Value, y: Value| {
+            let lo = tx.b.ins().imul(x, y);
+            let hi = tx.b.ins().umulhi(x, y);
+            tx.b.ins().bxor(lo, hi)
+        };
+        let (s0, s1) = (field(self, I64, BW_SEED), field(self, I64, BW_SEED + 8));
+        let x = self.b.ins().bxor(ka, s0);
+        let y = self.b.ins().bxor(kb, s1);
+        let h = fold(self, x, y);
+        let h = self.b.ins().bxor_imm_s(h, BucketWalk::MIX[0] as i64);
+        let mix1 = self.b.ins().iconst(I64, BucketWalk::MIX[1] as i64);
+        let h = fold(self, h, mix1);
+        let nb = field(self, I64, BW_NBUCKETS);
+        let low = self.b.ins().band_imm_u(h, 0xffff_ffff);
+        let b1 = self.b.ins().imul(low, nb);
+        let b1 = self.b.ins().ushr_imm_u(b1, 32);
+        let tag = self.b.ins().ushr_imm_u(h, 48);
+        let one = self.b.ins().iconst(I64, 1);
+        let tag = self.b.ins().umax(tag, one);
+        let tag16 = self.b.ins().ireduce(types::I16, tag);
+        let tags_of = self.b.ins().splat(types::I16X8, tag16);
+        let entries = field(self, ptr, BW_ENTRIES);
+        let (output, counters) = (self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_OUTPUT), field(self, ptr, BW_COUNTERS));
+        let stride = field(self, I32, BW_STRIDE);
+        let stride = self.b.ins().uextend(I64, stride);
+        // Bucket b1's slots whose tag matches, then their keys; where none
+        // is the key, bucket b2's (computed only then: a key is usually in
+        // its first bucket). No loop over the buckets, so that nothing of
+        // the second is hoisted into the path of the first.
+        let (found, missed) = (self.b.create_block(), self.b.create_block());
+        let e_found = self.b.append_block_param(found, ptr);
+        let scan = |tx: &mut Self, bk: Value, none: Block| {
+            let at = tx.b.ins().ishl_imm_u(bk, 4);
+            let at = tx.b.ins().iadd(tags, at);
+            let group = tx.b.ins().load(types::I16X8, MemFlagsData::trusted().with_endianness(Endianness::Little), at, 0);
+            let eq = tx.b.ins().icmp(IntCC::Equal, group, tags_of);
+            let m = tx.b.ins().vhigh_bits(I32, eq);
+            let base = tx.b.ins().ishl_imm_u(bk, 3);
+            let (slots, probe) = (tx.b.create_block(), tx.b.create_block());
+            let m_at = tx.b.append_block_param(slots, I32);
+            tx.b.ins().jump(slots, &[m.into()]);
+            tx.b.switch_to_block(slots);
+            tx.b.ins().brif(m_at, probe, &[], none, &[]);
+            tx.b.switch_to_block(probe);
+            let i = tx.b.ins().ctz(m_at);
+            let i = tx.b.ins().uextend(I64, i);
+            let slot = tx.b.ins().iadd(base, i);
+            let e = tx.b.ins().imul(slot, stride);
+            let e = tx.b.ins().iadd(entries, e);
+            let (ea, eb) = words(tx, e, le);
+            let same_a = tx.b.ins().icmp(IntCC::Equal, ea, ka);
+            let same_b = tx.b.ins().icmp(IntCC::Equal, eb, kb);
+            let same = tx.b.ins().band(same_a, same_b);
+            let m1 = tx.b.ins().iadd_imm_s(m_at, -1);
+            let rest = tx.b.ins().band(m_at, m1);
+            tx.b.ins().brif(same, found, &[e.into()], slots, &[rest.into()]);
+        };
+        let (zero, one32) = (self.iconst(0), self.iconst(1));
+        let other = self.b.create_block();
+        scan(self, b1, other);
+        // The second bucket, from the first and the tag.
+        self.b.switch_to_block(other);
+        let t = self.b.ins().imul_imm_s(tag, i64::from(BucketWalk::ALT));
+        let t = self.b.ins().band_imm_u(t, 0xffff_ffff);
+        let t = self.b.ins().imul(t, nb);
+        let t = self.b.ins().ushr_imm_u(t, 32);
+        let below = self.b.ins().isub(t, b1);
+        let wrapped = self.b.ins().iadd(below, nb);
+        let ge = self.b.ins().icmp(IntCC::UnsignedGreaterThanOrEqual, t, b1);
+        let b2 = self.b.ins().select(ge, below, wrapped);
+        scan(self, b2, missed);
+        if insert {
+            // An insert of a key not stored: the call finds it a slot.
+            self.b.switch_to_block(missed);
+            self.b.ins().jump(call, &[]);
+        }
+        // An entry: live unless idle.
+        self.b.switch_to_block(found);
+        let e = e_found;
+        let (aging, live) = (self.b.create_block(), self.b.create_block());
+        let idle_ns = field(self, I64, BW_IDLE_NS);
+        let never = self.b.ins().icmp_imm_u(IntCC::Equal, idle_ns, -1);
+        self.b.ins().brif(never, live, &[], aging, &[]);
+        self.b.switch_to_block(aging);
+        let ts_off = field(self, I32, BW_TS_OFF);
+        let ts_off = self.b.ins().uextend(I64, ts_off);
+        let ts_at = self.b.ins().iadd(e, ts_off);
+        let ts = self.b.ins().load(I64, le, ts_at, 0);
+        let since = self.b.ins().isub(now, ts);
+        let ahead = self.b.ins().icmp(IntCC::UnsignedLessThan, now, ts);
+        let zero64 = self.b.ins().iconst(I64, 0);
+        let since = self.b.ins().select(ahead, zero64, since);
+        let idle = self.b.ins().icmp(IntCC::UnsignedGreaterThan, since, idle_ns);
+        // An insert over an idle entry counts it aged out: the call does that.
+        self.b.ins().brif(idle, if insert { call } else { missed }, &[], live, &[]);
+        self.b.switch_to_block(live);
+        let count = |tx: &mut Self, i: i32, by: Value| {
+            let n = tx.b.ins().load(I64, mem, counters, 8 * i);
+            let n = tx.b.ins().iadd(n, by);
+            tx.b.ins().store(mem, n, counters, 8 * i);
+        };
+        let raise = |tx: &mut Self, at: i32| {
+            let p = field(tx, ptr, at);
+            let t = tx.b.ins().load(I64, mem, p, 0);
+            let t = tx.b.ins().umax(t, now);
+            tx.b.ins().store(mem, t, p, 0);
+        };
+        let key_size = field(self, I32, BW_KEY_SIZE);
+        let key_size = self.b.ins().uextend(I64, key_size);
+        let value_at = self.b.ins().iadd(e, key_size);
+        let (out0, out1) = if insert {
+            // The value (in4's first bytes), then the time over whatever of
+            // in4 lies past the value.
+            let v = self.b.ins().load(I32, mem, input, 16);
+            let v = self.b.ins().bswap(v);
+            self.b.ins().store(le, v, value_at, 0);
+            let ts_off = field(self, I32, BW_TS_OFF);
+            let ts_off = self.b.ins().uextend(I64, ts_off);
+            let ts_at = self.b.ins().iadd(e, ts_off);
+            self.b.ins().store(le, now, ts_at, 0);
+            count(self, 2, one);
+            raise(self, BW_STORE_NOW);
+            (one32, zero)
+        } else {
+            let v = self.b.ins().load(I32, le, value_at, 0);
+            let v = self.b.ins().bswap(v);
+            let vmask = field(self, I32, BW_VALUE_MASK);
+            let v = self.b.ins().band(v, vmask);
+            let out = self.b.create_block();
+            self.b.ins().jump(out, &[one32.into(), v.into()]);
+            // Not found: the same outputs and counts, as a miss.
+            self.b.switch_to_block(missed);
+            self.b.ins().jump(out, &[zero.into(), zero.into()]);
+            self.b.switch_to_block(out);
+            let f = self.b.append_block_param(out, I32);
+            let v = self.b.append_block_param(out, I32);
+            count(self, 0, one);
+            let hit = self.b.ins().uextend(I64, f);
+            count(self, 1, hit);
+            (f, v)
+        };
+        raise(self, BW_HANDLE_NOW);
+        for (r, v) in [out0, out1, zero, zero, zero].into_iter().enumerate() {
+            self.b.ins().store(mem, v, output, 4 * r as i32);
+        }
+        if let Some([v0, v1]) = self.walk_outputs.get(&copro).copied() {
+            self.b.def_var(v0, out0);
+            self.b.def_var(v1, out1);
         }
         self.b.ins().jump(done, &[]);
     }
@@ -820,12 +1057,12 @@ fn inline_csum(b: &mut FunctionBuilder, addr: Value, n: Value) -> Value {
 /// for one) left there, on every path to the instruction: the translation
 /// keeps them in variables, and `copro.out` of them is no access. Any other
 /// operation of the instance ends that; input registers do not change the
-/// outputs of a kind that walks (`Dir24Walk::KINDS`). Unreachable
+/// outputs of a kind that walks (`WalkKind::ALL`). Unreachable
 /// instructions get every bit.
-fn fresh_outputs(seg: &SegmentInfo, keys: &[Option<&'static [WalkKey; 8]>], index: impl Fn(i64) -> usize) -> Vec<u32> {
+fn fresh_outputs(seg: &SegmentInfo, kinds: &[Option<&'static WalkKind>], index: impl Fn(i64) -> usize) -> Vec<u32> {
     let n = seg.insns.len();
     let mut at = vec![u32::MAX; n];
-    if n == 0 || keys.iter().all(Option::is_none) {
+    if n == 0 || kinds.iter().all(Option::is_none) {
         return vec![0; n];
     }
     let mut seen = vec![false; n];
@@ -836,8 +1073,7 @@ fn fresh_outputs(seg: &SegmentInfo, keys: &[Option<&'static [WalkKey; 8]>], inde
         let mut out = at[i];
         if let (Operands::CoproOp { copro, op }, Opcode::CoproInvoke) = (&insn.operands, insn.op) {
             if *copro < 32 {
-                let walks =
-                    keys.get(usize::from(*copro)).copied().flatten().is_some_and(|k| *op < 8 && k[usize::from(*op)] != WalkKey::None);
+                let walks = kinds.get(usize::from(*copro)).copied().flatten().is_some_and(|k| k.key(*op) != WalkKey::None);
                 out = if walks { out | 1 << copro } else { out & !(1 << copro) };
             }
         }
@@ -905,7 +1141,7 @@ pub fn translate_segment<M: Module>(
         b.def_var(stack[0], env.in_port.expect(".push has an input port"));
     }
     let blocks: HashMap<usize, Block> = starts.iter().filter(|i| **i < insns.len()).map(|i| (*i, b.create_block())).collect();
-    let walk_keys: Vec<Option<&'static [WalkKey; 8]>> = m.copros.iter().map(|c| netvm_vm::Dir24Walk::keys_of(&c.kind)).collect();
+    let walk_kinds: Vec<Option<&'static WalkKind>> = m.copros.iter().map(|c| WalkKind::of(&c.kind)).collect();
     b.ins().jump(blocks[&0], &[]);
 
     let mut tx = Tx {
@@ -930,8 +1166,8 @@ pub fn translate_segment<M: Module>(
         swapped: HashMap::new(),
         fold_vals: HashMap::new(),
         out_ports: m.out_ports,
-        fresh: fresh_outputs(seg, &walk_keys, index),
-        walk_keys,
+        fresh: fresh_outputs(seg, &walk_kinds, index),
+        walk_kinds,
         walk_outputs: HashMap::new(),
     };
 

@@ -102,22 +102,48 @@ pub struct RegisterFile {
     /// The operations compiled code may perform itself as the walk of
     /// `walk`, one bit each (operations 0 to 7; 0 when `walk` is null).
     pub walk_ops: u32,
-    /// The first-level and group tables of a DIR-24-8 longest-prefix match
-    /// that the operations of `walk_ops` are a lookup in (null when none).
-    pub walk: *const Dir24Walk,
+    /// What the operations of `walk_ops` walk (null when none): a
+    /// [`Dir24Walk`] or a [`BucketWalk`], as the kind's [`WalkKind::form`]
+    /// says.
+    pub walk: *const std::ffi::c_void,
+}
+
+/// The walks compiled code may perform itself instead of calling an
+/// instance, as Linux lets a BPF map type emit its lookup inline
+/// (`map_gen_lookup`): an instance whose operation `op` is exactly such a
+/// walk sets bit `op` of [`RegisterFile::walk_ops`] and points
+/// [`RegisterFile::walk`] at the structure the engine reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkForm {
+    /// The DIR-24-8 longest-prefix match of DPDK's `rte_lpm` ([`Dir24Walk`]).
+    Dir24,
+    /// The probe of a bucketized cuckoo hash table with 16-bit tags
+    /// ([`BucketWalk`]).
+    Bucket,
+}
+
+/// A walk's structure: what [`RegisterFile::with_walk`] takes.
+pub trait Walk {
+    /// The walk this structure describes.
+    const FORM: WalkForm;
+}
+
+impl Walk for Dir24Walk {
+    const FORM: WalkForm = WalkForm::Dir24;
+}
+
+impl Walk for BucketWalk {
+    const FORM: WalkForm = WalkForm::Bucket;
 }
 
 /// A lookup compiled code may perform itself instead of calling the
-/// instance (`struct netvm_dir24walk`): the DIR-24-8 walk of DPDK's
-/// `rte_lpm` (IPv4 longest-prefix match; the `lpm` kind's `lookup` and
-/// `lookup_pkt`). As Linux lets a BPF map type emit its lookup inline
-/// (`map_gen_lookup`), an instance whose operation `op` is exactly this
-/// walk sets bit `op` of [`RegisterFile::walk_ops`], and the engine reads
-/// the tables here without a call.
+/// instance (`struct netvm_dir24walk`, [`WalkForm::Dir24`]): the DIR-24-8
+/// walk of DPDK's `rte_lpm` (IPv4 longest-prefix match; the `lpm` kind's
+/// `lookup` and `lookup_pkt`).
 ///
 /// Which operations may be walks, and where each finds its key, belongs to
 /// the kind's interface and is known when the code is compiled
-/// ([`Dir24Walk::KINDS`]); engines compile the walk for those alone. The
+/// ([`WalkKind::ALL`]); engines compile the walk for those alone. The
 /// operation, as the engine performs it:
 /// - the key: [`WalkKey::Register`] `r`: the `u32` in input register `r`;
 ///   [`WalkKey::Packet`] `r`: the four bytes of the packet at the offset in
@@ -152,14 +178,123 @@ pub struct Dir24Walk {
     pub has_default: u32,
 }
 
-/// Where a walk's key is (see [`Dir24Walk`]).
+/// An exact-match lookup, or the replace of a stored key's value, that
+/// compiled code may perform itself (`struct netvm_bucketwalk`,
+/// [`WalkForm::Bucket`]): the probe of a bucketized cuckoo hash table (the
+/// `table` kind's `lookup_pkt` and `insert_pkt`), with keys of 4 to 16
+/// bytes in packet memory and values of at most 4 bytes.
+///
+/// The table: `nbuckets` buckets of 8 slots; bucket `b`'s 16-bit tags at
+/// `tags + 16 b` (0: free), slot `s`'s entry at `entries + s * stride`:
+/// its key (`key_size` bytes), its value (`ts_off - key_size` bytes) and
+/// its timestamp (little-endian `u64`, ns) at `ts_off`. The operation, as
+/// the engine performs it, `now` being the packet's time in ns:
+/// - where `tags` is null, or the packet's timestamp is 2^64 ns or later,
+///   or the key's `reach` bytes at the offset in the key's register
+///   ([`WalkKey::Packet`]) lie past the packet's end, it calls the
+///   operation instead (which faults where the key is past the end);
+/// - `x0`, `x1`: the little-endian `u64`s at the key and at `b_off` into
+///   it; the key's words `a = x0 & a_mask`, `b = (x1 >> b_shift) & a_mask`
+///   (for an entry's key, the same from the entry);
+/// - `h = fold(fold(a ^ seed[0], b ^ seed[1]) ^ MIX[0], MIX[1])`
+///   (`crate::hash::fold`); the first bucket `((h & 0xffff_ffff) * nbuckets) >> 32`,
+///   the tag `h >> 48`, or 1 where that is 0; the second bucket
+///   `t - b1` where `t = (u64(u32(tag) * ALT) * nbuckets) >> 32` is at
+///   least `b1`, else `t + nbuckets - b1`;
+/// - the entry: a slot of either bucket with the tag whose key's words
+///   are `a` and `b`. It is idle where `idle_ns` is not `u64::MAX` and
+///   `now - timestamp` (0 where negative) exceeds `idle_ns`;
+/// - a lookup ([`WalkKind::inserts`] clear): found where the entry exists
+///   and is not idle; output registers 0 to 4 become found (1 or 0), the
+///   value's first big-endian word `& value_mask` (0 when not found), 0,
+///   0, 0; `counters[0]` (lookups) is incremented, and `counters[1]`
+///   (hits) where found;
+/// - an insert (bit set): where the entry exists and is not idle, the
+///   value (input register 4, big-endian, its first `ts_off - key_size`
+///   bytes) and the timestamp `now` are stored in it, output registers 0
+///   to 4 become 1, 0, 0, 0, 0, `counters[2]` (inserts) is incremented
+///   and `*store_now` raised to `now`; anything else calls the operation;
+/// - every operation performed raises `*handle_now` to `now`.
+///
+/// Counters and times take a plain load and store (the instance is their
+/// only writer). The implementation keeps this valid wherever the register
+/// file is (see [`Coprocessor::registers`]), or sets `tags` null.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketWalk {
+    /// The buckets' tags, 8 per bucket, each bucket 16-byte aligned (null:
+    /// the operations are calls for now).
+    pub tags: *const u16,
+    /// The entries, `stride` bytes each, slot by slot.
+    pub entries: *mut u8,
+    /// Three counters: lookups, hits, inserts.
+    pub counters: *mut u64,
+    /// The latest time the instance's handle saw.
+    pub handle_now: *mut u64,
+    /// The latest time an operation that changed the table saw.
+    pub store_now: *mut u64,
+    /// The hash's secret seed.
+    pub seed: [u64; 2],
+    /// The number of buckets (below 2^32).
+    pub nbuckets: u64,
+    /// Entries idle for longer are absent (`u64::MAX`: entries never age).
+    pub idle_ns: u64,
+    /// The key's words (see above): `u64::MAX` for keys of 8 bytes or more, else `0xffff_ffff`.
+    pub a_mask: u64,
+    /// Bytes from one entry to the next.
+    pub stride: u32,
+    /// The key's bytes, 4 to 16.
+    pub key_size: u32,
+    /// Where the value's timestamp is in an entry: `key_size + value_size`.
+    pub ts_off: u32,
+    /// The bytes the key's words read: at least 8, and `key_size`.
+    pub reach: u32,
+    /// Where the key's second word is read: `key_size - 8`, or 0.
+    pub b_off: u32,
+    /// How far that word is shifted down: 0, or `8 * (key_size - 4)` for keys under 8 bytes.
+    pub b_shift: u32,
+    /// The value's bytes in its first big-endian word.
+    pub value_mask: u32,
+    /// Zero.
+    pub pad: u32,
+}
+
+impl BucketWalk {
+    /// The constants of the hash's last two folds.
+    pub const MIX: [u64; 2] = [0x4528_21e6_38d0_1377, 0xbe54_66cf_34e9_0c6d];
+    /// The multiplier that scatters a tag to its second bucket.
+    pub const ALT: u32 = 0x9e37_79b1;
+    /// No walk: every operation calls.
+    pub const OFF: BucketWalk = BucketWalk {
+        tags: std::ptr::null(),
+        entries: std::ptr::null_mut(),
+        counters: std::ptr::null_mut(),
+        handle_now: std::ptr::null_mut(),
+        store_now: std::ptr::null_mut(),
+        seed: [0; 2],
+        nbuckets: 0,
+        idle_ns: u64::MAX,
+        a_mask: 0,
+        stride: 0,
+        key_size: 0,
+        ts_off: 0,
+        reach: 0,
+        b_off: 0,
+        b_shift: 0,
+        value_mask: 0,
+        pad: 0,
+    };
+}
+
+/// Where a walk's key is (see [`Dir24Walk`], [`BucketWalk`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WalkKey {
     /// The operation is never a walk.
     None,
     /// The `u32` in this input register.
     Register(u8),
-    /// The big-endian `u32` in the packet at the offset in this input register.
+    /// The key in the packet at the offset in this input register (the
+    /// big-endian `u32` there for [`Dir24Walk`]).
     Packet(u8),
 }
 
@@ -172,30 +307,61 @@ pub enum WalkKey {
 pub struct WalkKind {
     /// The kind's name, as modules declare it.
     pub kind: &'static str,
+    /// The walk its instances offer.
+    pub form: WalkForm,
     /// Operations 0 to 7: where a walk finds its key.
     pub keys: [WalkKey; 8],
+    /// Operations 0 to 7 (one bit each) that store a value under the key
+    /// instead of looking it up ([`BucketWalk`]'s insert).
+    pub inserts: u8,
 }
 
-impl Dir24Walk {
+impl WalkKind {
     /// The kinds whose instances may offer walks: `lpm`'s `lookup` (the
-    /// address in in0) and `lookup_pkt` (at the packet offset in in8).
-    pub const KINDS: &'static [WalkKind] = &[WalkKind {
-        kind: "lpm",
-        keys: [
-            WalkKey::Register(0),
-            WalkKey::None,
-            WalkKey::None,
-            WalkKey::Packet(8),
-            WalkKey::None,
-            WalkKey::None,
-            WalkKey::None,
-            WalkKey::None,
-        ],
-    }];
+    /// address in in0) and `lookup_pkt` (at the packet offset in in8);
+    /// `table`'s `lookup_pkt` and `insert_pkt` (the key at the packet
+    /// offset in in8).
+    pub const ALL: &'static [WalkKind] = &[
+        WalkKind {
+            kind: "lpm",
+            form: WalkForm::Dir24,
+            keys: [
+                WalkKey::Register(0),
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::Packet(8),
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::None,
+            ],
+            inserts: 0,
+        },
+        WalkKind {
+            kind: "table",
+            form: WalkForm::Bucket,
+            keys: [
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::Packet(8),
+                WalkKey::Packet(8),
+                WalkKey::None,
+                WalkKey::None,
+                WalkKey::None,
+            ],
+            inserts: 1 << 4,
+        },
+    ];
 
-    /// The keys of kind `kind`'s operations, if it may offer walks.
-    pub fn keys_of(kind: &str) -> Option<&'static [WalkKey; 8]> {
-        Dir24Walk::KINDS.iter().find(|k| k.kind == kind).map(|k| &k.keys)
+    /// Kind `kind`'s walks, if it may offer any.
+    pub fn of(kind: &str) -> Option<&'static WalkKind> {
+        WalkKind::ALL.iter().find(|k| k.kind == kind)
+    }
+
+    /// Where operation `op` finds its key as a walk ([`WalkKey::None`]: it never is one).
+    pub fn key(&self, op: u8) -> WalkKey {
+        self.keys.get(usize::from(op)).copied().unwrap_or(WalkKey::None)
     }
 }
 
@@ -203,6 +369,9 @@ impl Dir24Walk {
 // instance that is itself `Send`, and only code that holds the instance
 // exclusively reads them or writes the counters.
 unsafe impl Send for Dir24Walk {}
+
+// SAFETY: as for `Dir24Walk`.
+unsafe impl Send for BucketWalk {}
 
 /// The direct entry of one operation of an instance (`struct
 /// netvm_directop`): `call(this, packet, packet_len, ts_sec, ts_nsec)`
@@ -302,11 +471,12 @@ impl RegisterFile {
     }
 
     /// This file with operations `ops` (bits 0 to 7) performed as `walk`
-    /// by engines that can (see [`Dir24Walk`]: the instance's kind and
-    /// these operations must be in [`Dir24Walk::KINDS`]; `walk` is not read here).
-    pub fn with_walk(self, walk: &Dir24Walk, ops: u32) -> RegisterFile {
+    /// by engines that can (the instance's kind, its form `W::FORM` and
+    /// these operations must be in [`WalkKind::ALL`]; `walk` is not read here).
+    pub fn with_walk<W: Walk>(self, walk: &W, ops: u32) -> RegisterFile {
         let ops = ops & 0xff;
-        RegisterFile { walk: if ops == 0 { std::ptr::null() } else { walk }, walk_ops: ops, ..self }
+        let walk: *const W = walk;
+        RegisterFile { walk: if ops == 0 { std::ptr::null() } else { walk.cast() }, walk_ops: ops, ..self }
     }
 
     /// The registers `input[r]` (where bit `r` of `inputs` is set) and
@@ -414,7 +584,7 @@ pub trait Coprocessor: Send {
     ///   and stays valid as long as the addresses do. Offer one only for
     ///   operations that read nothing else of the context;
     /// - an operation performed as a walk (bit `op` of `walk_ops`,
-    ///   [`Dir24Walk`]) gives exactly the walk's outputs and counts, and the
+    ///   [`Dir24Walk`], [`BucketWalk`]) has exactly the walk's effects, and the
     ///   walk's tables stay valid as long as the addresses do, also across
     ///   `invoke`s that change them (such an `invoke` updates the walk).
     ///

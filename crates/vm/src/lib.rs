@@ -32,8 +32,8 @@ pub mod queue;
 pub mod region;
 
 pub use copro::{
-    AheadKeys, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, Dir24Walk, DirectFn, DirectOp, InvokeContext,
-    RegisterFile, UntrustedRun, WalkKey, WalkKind, WorkerShare,
+    AheadKeys, BucketWalk, CoproConfig, CoproError, CoproEvent, CoproFactory, CoproRegistry, Coprocessor, Dir24Walk, DirectFn, DirectOp,
+    InvokeContext, RegisterFile, UntrustedRun, Walk, WalkForm, WalkKey, WalkKind, WorkerShare,
 };
 pub use engine::{Engine, EngineError, TierUp};
 

@@ -304,7 +304,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             return file;
         }
         // IPv4 (DIR-24-8): lookup (the key in in0) and lookup_pkt (at the
-        // offset in in8) are the walk, as `Dir24Walk::KINDS` says; the
+        // offset in in8) are the walk, as `WalkKind::ALL` says; the
         // pre-lookup stage keeps no answers for them (`ahead` only prefetches).
         self.refresh_walk();
         file.with_walk(&self.walk, 0b1001)

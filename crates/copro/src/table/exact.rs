@@ -54,6 +54,7 @@ use std::fmt;
 use std::hash::BuildHasher;
 
 use netvm_vm::hash::fold;
+use netvm_vm::BucketWalk;
 
 /// Slots per bucket.
 pub const SLOTS: usize = 8;
@@ -427,7 +428,7 @@ impl ExactTable {
     #[inline(always)]
     fn probe(&self, key: &[u8]) -> Probe {
         let (a, b) = key_words(key);
-        let h = fold(fold(a ^ self.seed[0], b ^ self.seed[1]) ^ 0x4528_21e6_38d0_1377, 0xbe54_66cf_34e9_0c6d);
+        let h = fold(fold(a ^ self.seed[0], b ^ self.seed[1]) ^ BucketWalk::MIX[0], BucketWalk::MIX[1]);
         let b1 = (((h & 0xffff_ffff) * self.nbuckets as u64) >> 32) as usize;
         let tag = ((h >> 48) as u16).max(1);
         Probe { b1, b2: self.alt(b1, tag), tag }
@@ -436,7 +437,7 @@ impl ExactTable {
     /// The other bucket of an entry with `tag` in bucket `b`.
     #[inline(always)]
     fn alt(&self, b: usize, tag: u16) -> usize {
-        let t = ((u64::from(u32::from(tag).wrapping_mul(0x9e37_79b1)) * self.nbuckets as u64) >> 32) as usize;
+        let t = ((u64::from(u32::from(tag).wrapping_mul(BucketWalk::ALT)) * self.nbuckets as u64) >> 32) as usize;
         if t >= b {
             t - b
         } else {
@@ -827,6 +828,34 @@ impl ExactTable {
         self.aged_out += n;
     }
 
+    /// The probe compiled code performs on this table itself
+    /// ([`netvm_vm::BucketWalk`]), without the counters and times its owner
+    /// adds: `None` where keys are shorter than 4 bytes or values longer
+    /// than 4. Valid as long as the table (its memory never moves).
+    pub(crate) fn bucket_walk(&mut self) -> Option<BucketWalk> {
+        let (ks, vs) = (self.key_size, self.value_size);
+        if !(4..=MAX_KEY).contains(&ks) || vs > 4 {
+            return None;
+        }
+        let wide = ks >= 8;
+        Some(BucketWalk {
+            tags: self.tags.as_ptr().cast(),
+            entries: self.entries.as_mut_ptr(),
+            seed: self.seed,
+            nbuckets: self.nbuckets as u64,
+            idle_ns: self.idle_ns,
+            a_mask: if wide { u64::MAX } else { 0xffff_ffff },
+            stride: self.stride as u32,
+            key_size: ks as u32,
+            ts_off: (ks + vs) as u32,
+            reach: ks.max(8) as u32,
+            b_off: ks.saturating_sub(8) as u32,
+            b_shift: if wide { 0 } else { 8 * (ks as u32 - 4) },
+            value_mask: if vs == 0 { 0 } else { u32::MAX << (8 * (4 - vs)) },
+            ..BucketWalk::OFF
+        })
+    }
+
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.tags.fill(Tags::default());
@@ -911,6 +940,77 @@ mod tests {
             near += usize::from(b.tag_at(slot) != 0 && keys_equal(b.key_at(slot), e.key));
         }
         assert!(near > 1000, "most entries stay where the clone put them ({near})");
+    }
+
+    /// What compiled code does with a [`BucketWalk`], step by step as its
+    /// documentation says, over the table's memory: a lookup's found and
+    /// first value word.
+    fn walk_lookup(w: &BucketWalk, key: &[u8], now: u64) -> (u32, u32) {
+        // The key's `reach` bytes, as the packet holds them.
+        let mut at = key.to_vec();
+        at.resize(w.reach as usize, 0xee);
+        let le = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+        let words = |b: &[u8]| (le(b, 0) & w.a_mask, (le(b, w.b_off as usize) >> w.b_shift) & w.a_mask);
+        let (a, b) = words(&at);
+        let h = fold(fold(a ^ w.seed[0], b ^ w.seed[1]) ^ BucketWalk::MIX[0], BucketWalk::MIX[1]);
+        let b1 = ((h & 0xffff_ffff) * w.nbuckets) >> 32;
+        let tag = (h >> 48).max(1);
+        let t = (u64::from((tag as u32).wrapping_mul(BucketWalk::ALT)) * w.nbuckets) >> 32;
+        let b2 = if t >= b1 { t - b1 } else { t + w.nbuckets - b1 };
+        for bk in [b1, b2] {
+            for i in 0..8 {
+                // SAFETY: the walk of a live table: `nbuckets` groups of 8 tags,
+                // `8 * nbuckets` entries of `stride` bytes.
+                let (t, e) = unsafe {
+                    let s = (bk * 8 + i) as usize;
+                    (*w.tags.add(s), std::slice::from_raw_parts(w.entries.add(s * w.stride as usize), w.stride as usize))
+                };
+                if u64::from(t) != tag || words(e) != (a, b) {
+                    continue;
+                }
+                let ts = le(e, w.ts_off as usize);
+                if w.idle_ns != u64::MAX && now.saturating_sub(ts) > w.idle_ns {
+                    return (0, 0);
+                }
+                let k = w.key_size as usize;
+                return (1, u32::from_be_bytes(e[k..k + 4].try_into().unwrap()) & w.value_mask);
+            }
+        }
+        (0, 0)
+    }
+
+    /// The walk a table describes finds what `lookup_live` finds, for every
+    /// key size it covers (4 to 16 bytes) and value size (0 to 4), with and
+    /// without aging; other sizes have none.
+    #[test]
+    fn bucket_walk_agrees_with_lookup_live() {
+        let mut r = SplitMix64::new(0x7761_6c6b);
+        for ks in 1..=MAX_KEY {
+            for vs in [0, 1, 2, 3, 4, 5, 16] {
+                let mut t = ExactTable::new(ks, vs, 2000).unwrap();
+                t.set_aging(if ks % 2 == 0 { Some(100) } else { None });
+                let keys: Vec<Vec<u8>> = (0..1500).map(|_| key(ks, &mut r)).collect();
+                for (i, k) in keys.iter().enumerate() {
+                    let v: Vec<u8> = (0..vs).map(|j| (i * 7 + j * 13) as u8 | 1).collect();
+                    let _ = t.insert(k, &v, (i % 300) as u64);
+                }
+                let Some(w) = t.bucket_walk() else {
+                    assert!(ks < 4 || vs > 4, "key {ks}, value {vs}: no walk");
+                    continue;
+                };
+                assert!((4..=16).contains(&ks) && vs <= 4, "key {ks}, value {vs}: a walk");
+                for k in keys.iter().chain(&(0..300).map(|_| key(ks, &mut r)).collect::<Vec<_>>()) {
+                    for now in [0, 150, 250, 450] {
+                        let want = t.lookup_live(k, now).map_or((0, 0), |v| {
+                            let mut b = [0u8; 4];
+                            b[..vs.min(4)].copy_from_slice(&v[..vs.min(4)]);
+                            (1, u32::from_be_bytes(b))
+                        });
+                        assert_eq!(walk_lookup(&w, k, now), want, "key {ks}, value {vs}, now {now}, key {k:02x?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

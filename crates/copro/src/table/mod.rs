@@ -70,6 +70,15 @@
 //! included), `insert_failures` (table full), `deletes` (of present
 //! entries), `aged_out` (entries removed because they had aged).
 //!
+//! Compiled code: with keys of 4 to 16 bytes and values of at most 4,
+//! `lookup_pkt` and `insert_pkt` are offered as walks
+//! (`netvm_vm::BucketWalk`): JIT-compiled code hashes the key, compares
+//! the two buckets' tags and the candidates' keys, checks the entry's age
+//! and counts `lookups`, `hits` and `inserts` itself, without a call; an
+//! insert of a key not stored (or stored but aged) calls, as does every
+//! operation whose key lies within 8 bytes of the packet's end, and every
+//! operation while a `shared` table serves several workers (the lock).
+//!
 //! Several workers: the `workers` setting chooses between two semantics.
 //! With one worker both behave as described above, at the same speed.
 //!
@@ -128,7 +137,9 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 
-use netvm_vm::{AheadKeys, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, Timestamp, WorkerShare};
+use netvm_vm::{
+    AheadKeys, BucketWalk, CoproConfig, CoproError, Coprocessor, DirectOp, InvokeContext, RegisterFile, Timestamp, WorkerShare,
+};
 
 use crate::ahead::Answers;
 use crate::share::Tally;
@@ -334,6 +345,10 @@ pub struct Table {
     /// `registers`, pointing at this handle): they read the packet and its
     /// time only.
     direct: [DirectOp; 6],
+    /// The probe compiled code performs itself for `lookup_pkt` and
+    /// `insert_pkt` (refreshed by `registers`; off while the store is
+    /// shared or the sizes have none).
+    walk: BucketWalk,
 }
 
 fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::RangeInclusive<usize>) -> Result<usize, String> {
@@ -428,6 +443,7 @@ impl Table {
             tally: Tally::new(),
             ahead: RefCell::default(),
             direct: [DirectOp::NONE; 6],
+            walk: BucketWalk::OFF,
         })
     }
 
@@ -452,6 +468,8 @@ impl Table {
     /// (under the lock while forks share it).
     pub fn table_mut(&mut self) -> TableMut<'_> {
         self.ahead.get_mut().clear();
+        // The table may be replaced: compiled code calls until `registers`.
+        self.walk = BucketWalk::OFF;
         TableMut(self.store_mut())
     }
 
@@ -486,8 +504,24 @@ impl Table {
         };
     }
 
+    /// Points the probe compiled code performs at the store as it is now
+    /// ([`BucketWalk`]): off while the store is shared (under a lock) or
+    /// where the sizes have no probe.
+    fn refresh_walk(&mut self) {
+        let counters = self.tally.own_counters();
+        let handle_now: *mut u64 = &mut self.now;
+        self.walk = match &mut self.place {
+            Place::Own(s) => match s.table.bucket_walk() {
+                Some(w) => BucketWalk { counters, handle_now, store_now: &mut s.now, ..w },
+                None => BucketWalk::OFF,
+            },
+            Place::Shared(_) => BucketWalk::OFF,
+        };
+    }
+
     /// The store behind a lock that forks can share.
     fn shared_store(&mut self) -> Arc<SharedLock> {
+        self.walk = BucketWalk::OFF;
         if let Place::Own(_) = self.place {
             let Place::Own(s) = std::mem::replace(&mut self.place, Place::placeholder()) else { unreachable!() };
             self.place = Place::Shared(Arc::new(SharedLock::new(s, self.aging_ns)));
@@ -639,7 +673,15 @@ impl Coprocessor for Table {
             DirectOp::of::<Self, 4>(self),
             DirectOp::of::<Self, 5>(self),
         ];
-        RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct)
+        let file = RegisterFile::over(&mut self.input, &mut self.output).with_direct(&self.direct);
+        // `lookup_pkt` and `insert_pkt` (the key at the packet offset in
+        // in8) are the probe, as `WalkKind::ALL` says.
+        self.refresh_walk();
+        if self.walk.tags.is_null() {
+            file
+        } else {
+            file.with_walk(&self.walk, 1 << 3 | 1 << 4)
+        }
     }
 
     #[inline(always)]
@@ -704,7 +746,9 @@ impl Coprocessor for Table {
         }
         let ks = self.key_size;
         let s = self.store();
-        let answer = op == 3 && self.aging_ns == u64::MAX && matches!(self.place, Place::Own(_));
+        // Where compiled code probes the table itself, a bulk lookup would
+        // be done twice: prefetch only.
+        let answer = op == 3 && self.aging_ns == u64::MAX && matches!(self.place, Place::Own(_)) && self.walk.tags.is_null();
         let mut batch: [&[u8]; 64] = [&[]; 64];
         let mut at: [(usize, &[u8]); 64] = [(0, &[]); 64];
         let mut found: [Option<&[u8]>; 64] = [None; 64];
@@ -821,6 +865,7 @@ impl Coprocessor for Table {
             tally,
             ahead: RefCell::default(),
             direct: [DirectOp::NONE; 6],
+            walk: BucketWalk::OFF,
         }))
     }
 
