@@ -48,10 +48,11 @@ const NO_BOUNDS: DomainOpts = DomainOpts { bounds: false, ..DomainOpts::ALL };
 const NO_FOLD: DomainOpts = DomainOpts { fold_offsets: false, ..DomainOpts::ALL };
 const NO_DEAD_INFO: DomainOpts = DomainOpts { dead_info_stores: false, ..DomainOpts::ALL };
 const NO_WALKS: DomainOpts = DomainOpts { inline_walks: false, ..DomainOpts::ALL };
+const SCALAR_TAGS: DomainOpts = DomainOpts { vector_tags: false, ..DomainOpts::ALL };
 
 impl EngineKind {
     /// Every engine, the oracle first.
-    pub const ALL: [EngineKind; 12] = [
+    pub const ALL: [EngineKind; 13] = [
         EngineKind::Interp,
         EngineKind::Baseline,
         EngineKind::Jit(DomainOpts::ALL),
@@ -59,6 +60,7 @@ impl EngineKind {
         EngineKind::Jit(NO_BOUNDS),
         EngineKind::Jit(NO_FOLD),
         EngineKind::Jit(NO_WALKS),
+        EngineKind::Jit(SCALAR_TAGS),
         EngineKind::Linked(LinkMode::Direct, DomainOpts::ALL),
         EngineKind::Linked(LinkMode::Table, DomainOpts::ALL),
         EngineKind::Linked(LinkMode::Direct, NO_DEAD_INFO),
@@ -76,6 +78,7 @@ impl EngineKind {
             EngineKind::Jit(o) if o == NO_BOUNDS => "jit-no-bounds",
             EngineKind::Jit(o) if o == NO_FOLD => "jit-no-fold-offsets",
             EngineKind::Jit(o) if o == NO_WALKS => "jit-no-inline-walks",
+            EngineKind::Jit(o) if o == SCALAR_TAGS => "jit-scalar-tags",
             EngineKind::Jit(_) => "jit-custom",
             EngineKind::Linked(LinkMode::Direct, o) if o == DomainOpts::ALL => "linked-direct",
             EngineKind::Linked(LinkMode::Table, o) if o == DomainOpts::ALL => "linked-table",

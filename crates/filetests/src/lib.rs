@@ -15,6 +15,7 @@
 //! ```text
 //! ; engines: all | NAME... | all -NAME...   (default all: interp, baseline, jit, jit-no-bswap-const,
 //!                                           jit-no-bounds, jit-no-fold-offsets, jit-no-inline-walks,
+//!                                           jit-scalar-tags,
 //!                                           linked-direct, linked-table,
 //!                                           linked-direct-no-dead-info-stores, aot-x86_64, aot-aarch64)
 //! ; run: INPUTS -> RESULT CHECKS

@@ -83,15 +83,25 @@ pub struct DomainOpts {
     /// walk, the `table` kind's packet-key lookups and replaces as a cuckoo
     /// hash probe) is performed by the generated code, without a call.
     pub inline_walks: bool,
+    /// Vector tag compares: an inline cuckoo probe compares a bucket's eight
+    /// tags with one vector instruction on targets that have one (x86-64,
+    /// AArch64); off, with the scalar test every other target uses.
+    pub vector_tags: bool,
 }
 
 impl DomainOpts {
     /// Every optimisation on (the default).
     pub const ALL: DomainOpts =
-        DomainOpts { bswap_const: true, bounds: true, fold_offsets: true, dead_info_stores: true, inline_walks: true };
+        DomainOpts { bswap_const: true, bounds: true, fold_offsets: true, dead_info_stores: true, inline_walks: true, vector_tags: true };
     /// Every optimisation off.
-    pub const NONE: DomainOpts =
-        DomainOpts { bswap_const: false, bounds: false, fold_offsets: false, dead_info_stores: false, inline_walks: false };
+    pub const NONE: DomainOpts = DomainOpts {
+        bswap_const: false,
+        bounds: false,
+        fold_offsets: false,
+        dead_info_stores: false,
+        inline_walks: false,
+        vector_tags: false,
+    };
 
     /// Whether the analysis is needed at all.
     fn analyse(self) -> bool {

@@ -30,6 +30,7 @@ use cranelift_module::{FuncId, Module};
 use netil::{Cond, Mem, Opcode, Operands, SegmentKind};
 use netvm_verify::SegmentInfo;
 use netvm_vm::FaultKind;
+use target_lexicon::Architecture;
 
 use crate::analysis::SegmentFacts;
 use crate::context::{Helpers, HELPER_FAULT};
@@ -207,13 +208,18 @@ pub struct FuncCx<'m, M: Module> {
     pub opts: DomainOpts,
     /// The target's front-end configuration (for `memmove`).
     pub frontend: TargetFrontendConfig,
+    /// Bucket tags are compared as one vector (`DomainOpts::vector_tags`,
+    /// on a target where Cranelift lowers that to one instruction: x86-64,
+    /// AArch64).
+    pub simd: bool,
 }
 
 impl<'m, M: Module> FuncCx<'m, M> {
     /// A context for one function.
     pub fn new(module: &'m mut M, helpers: Helpers, opts: DomainOpts) -> Self {
         let frontend = module.isa().frontend_config();
-        FuncCx { module, helpers, frefs: HashMap::new(), opts, frontend }
+        let simd = opts.vector_tags && matches!(module.isa().triple().architecture, Architecture::X86_64 | Architecture::Aarch64(_));
+        FuncCx { module, helpers, frefs: HashMap::new(), opts, frontend, simd }
     }
 
     fn fref(&mut self, b: &mut FunctionBuilder, id: FuncId) -> FuncRef {
@@ -623,8 +629,13 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let tag = self.b.ins().ushr_imm_u(h, 48);
         let one = self.b.ins().iconst(I64, 1);
         let tag = self.b.ins().umax(tag, one);
-        let tag16 = self.b.ins().ireduce(types::I16, tag);
-        let tags_of = self.b.ins().splat(types::I16X8, tag16);
+        // The tag in every lane: eight for a vector compare, four per word otherwise.
+        let lanes = if self.cx.simd {
+            let tag16 = self.b.ins().ireduce(types::I16, tag);
+            self.b.ins().splat(types::I16X8, tag16)
+        } else {
+            self.b.ins().imul_imm_s(tag, 0x0001_0001_0001_0001)
+        };
         let entries = field(self, ptr, BW_ENTRIES);
         let (output, counters) = (self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_OUTPUT), field(self, ptr, BW_COUNTERS));
         let stride = field(self, I32, BW_STRIDE);
@@ -638,9 +649,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let scan = |tx: &mut Self, bk: Value, none: Block| {
             let at = tx.b.ins().ishl_imm_u(bk, 4);
             let at = tx.b.ins().iadd(tags, at);
-            let group = tx.b.ins().load(types::I16X8, MemFlagsData::trusted().with_endianness(Endianness::Little), at, 0);
-            let eq = tx.b.ins().icmp(IntCC::Equal, group, tags_of);
-            let m = tx.b.ins().vhigh_bits(I32, eq);
+            let m = tx.tag_matches(at, lanes);
             let base = tx.b.ins().ishl_imm_u(bk, 3);
             let (slots, probe) = (tx.b.create_block(), tx.b.create_block());
             let m_at = tx.b.append_block_param(slots, I32);
@@ -754,6 +763,46 @@ impl<M: Module> Tx<'_, '_, '_, M> {
             self.b.def_var(v1, out1);
         }
         self.b.ins().jump(done, &[]);
+    }
+
+    /// The slots of the bucket whose eight 16-bit tags are at `at` (16
+    /// bytes, aligned) that hold the tag in every lane of `lanes`, one bit
+    /// each (`i32`): one vector compare where the target has one (x86-64,
+    /// AArch64), else the exact zero-lane test on two words.
+    fn tag_matches(&mut self, at: Value, lanes: Value) -> Value {
+        let flags = MemFlagsData::trusted().with_endianness(Endianness::Little);
+        if self.cx.simd {
+            let group = self.b.ins().load(types::I16X8, flags, at, 0);
+            let eq = self.b.ins().icmp(IntCC::Equal, group, lanes);
+            return self.b.ins().vhigh_bits(I32, eq);
+        }
+        let mut m = None;
+        for half in 0..2 {
+            let w = self.b.ins().load(I64, flags, at, 8 * half);
+            // A lane is 0 where its tag matches; its top bit is then set in
+            // `!(((x & 0x7fff..) + 0x7fff..) | x)` and only then (no carry
+            // crosses lanes).
+            let x = self.b.ins().bxor(w, lanes);
+            let low = self.b.ins().band_imm_u(x, 0x7fff_7fff_7fff_7fff);
+            let sum = self.b.ins().iadd_imm_s(low, 0x7fff_7fff_7fff_7fff);
+            let any = self.b.ins().bor(sum, x);
+            let zero = self.b.ins().bnot(any);
+            let top = self.b.ins().ushr_imm_u(zero, 15);
+            let bits = self.b.ins().band_imm_u(top, 0x0001_0001_0001_0001);
+            // Lane bits 0, 16, 32, 48 to bits 0..3.
+            let (b1, b2, b3) = (self.b.ins().ushr_imm_u(bits, 15), self.b.ins().ushr_imm_u(bits, 30), self.b.ins().ushr_imm_u(bits, 45));
+            let f = self.b.ins().bor(bits, b1);
+            let f = self.b.ins().bor(f, b2);
+            let f = self.b.ins().bor(f, b3);
+            let f = self.b.ins().band_imm_u(f, 0xf);
+            let f = self.b.ins().ireduce(I32, f);
+            let f = if half == 1 { self.b.ins().ishl_imm_u(f, 4) } else { f };
+            m = Some(match m {
+                Some(lo) => self.b.ins().bor(lo, f),
+                None => f,
+            });
+        }
+        m.expect("two halves")
     }
 
     /// The address of the `width`-byte access at instruction `i` to memory
