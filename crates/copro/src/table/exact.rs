@@ -400,26 +400,42 @@ impl ExactTable {
         }
     }
 
-    /// Prefetches what lookups of `keys` will read, as the bulk lookup does:
-    /// both buckets' tags of a group of keys, then the entries whose tags
-    /// match (a hint; no effect on results). Keys of the wrong size are skipped.
-    pub fn prefetch_keys(&self, keys: &[&[u8]]) {
+    /// Prefetches what lookups of `keys` will read, in groups of 32 keys:
+    /// each key's first bucket's tags, then, once the group is hashed, the
+    /// entry a matching tag points to (a hint; no effect on results). Keys
+    /// of the wrong size are skipped. The second bucket: while at most half
+    /// the slots are used, a key is almost always in its first bucket, and
+    /// the second's tags are fetched only where the first's do not match;
+    /// fuller, both buckets' tags are fetched at once and both searched
+    /// (a key in its second bucket would otherwise miss on its entry:
+    /// BENCHMARKS.md has the figures of both ways at both loads).
+    pub fn prefetch_keys<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
+        let both = self.len * 2 > self.nbuckets * SLOTS;
         let mut probes = [Probe::default(); BATCH];
-        for chunk in keys.chunks(BATCH) {
+        let mut keys = keys.into_iter().filter(|k| k.len() == self.key_size).peekable();
+        while keys.peek().is_some() {
             let mut n = 0;
-            for k in chunk.iter().filter(|k| k.len() == self.key_size) {
-                let p = self.probe(k);
+            for k in keys.by_ref().take(BATCH) {
+                let p = if both { self.probe(k) } else { self.probe_first(k) };
                 prefetch(&self.tags[p.b1]);
-                prefetch(&self.tags[p.b2]);
+                if both {
+                    prefetch(&self.tags[p.b2]);
+                }
                 probes[n] = p;
                 n += 1;
             }
             for p in &probes[..n] {
-                for b in [p.b1, p.b2] {
-                    let m = match_tags(&self.tags[b], p.tag);
+                let m = match_tags(&self.tags[p.b1], p.tag);
+                if m != 0 {
+                    prefetch(&self.entries[(p.b1 * SLOTS + m.trailing_zeros() as usize) * self.stride]);
+                }
+                if both {
+                    let m = match_tags(&self.tags[p.b2], p.tag);
                     if m != 0 {
-                        prefetch(&self.entries[(b * SLOTS + m.trailing_zeros() as usize) * self.stride]);
+                        prefetch(&self.entries[(p.b2 * SLOTS + m.trailing_zeros() as usize) * self.stride]);
                     }
+                } else if m == 0 {
+                    prefetch(&self.tags[self.alt(p.b1, p.tag)]);
                 }
             }
         }
@@ -427,11 +443,18 @@ impl ExactTable {
 
     #[inline(always)]
     fn probe(&self, key: &[u8]) -> Probe {
+        let p = self.probe_first(key);
+        Probe { b2: self.alt(p.b1, p.tag), ..p }
+    }
+
+    /// The first bucket and the tag of `key` (`b2` left 0).
+    #[inline(always)]
+    fn probe_first(&self, key: &[u8]) -> Probe {
         let (a, b) = key_words(key);
         let h = fold(fold(a ^ self.seed[0], b ^ self.seed[1]) ^ BucketWalk::MIX[0], BucketWalk::MIX[1]);
         let b1 = (((h & 0xffff_ffff) * self.nbuckets as u64) >> 32) as usize;
         let tag = ((h >> 48) as u16).max(1);
-        Probe { b1, b2: self.alt(b1, tag), tag }
+        Probe { b1, b2: 0, tag }
     }
 
     /// The other bucket of an entry with `tag` in bucket `b`.

@@ -731,8 +731,8 @@ impl Coprocessor for Table {
         matches!(op, 3 | 4).then_some(1 << 8)
     }
 
-    /// Prefetches the buckets of every key, then the entries their tags
-    /// point to (as the bulk lookup does). `lookup_pkt` on a table this
+    /// Prefetches each key's first bucket, then the entry its tag points to
+    /// or else the second bucket ([`ExactTable::prefetch_keys`]). `lookup_pkt` on a table this
     /// handle alone reaches, whose entries never age: looks the keys up in
     /// bulk instead ([`ExactTable::lookup_bulk`], the same prefetches) and
     /// keeps the answers for the lookups of the data path
@@ -749,14 +749,15 @@ impl Coprocessor for Table {
         // Where compiled code probes the table itself, a bulk lookup would
         // be done twice: prefetch only.
         let answer = op == 3 && self.aging_ns == u64::MAX && matches!(self.place, Place::Own(_)) && self.walk.tags.is_null();
+        if !answer {
+            s.table
+                .prefetch_keys(keys.keys(8).filter_map(|(off, p)| (off as usize).checked_add(ks).and_then(|end| p.get(off as usize..end))));
+            return;
+        }
         let mut batch: [&[u8]; 64] = [&[]; 64];
         let mut at: [(usize, &[u8]); 64] = [(0, &[]); 64];
         let mut found: [Option<&[u8]>; 64] = [None; 64];
         let mut flush = |batch: &[&[u8]], at: &[(usize, &[u8])], kept: &mut Answers<5>| {
-            if !answer {
-                s.table.prefetch_keys(batch);
-                return;
-            }
             let n = batch.len();
             s.table.lookup_bulk(batch, &mut found[..n]);
             for (&(off, p), f) in at[..n].iter().zip(&found[..n]) {
