@@ -146,7 +146,9 @@ impl FanoutState {
 }
 
 /// Hook: keeps a pending copy of the current buffer for `route` (`keep`:
-/// the buffer itself, for the last destination), with a snapshot of info memory.
+/// the buffer itself, for the last destination, or for every destination
+/// of an application whose NetPEs never write packet memory), with a
+/// snapshot of info memory.
 ///
 /// # Safety
 /// `rt` is the [`FanoutState`] of the running batch; `(data, len)` the

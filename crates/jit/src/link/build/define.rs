@@ -176,7 +176,8 @@ pub fn define_app<M: Module>(
         vtable = Some((data, slots));
     }
 
-    let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts };
+    let read_only = !modules.iter().any(|m| m.push.writes(netil::Mem::Packet));
+    let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts, read_only };
     // Each function is built here, in order, and compiled by `parallel`
     // (the NetPE functions of table mode on several threads at once).
     let ((), defined) = parallel::with_codegen(module, isas, &opts, |module, codegen| {
@@ -285,6 +286,8 @@ struct Shared<'a> {
     ptr: types::Type,
     /// The compiler's options.
     opts: JitOptions,
+    /// No NetPE writes packet memory (see `Build::fanout`).
+    read_only: bool,
 }
 
 /// Builds one function of a linked application with `body`; returns it,
@@ -310,6 +313,7 @@ fn build_linked_fn<M: Module>(
         dead: &sh.dead,
         facts: &sh.facts,
         ptr: sh.ptr,
+        read_only: sh.read_only,
     };
     body(&mut b, &mut build);
     b.seal_all_blocks();

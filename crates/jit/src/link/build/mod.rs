@@ -115,6 +115,9 @@ struct Build<'a, 'm, M: Module> {
     facts: &'a [crate::analysis::SegmentFacts],
     /// The target's pointer type.
     ptr: types::Type,
+    /// No NetPE of the application writes packet memory: the destinations
+    /// of a duplicated packet can all run on its one buffer.
+    read_only: bool,
 }
 
 /// A run of output ports reached indexed by the port ([`Build::indexed_ports`]).
@@ -320,7 +323,10 @@ impl<M: Module> Build<'_, '_, M> {
 
     /// Duplicates the current buffer for `rest` (all destinations but the
     /// first): the last keeps the buffer, the others get copies (pending
-    /// with the host), and the first continues here on a fresh copy.
+    /// with the host), and the first continues here on a fresh copy. In an
+    /// application whose NetPEs never write packet memory, nobody can tell
+    /// a copy from the buffer: every destination runs on the buffer itself
+    /// (pending with its own info memory) and nothing is copied.
     fn fanout(&mut self, b: &mut FunctionBuilder, pv: &PacketVars, rest: &[Dest]) {
         let h = self.hooks.expect("fan-out hooks declared for an application with fan-out");
         let one = b.ins().iconst(I32, 1);
@@ -331,8 +337,11 @@ impl<M: Module> Build<'_, '_, M> {
         let info_len = b.ins().iconst(I64, self.layout.info_size as i64);
         for (k, d) in rest.iter().enumerate().rev() {
             let route = b.ins().iconst(I32, self.route_id(d) as i64);
-            let keep = b.ins().iconst(I32, i64::from(k + 1 == rest.len()));
+            let keep = b.ins().iconst(I32, i64::from(self.read_only || k + 1 == rest.len()));
             b.ins().call(save, &[pv.rt, idx, route, pkt, len, pv.info, info_len, keep]);
+        }
+        if self.read_only {
+            return;
         }
         let inst = b.ins().call(copy, &[pv.rt, idx, pkt, len]);
         let fresh = b.inst_results(inst)[0];
