@@ -1450,7 +1450,8 @@ impl Walk<'_> {
 
     /// Sends the buffer to every destination so that the first destination
     /// runs first: copies (from `pool`, with copies of the info memory) for
-    /// all but the last, the buffer itself for the last. The first
+    /// all but the last, the buffer itself for the last (for all of them
+    /// where no NetPE writes packet memory). The first
     /// destination goes to `next` (run immediately), the others onto the
     /// work stack in reverse order.
     #[allow(clippy::too_many_arguments)]
@@ -1487,19 +1488,24 @@ impl Walk<'_> {
     ) {
         let (last, rest) = dests.split_last().expect("non-empty destinations");
         let (first, middle) = rest.split_first().expect("at least two destinations");
+        // Where no NetPE writes packet memory, nobody can tell a copy from
+        // the packet: every destination runs on the packet itself, each
+        // with its own info memory (the linked code does the same).
+        let shared = !self.meta.writes_packets && matches!(buf, Buf::Orig);
         // Copies are made from `bytes`, the buffer's bytes, which stay where
         // they are while the buffer's handle moves. The first destination
         // runs next, then the middle ones in order, the last one (on the
         // buffer itself) last: the stack holds them in reverse.
+        let copy = |shared: bool| if shared { Buf::Orig } else { Buf::Copy(pool.copy_of(bytes)) };
         let mut i0 = self.info_buffer();
         i0.copy_from_slice(&info);
-        let b0 = Buf::Copy(pool.copy_of(bytes));
+        let b0 = copy(shared);
         work.push((*last, buf, info));
         let base = work.len() - 1;
         for d in middle.iter().rev() {
             let mut i = self.info_buffer();
             i.copy_from_slice(&work[base].2);
-            work.push((*d, Buf::Copy(pool.copy_of(bytes)), i));
+            work.push((*d, copy(shared), i));
         }
         *next = Some((*first, b0, i0));
     }
