@@ -693,14 +693,17 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.switch_to_block(found);
         let e = e_found;
         let (aging, live) = (self.b.create_block(), self.b.create_block());
+        let ts_at = |tx: &mut Self| {
+            let off = field(tx, I32, BW_TS_OFF);
+            let off = tx.b.ins().uextend(I64, off);
+            tx.b.ins().iadd(e, off)
+        };
         let idle_ns = field(self, I64, BW_IDLE_NS);
         let never = self.b.ins().icmp_imm_u(IntCC::Equal, idle_ns, -1);
         self.b.ins().brif(never, live, &[], aging, &[]);
         self.b.switch_to_block(aging);
-        let ts_off = field(self, I32, BW_TS_OFF);
-        let ts_off = self.b.ins().uextend(I64, ts_off);
-        let ts_at = self.b.ins().iadd(e, ts_off);
-        let ts = self.b.ins().load(I64, le, ts_at, 0);
+        let at = ts_at(self);
+        let ts = self.b.ins().load(I64, le, at, 0);
         let since = self.b.ins().isub(now, ts);
         let ahead = self.b.ins().icmp(IntCC::UnsignedLessThan, now, ts);
         let zero64 = self.b.ins().iconst(I64, 0);
@@ -729,10 +732,8 @@ impl<M: Module> Tx<'_, '_, '_, M> {
             let v = self.b.ins().load(I32, mem, input, 16);
             let v = self.b.ins().bswap(v);
             self.b.ins().store(le, v, value_at, 0);
-            let ts_off = field(self, I32, BW_TS_OFF);
-            let ts_off = self.b.ins().uextend(I64, ts_off);
-            let ts_at = self.b.ins().iadd(e, ts_off);
-            self.b.ins().store(le, now, ts_at, 0);
+            let at = ts_at(self);
+            self.b.ins().store(le, now, at, 0);
             count(self, 2, one);
             raise(self, BW_STORE_NOW);
             (one32, zero)

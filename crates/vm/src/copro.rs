@@ -122,19 +122,13 @@ pub enum WalkForm {
     Bucket,
 }
 
-/// A walk's structure: what [`RegisterFile::with_walk`] takes.
-pub trait Walk {
-    /// The walk this structure describes.
-    const FORM: WalkForm;
-}
+/// A walk's structure ([`Dir24Walk`], [`BucketWalk`]): what
+/// [`RegisterFile::with_walk`] takes.
+pub trait Walk {}
 
-impl Walk for Dir24Walk {
-    const FORM: WalkForm = WalkForm::Dir24;
-}
+impl Walk for Dir24Walk {}
 
-impl Walk for BucketWalk {
-    const FORM: WalkForm = WalkForm::Bucket;
-}
+impl Walk for BucketWalk {}
 
 /// A lookup compiled code may perform itself instead of calling the
 /// instance (`struct netvm_dir24walk`, [`WalkForm::Dir24`]): the DIR-24-8
@@ -471,8 +465,8 @@ impl RegisterFile {
     }
 
     /// This file with operations `ops` (bits 0 to 7) performed as `walk`
-    /// by engines that can (the instance's kind, its form `W::FORM` and
-    /// these operations must be in [`WalkKind::ALL`]; `walk` is not read here).
+    /// by engines that can (the instance's kind, the form of `W` and these
+    /// operations must be in [`WalkKind::ALL`]; `walk` is not read here).
     pub fn with_walk<W: Walk>(self, walk: &W, ops: u32) -> RegisterFile {
         let ops = ops & 0xff;
         let walk: *const W = walk;
