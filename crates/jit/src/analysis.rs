@@ -123,8 +123,9 @@ pub struct SegmentFacts {
     /// The result of this instruction is the base of some [`Fold`]: the
     /// translator keeps its value.
     pub fold_base: Vec<bool>,
-    /// The info store at this instruction has a constant offset: its range
-    /// `[start, end)` (for dead-store elimination).
+    /// The info store at this instruction has a constant offset and lies
+    /// inside the known info memory: its range `[start, end)` (for
+    /// dead-store elimination).
     pub info_store: Vec<Option<(u64, u64)>>,
     /// Info memory the segment may read.
     pub info_reads: InfoReads,
@@ -821,8 +822,12 @@ impl Analysis<'_> {
                     st.pop();
                     let o = st.pop();
                     if m == Mem::Info && annotate {
-                        if let Some(c) = o.as_const() {
-                            self.facts.info_store[i] = Some((u64::from(c), u64::from(c) + u64::from(w)));
+                        // Only a store known to be in bounds may be left out:
+                        // one past the end faults (a constant the analysis
+                        // folded, not one the verifier saw and rejected).
+                        let end = o.as_const().map(|c| (u64::from(c), u64::from(c) + u64::from(w)));
+                        if let Some((start, end)) = end.filter(|&(_, end)| self.sizes.info.is_some_and(|len| end <= len)) {
+                            self.facts.info_store[i] = Some((start, end));
                         }
                     }
                     self.access(st, i, m, &o, w, annotate);
@@ -1049,8 +1054,25 @@ mod tests {
     #[test]
     fn info_reads_and_constant_stores() {
         let src = ".infosize 16\nsegment .push\n pop\n push 4\n iload.16\n pop\n push 8\n push 1\n istore.32\n ret 0\nends";
-        let (f, _) = facts(src, KnownSizes::default());
+        let (f, _) = facts(src, KnownSizes { info: Some(16), ..KnownSizes::default() });
         assert_eq!(f.info_reads, InfoReads { all: false, ranges: vec![(4, 6)] });
         assert_eq!(f.info_store[6], Some((8, 12)));
+        // The size unknown: the store may fault, and is kept.
+        let (f, _) = facts(src, KnownSizes::default());
+        assert_eq!(f.info_store[6], None);
+    }
+
+    /// A store whose offset the analysis folds to a constant (the verifier
+    /// sees a computed one) past the end of info memory faults: it is not
+    /// a dead store, whoever reads the bytes.
+    #[test]
+    fn info_stores_past_the_end_are_not_recorded() {
+        for (size, want) in [(2, Some((1, 2))), (1, None), (0, None)] {
+            let src = format!(
+                ".infosize {size}\n.locals 1\nsegment .push\n pop\n push 1\n locstore 0\n locload 0\n push 1\n and\n push 7\n istore.8\n ret 0\nends"
+            );
+            let (f, _) = facts(&src, KnownSizes { info: Some(size), ..KnownSizes::default() });
+            assert_eq!(f.info_store[7], want, "info size {size}");
+        }
     }
 }

@@ -1628,7 +1628,8 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             let w = op.access_width().expect("width");
             if op.is_store() {
                 if tx.dead.get(i).copied().unwrap_or(false) {
-                    // A dead info store at a verified constant offset: nothing to do.
+                    // A dead info store at a constant offset inside info
+                    // memory (`SegmentFacts::info_store`): nothing to do.
                     return;
                 }
                 let v = tx.get(d - 1);
