@@ -12,6 +12,7 @@
 //! | `capacity`   | 65536   | most entries, 1..=2^25; memory is about `capacity × 1.11 × (key_size + value_size + 10)` bytes, allocated at creation |
 //! | `aging`      | 0       | seconds; an entry whose last insert is more than `aging` seconds before now is absent for every operation, and `tick` purges it; 0 = entries never age |
 //! | `workers`    | `shared`| with several workers: `shared` (one table for all, under a lock) or `sharded` (one table per worker); see below |
+//! | `seed`       | random  | the hash seed, a 64-bit number (decimal or `0x` hex): runs then repeat exactly where the outcome depends on where keys sit (which aged entry a full table reuses, which entries a sweep purges first). By default each table draws its own, so that senders cannot aim keys at one bucket: set it only for tests and reproducible benchmarks |
 //!
 //! Other settings are errors.
 //!
@@ -363,8 +364,8 @@ fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::Range
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
-    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "aging" | "workers")) {
-        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, aging, workers)"));
+    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "aging" | "workers" | "seed")) {
+        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, aging, workers, seed)"));
     }
     let key_size = setting(cfg, "key_size", DEFAULT_KEY_SIZE, 1..=MAX_KEY)?;
     let value_size = setting(cfg, "value_size", DEFAULT_VALUE_SIZE, 0..=MAX_VALUE)?;
@@ -382,7 +383,18 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
         Some("sharded") => Workers::Sharded,
         Some(w) => return Err(format!("table: workers `{w}` is neither `shared` nor `sharded`")),
     };
-    let t = Table::new(key_size, value_size, capacity, aging_ns).map_err(|e| format!("table: {e}"))?;
+    let seed = match cfg.get("seed").map(|s| s.trim()) {
+        None => None,
+        Some(s) => Some(
+            s.strip_prefix("0x")
+                .map_or_else(|| s.parse::<u64>(), |h| u64::from_str_radix(h, 16))
+                .map_err(|_| format!("table: seed `{s}` is not a 64-bit number"))?,
+        ),
+    };
+    let mut t = Table::new(key_size, value_size, capacity, aging_ns).map_err(|e| format!("table: {e}"))?;
+    if let Some(seed) = seed {
+        t = t.with_seed(seed).map_err(|e| format!("table: {e}"))?;
+    }
     Ok(Box::new(t.with_workers(workers)))
 }
 
@@ -445,6 +457,20 @@ impl Table {
             direct: [DirectOp::NONE; 6],
             walk: BucketWalk::OFF,
         })
+    }
+
+    /// The same table (empty) with a fixed hash seed instead of a random
+    /// one ([`ExactTable::with_seed`]): where keys sit, and so what depends
+    /// on it (which aged entry a full table reuses, which entries a sweep
+    /// purges first), repeats from run to run.
+    pub fn with_seed(mut self, seed: u64) -> Result<Table, String> {
+        let (key_size, value_size, aging_ns) = (self.key_size, self.value_size, self.aging_ns);
+        let mut s = self.store_mut();
+        let mut table = ExactTable::with_seed(key_size, value_size, s.table.capacity(), seed)?;
+        table.set_aging((aging_ns != u64::MAX).then_some(aging_ns));
+        s.table = table;
+        drop(s);
+        Ok(self)
     }
 
     /// The same table, serving several workers as `workers` says.

@@ -56,6 +56,35 @@ fn config() {
     assert!(create(&cfg(&[("bogus", "1")])).err().unwrap().contains("unknown setting `bogus`"));
 }
 
+/// Which new keys a full table takes depends on where its keys sit: the
+/// slot of an aged entry is reused only in the new key's own buckets. The
+/// `seed` setting fixes the hash, so that the same operations give the
+/// same outcomes on two instances (what differential tests compare), and
+/// another seed gives other outcomes.
+#[test]
+fn seed_setting_repeats_a_full_tables_outcomes() {
+    let outcomes = |seed: &str| {
+        let mut c = make(&[("key_size", "4"), ("value_size", "4"), ("capacity", "256"), ("aging", "1"), ("seed", seed)]);
+        let sec = 1_000_000_000;
+        for k in 0..256u32 {
+            assert_eq!(call(&mut *c, 1, &[(0, k), (4, k)], &[], 0).unwrap()[0], 1);
+        }
+        // All but every sixteenth key refreshed: 16 entries age.
+        for k in (0..256u32).filter(|k| k % 16 != 0) {
+            call(&mut *c, 1, &[(0, k), (4, k)], &[], sec / 2).unwrap();
+        }
+        let taken: Vec<u32> = (1000..1100u32).map(|k| call(&mut *c, 1, &[(0, k), (4, k)], &[], sec * 6 / 5).unwrap()[0]).collect();
+        (taken, c.dump(), stat(&*c, "aged_out"), stat(&*c, "insert_failures"))
+    };
+    let a = outcomes("0x5eed");
+    assert_eq!(a, outcomes("24301"), "0x5eed and 24301 are the same seed");
+    assert!(a.2 > 0 && a.3 > 0, "some new keys reuse aged slots and some find none: {} and {}", a.2, a.3);
+    assert!((1..8).map(|s| outcomes(&s.to_string())).any(|b| b != a), "the seed decides where keys sit");
+    for bad in ["-1", "x", "0x", "18446744073709551616", "1.5"] {
+        assert!(create(&cfg(&[("seed", bad)])).err().unwrap().contains("is not a 64-bit number"), "{bad}");
+    }
+}
+
 #[test]
 fn registers_are_big_endian_and_sizes_mask_bytes() {
     let mut c = make(&[("key_size", "6"), ("value_size", "5")]);
