@@ -10,7 +10,7 @@ use arbitrary::Unstructured;
 
 use netvm_traffic::SplitMix64;
 
-use crate::{generate_program, GenConfig};
+use crate::{copro_manifest_lines, generate_program, GenConfig};
 
 /// A generated application: its manifest text and program files.
 pub struct GenApp {
@@ -26,15 +26,17 @@ pub fn generate_app(rng: &mut SplitMix64, cfg: &GenConfig) -> Option<GenApp> {
     let n = 1 + rng.below(6) as usize;
     let mut programs = Vec::new();
     let mut ports = Vec::new();
+    let mut copros = Vec::new();
     for i in 0..n {
         let bytes = rng.bytes(2048);
         let g = generate_program(&mut Unstructured::new(&bytes), cfg).ok()?;
         ports.push(g.module.out_ports);
+        copros.push(copro_manifest_lines(&g.module));
         programs.push((format!("pe{i}.nvm"), g.module.to_bytes(), g.listing));
     }
     let mut m = String::from("budget = 3000\n");
-    for (i, (file, _, _)) in programs.iter().enumerate() {
-        let _ = writeln!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"");
+    for (i, ((file, _, _), copros)) in programs.iter().zip(&copros).enumerate() {
+        let _ = write!(m, "[[netpe]]\nname = \"pe{i}\"\nprogram = \"{file}\"\n{copros}");
     }
     let mut pick = |k: u64| rng.below(k);
     // Sources: input port 0 always reaches pe0; ports 1 and 2 sometimes reach others; 3 never.

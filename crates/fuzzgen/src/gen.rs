@@ -36,6 +36,8 @@ pub(crate) struct Env {
     pub data_size: u32,
     pub ports: u16,
     pub ncopros: u8,
+    /// Per declared instance, its index in [`crate::COPRO_TEMPLATES`].
+    pub copros: Vec<usize>,
     /// General-purpose locals are slots `0..general`.
     pub general: u16,
     /// Loop counters are slots `general..general + counters`, one per nesting level.
@@ -931,6 +933,10 @@ impl<'g, 'a> Gen<'g, 'a> {
 
     fn copro(&mut self) -> Result<()> {
         let c = self.range(0, self.env.ncopros - 1)?;
+        let t = &crate::COPRO_TEMPLATES[self.env.copros[usize::from(c)]];
+        if let (Some(key), Some(value)) = (t.key_size(), t.value_size()) {
+            return self.table_op(c, key, value);
+        }
         let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(30)? { g.range(2u8, 255)? } else { valid }) };
         match self.range(0u8, 3)? {
             0 => {
@@ -963,6 +969,76 @@ impl<'g, 'a> Gen<'g, 'a> {
                 // Just an operation on whatever the registers hold.
                 let op = self.range(0u8, 2)?;
                 self.invoke(c, op)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Operations of the `table` instance `c` (`key` and `value` bytes) on
+    /// one key: in registers (words from a few small constants, so that
+    /// keys recur across packets) or at a packet offset (the headers'
+    /// fields; near the end, where the compiled walks call instead; past
+    /// it, a fault). Then one to three of lookup, insert and delete on it
+    /// (an insert repeated is a learning bridge's replace of a live entry;
+    /// an insert then a lookup hits), each perhaps followed by reading an
+    /// output.
+    fn table_op(&mut self, c: u8, key: u32, value: u32) -> Result<()> {
+        let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(20)? { g.range(9u8, 255)? } else { valid }) };
+        // Packet keys need a packet, and may fault.
+        let pkt = !self.in_init() && !self.mode.no_faults && self.room() >= 2 && self.chance(60)?;
+        if self.chance(60)? {
+            // The value: in4 and up, as far as it goes.
+            for w in 0..value.div_ceil(4).min(2) {
+                self.expr(1)?;
+                let r = reg(self, 4 + w as u8)?;
+                self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+            }
+        }
+        if pkt {
+            self.key_offset(key)?;
+            let r = reg(self, 8)?;
+            self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+        } else if self.chance(85)? {
+            for w in 0..key.div_ceil(4) {
+                let v = if self.chance(80)? { self.range(0u32, 3)? } else { self.imm()? };
+                self.push(v);
+                let r = reg(self, w as u8)?;
+                self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+            }
+        }
+        let base = if pkt { 3 } else { 0 };
+        for _ in 0..self.range(1u8, 3)? {
+            let op = self.weighted(&[(4, 0u8), (5, 1), (1, 2)])?;
+            self.invoke(c, base + op)?;
+            if self.room() >= 1 && self.chance(40)? {
+                let r = if self.chance(50)? { 0 } else { self.range(1u8, 4)? };
+                let r = if self.risky()? && self.chance(20)? { self.range(5u8, 255)? } else { r };
+                self.seg.emit(Opcode::CoproOut, Arg::CoproReg(c, r));
+                self.consume()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes the packet offset of a `key`-byte key: mostly a header field's
+    /// (addresses, ports), sometimes one that ends within 8 bytes of the
+    /// packet's end or past it, or a computed one.
+    fn key_offset(&mut self, key: u32) -> Result<()> {
+        match self.weighted(&[(12, 0u8), (3, 1), (if self.room() >= 2 { 2 } else { 0 }, 2)])? {
+            0 => {
+                let o = self.pick(&[0u32, 0, 6, 6, 12, 14, 23, 26, 26, 30, 34, 36, 40])?;
+                self.push(o);
+            }
+            1 => {
+                self.emit(Opcode::Pktlen);
+                let back = self.range(0u32, key + 9)?;
+                self.push(back);
+                self.emit(Opcode::Sub);
+            }
+            _ => {
+                self.expr(1)?;
+                self.push(0x3f);
+                self.emit(Opcode::And);
             }
         }
         Ok(())

@@ -19,7 +19,7 @@ pub struct Observation {
     pub info: Vec<u8>,
     /// The NetPE's data memory afterwards (it persists across packets).
     pub data: Vec<u8>,
-    /// Each coprocessor's state dump afterwards.
+    /// Each coprocessor's state dump afterwards, and its statistics.
     pub copros: Vec<String>,
 }
 
@@ -47,7 +47,7 @@ pub fn observe(code: &dyn PeCode, module: &Module, packets: &[Packet], limits: &
                 packet: xb.packet.data,
                 info: xb.info,
                 data: state.data.clone(),
-                copros: state.copros.iter().map(|c| c.dump()).collect(),
+                copros: state.copros.iter().map(|c| format!("{}{:?}", c.dump(), c.stats())).collect(),
             }
         })
         .collect();

@@ -13,7 +13,12 @@
 //!   run time) outside the declared sizes, divisions by zero, shifts by 32
 //!   and more, `ret.pop` to ports that do not exist, coprocessor accesses to
 //!   registers that do not exist, an optional `.init` handler, and
-//!   unreachable junk that only has to decode.
+//!   unreachable junk that only has to decode. Coprocessors are `counters`
+//!   and small `table`s ([`COPRO_TEMPLATES`]): lookups, inserts and deletes
+//!   by keys in registers and at packet offsets (inside the packet, ending
+//!   near its end, past it), repeated on one key so that they hit, replace
+//!   and fill the table, which is what the compiled engines' inline
+//!   probes must get right.
 //! - [`generate_listing`] and [`generate_program`] give the same program as
 //!   assembly text that assembles to the identical module (written with
 //!   varied but valid spellings, to exercise the assembler).
@@ -85,6 +90,10 @@ pub struct GenConfig {
     /// Declare `counters` coprocessors and use `copro.*` (the harness creates
     /// them with [`new_state`]).
     pub copro: bool,
+    /// With `copro`: sometimes declare `table` instances instead
+    /// ([`COPRO_TEMPLATES`]) and use their operations, the packet-key ones
+    /// included (the compiled engines inline some of them: the walks).
+    pub tables: bool,
     /// Sometimes generate an `.init` handler.
     pub init: bool,
     /// Sometimes put unreachable junk (any opcode, random operands) after
@@ -112,6 +121,7 @@ impl Default for GenConfig {
             allow_loops: true,
             allow_long_loops: true,
             copro: true,
+            tables: true,
             init: true,
             dead_code: true,
             max_stack: 24,
@@ -133,8 +143,88 @@ pub struct Generated {
     pub listing: String,
 }
 
-/// The coprocessor kind generated programs declare.
+/// The coprocessor kind generated programs declare most (the only one
+/// without [`GenConfig::tables`]).
 pub const COPRO_KIND: &str = "counters";
+
+/// A coprocessor instance generated programs may declare: the name it is
+/// declared as, its kind and its configuration. [`new_state`] creates it
+/// from this; an application's manifest gives the configuration
+/// ([`copro_manifest_lines`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoproTemplate {
+    /// The declared name (unique among the templates).
+    pub name: &'static str,
+    /// The kind.
+    pub kind: &'static str,
+    /// The configuration, `(setting, value)`.
+    pub config: &'static [(&'static str, &'static str)],
+}
+
+impl CoproTemplate {
+    /// The `table`'s key size, for a table (`None` otherwise).
+    pub fn key_size(&self) -> Option<u32> {
+        (self.kind == "table").then(|| self.setting("key_size").unwrap_or(4))
+    }
+
+    /// The `table`'s value size, for a table (`None` otherwise).
+    pub fn value_size(&self) -> Option<u32> {
+        (self.kind == "table").then(|| self.setting("value_size").unwrap_or(4))
+    }
+
+    fn setting(&self, name: &str) -> Option<u32> {
+        self.config.iter().find(|(k, _)| *k == name).and_then(|(_, v)| v.parse().ok())
+    }
+
+    /// The configuration as the registry takes it.
+    pub fn coproc_config(&self) -> netvm_vm::CoproConfig {
+        self.config.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+}
+
+/// Every instance generated programs may declare: three `counters` (256
+/// counters each) and five small `table`s. Tables of 4-16-byte keys and
+/// values of at most 4 bytes are those the compiled engines probe inline
+/// (`netvm_vm::BucketWalk`); `tiny` (3-byte keys) and `wide` (8-byte
+/// values) are always called. Capacities are small, so that generated
+/// traffic fills them (full tables, displaced entries, failed inserts),
+/// and two tables age (1 and 2 s, against packet times that jump). Their
+/// hash seeds are fixed: what a full table does with a new key depends on
+/// where keys sit, and engines are compared on instances of their own.
+pub const COPRO_TEMPLATES: &[CoproTemplate] = &[
+    CoproTemplate { name: "ctr", kind: "counters", config: &[] },
+    CoproTemplate { name: "hits", kind: "counters", config: &[] },
+    CoproTemplate { name: "c_2", kind: "counters", config: &[] },
+    CoproTemplate { name: "fib", kind: "table", config: &[("key_size", "6"), ("value_size", "2"), ("capacity", "40"), ("seed", "1")] },
+    CoproTemplate {
+        name: "flows",
+        kind: "table",
+        config: &[("key_size", "13"), ("value_size", "4"), ("capacity", "24"), ("aging", "1"), ("seed", "2")],
+    },
+    CoproTemplate { name: "hosts", kind: "table", config: &[("key_size", "4"), ("value_size", "4"), ("capacity", "64"), ("seed", "3")] },
+    CoproTemplate { name: "tiny", kind: "table", config: &[("key_size", "3"), ("value_size", "1"), ("capacity", "16"), ("seed", "4")] },
+    CoproTemplate {
+        name: "wide",
+        kind: "table",
+        config: &[("key_size", "16"), ("value_size", "8"), ("capacity", "16"), ("aging", "2"), ("seed", "0x5eed")],
+    },
+];
+
+/// The template a declaration was generated from (by name and kind).
+pub fn copro_template(decl: &CoproDecl) -> Option<&'static CoproTemplate> {
+    COPRO_TEMPLATES.iter().find(|t| t.name == decl.name && t.kind == decl.kind)
+}
+
+/// Manifest lines (`copro.NAME = { ... }`, inside a `[[netpe]]` table) that
+/// configure `module`'s generated instances as [`new_state`] does.
+pub fn copro_manifest_lines(module: &Module) -> String {
+    let mut out = String::new();
+    for t in module.copros.iter().filter_map(copro_template).filter(|t| !t.config.is_empty()) {
+        let settings: Vec<String> = t.config.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        let _ = writeln!(out, "copro.{} = {{ {} }}", t.name, settings.join(", "));
+    }
+    out
+}
 
 /// Generates a program from raw bytes (for example a proptest byte vector):
 /// [`generate_program`] on an [`Unstructured`] over `bytes`. Never fails:
@@ -190,14 +280,16 @@ pub fn generate_infinite_loop(u: &mut Unstructured<'_>, cfg: &GenConfig) -> Resu
 }
 
 /// A fresh NetPE state for `module`, as the runtime would create it: zeroed
-/// data memory and one `counters` instance (256 counters) per declared
-/// coprocessor of that kind. Declarations of other kinds get no instance, so
-/// their accesses fault `copro`.
+/// data memory and one instance per declared coprocessor, configured as its
+/// [`CoproTemplate`] says (or by default: a `counters` has 256 counters).
+/// From the first declaration of a kind that does not exist on, no
+/// instance, so their accesses fault `copro`.
 pub fn new_state(module: &Module) -> PeState {
     let mut state = PeState::new(module);
     let registry = netvm_copro::registry();
     for decl in &module.copros {
-        match registry.create(&decl.kind, &Default::default()) {
+        let config = copro_template(decl).map(CoproTemplate::coproc_config).unwrap_or_default();
+        match registry.create(&decl.kind, &config) {
             Ok(c) => state.copros.push(c),
             Err(_) => break,
         }
@@ -218,6 +310,14 @@ fn environment(u: &mut Unstructured<'_>, cfg: &GenConfig) -> Result<Env> {
     let data_size = size(u, cfg.max_data_size)?;
     let ports = if cfg.max_ports == 0 || u.int_in_range(0u8..=99)? >= 97 { 0 } else { u.int_in_range(1..=cfg.max_ports)? };
     let ncopros = if cfg.copro && u.int_in_range(0u8..=99)? >= 55 { u.int_in_range(1u8..=2)? } else { 0 };
+    // Each instance: a counters (the first slot's name, as before tables
+    // existed) or, half the time with tables, one of the tables; no two alike.
+    let mut copros = Vec::new();
+    for i in 0..ncopros {
+        let tables = COPRO_TEMPLATES.len() - 3;
+        let t = if cfg.tables && u.ratio(1u8, 2)? { 3 + u.int_in_range(0..=tables - 1)? } else { usize::from(i) };
+        copros.push(if copros.contains(&t) { usize::from(i) + 1 } else { t });
+    }
     let general = u.int_in_range(0u16..=6)?;
     let counters = if cfg.allow_loops { cfg.max_loop_nesting } else { 0 };
     let extra = if u.int_in_range(0u8..=9)? == 9 { u.int_in_range(1u16..=3)? } else { 0 };
@@ -229,7 +329,7 @@ fn environment(u: &mut Unstructured<'_>, cfg: &GenConfig) -> Result<Env> {
         6..=8 => 8,
         _ => 30,
     };
-    Ok(Env { info_size, data_size, ports, ncopros, general, counters, locals: general + counters + extra, cap, risk })
+    Ok(Env { info_size, data_size, ports, ncopros, copros, general, counters, locals: general + counters + extra, cap, risk })
 }
 
 /// Builds the module and its listing from the generated segments.
@@ -237,14 +337,15 @@ fn finish(u: &mut Unstructured<'_>, env: &Env, seed: u64, init: Option<SegBuilde
     let reached = init.as_ref().map_or(0, |s| s.max_depth).max(push.max_depth).max(1);
     let slack = if u.int_in_range(0u8..=9)? >= 7 { u.int_in_range(1u32..=3)? } else { 0 };
     let max_stack = (reached + slack).min(u32::from(netil::module::limits::MAX_STACK)) as u16;
-    let names: Vec<String> = (0..env.ncopros).map(|i| ["ctr", "hits", "c_2"][i as usize].to_string()).collect();
+    let templates: Vec<&CoproTemplate> = env.copros.iter().map(|&t| &COPRO_TEMPLATES[t]).collect();
+    let names: Vec<String> = templates.iter().map(|t| t.name.to_string()).collect();
     let module = Module {
         max_stack,
         locals: env.locals,
         info_size: env.info_size,
         data_size: env.data_size,
         out_ports: env.ports,
-        copros: names.iter().map(|n| CoproDecl { name: n.clone(), kind: COPRO_KIND.to_string() }).collect(),
+        copros: templates.iter().map(|t| CoproDecl { name: t.name.to_string(), kind: t.kind.to_string() }).collect(),
         init: init.as_ref().map(SegBuilder::encode),
         push: Some(push.encode()),
         interface: netil::Interface::default(),
@@ -279,8 +380,8 @@ fn listing(m: &Module, names: &[String], seed: u64, init: Option<&SegBuilder>, p
     if m.out_ports != inferred_ports || cos.chance(50) {
         let _ = writeln!(decls, "{} {}", d(&mut cos, ".ports"), m.out_ports);
     }
-    for n in names {
-        let _ = writeln!(decls, "{} {n} {COPRO_KIND}", d(&mut cos, ".copro"));
+    for c in &m.copros {
+        let _ = writeln!(decls, "{} {} {}", d(&mut cos, ".copro"), c.name, c.kind);
     }
     let env = ListingEnv { copro_names: names };
     let mut segs = String::new();

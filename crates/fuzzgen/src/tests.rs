@@ -137,13 +137,42 @@ fn infinite_loop_programs_verify() {
 }
 
 #[test]
-fn new_state_creates_declared_counters() {
+fn new_state_creates_declared_instances_as_configured() {
     let buf = buffer(5, 4096);
-    for seed in 0..50 {
+    let mut tables = 0;
+    for seed in 0..200 {
         let buf = buffer(seed, 2048 + buf.len() % 7);
         let m = generate(&mut Unstructured::new(&buf), &GenConfig::default()).unwrap();
         let st = new_state(&m);
         assert_eq!(st.copros.len(), m.copros.len());
         assert_eq!(st.data.len(), m.data_size as usize);
+        for (d, c) in m.copros.iter().zip(&st.copros) {
+            let t = crate::copro_template(d).expect("declared from a template");
+            assert_eq!(c.kind(), t.kind);
+            if t.kind == "table" {
+                tables += 1;
+                let capacity = t.config.iter().find(|(k, _)| *k == "capacity").unwrap().1;
+                assert!(c.stats().contains(&("capacity".to_string(), capacity.parse().unwrap())), "{}", d.name);
+            }
+        }
     }
+    assert!(tables > 10, "only {tables} tables declared");
+    // Without tables: counters only.
+    let cfg = GenConfig { tables: false, ..GenConfig::default() };
+    for seed in 0..50 {
+        let m = generate(&mut Unstructured::new(&buffer(seed, 2048)), &cfg).unwrap();
+        assert!(m.copros.iter().all(|d| d.kind == crate::COPRO_KIND));
+    }
+}
+
+/// Every template creates, and an application manifest configures its
+/// instances as `new_state` does.
+#[test]
+fn copro_templates_create_and_reach_manifests() {
+    let registry = netvm_copro::registry();
+    for t in crate::COPRO_TEMPLATES {
+        registry.create(t.kind, &t.coproc_config()).unwrap_or_else(|e| panic!("{}: {e}", t.name));
+    }
+    let m = netil::assemble(".copro fib table\n.copro ctr counters\nsegment .push\n pop\n drop\nends").unwrap().module;
+    assert_eq!(crate::copro_manifest_lines(&m), "copro.fib = { key_size = 6, value_size = 2, capacity = 40, seed = 1 }\n");
 }
