@@ -937,6 +937,9 @@ impl<'g, 'a> Gen<'g, 'a> {
         if let (Some(key), Some(value)) = (t.key_size(), t.value_size()) {
             return self.table_op(c, key, value);
         }
+        if t.is_lpm() {
+            return self.route_op(c);
+        }
         let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(30)? { g.range(2u8, 255)? } else { valid }) };
         match self.range(0u8, 3)? {
             0 => {
@@ -1013,6 +1016,65 @@ impl<'g, 'a> Gen<'g, 'a> {
             if self.room() >= 1 && self.chance(40)? {
                 let r = if self.chance(50)? { 0 } else { self.range(1u8, 4)? };
                 let r = if self.risky()? && self.chance(20)? { self.range(5u8, 255)? } else { r };
+                self.seg.emit(Opcode::CoproOut, Arg::CoproReg(c, r));
+                self.consume()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Operations of the IPv4 `lpm` instance `c` on one prefix: its
+    /// address (a few constants, or a packet's address field, so that
+    /// lookups of packets hit) masked to a length of 0 (the default route)
+    /// or 8 to 32 (longer than 24 takes a group: the budget runs out), a
+    /// next hop, then one to three of insert, delete, lookup of the
+    /// register address and lookup at a packet offset, each perhaps
+    /// followed by reading an output. Risky variants: a length above 32, a
+    /// next hop of 2^24, an address with bits set past the length (bad
+    /// arguments).
+    fn route_op(&mut self, c: u8) -> Result<()> {
+        let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(20)? { g.range(9u8, 255)? } else { valid }) };
+        let pkt = !self.in_init() && !self.mode.no_faults && self.room() >= 2;
+        let len =
+            if self.risky()? && self.chance(20)? { self.range(33u32, 40)? } else { self.pick(&[0u32, 8, 16, 20, 24, 24, 25, 28, 32, 32])? };
+        let mut field = None;
+        if pkt && self.chance(50)? {
+            let o = self.pick(&[26u32, 30, 30, 14, 2])?;
+            self.push(o);
+            self.emit(Opcode::Upload32);
+            field = Some(o);
+        } else {
+            let a = self.pick(&[0x0a00_0000u32, 0x0a00_0001, 0x0a01_0200, 0xc0a8_0100, 0xc0a8_01ff, 0])?;
+            self.push(a);
+        }
+        if self.room() >= 1 && !(self.risky()? && self.chance(20)?) {
+            self.push(u32::MAX.checked_shl(32 - len.min(32)).unwrap_or(0));
+            self.emit(Opcode::And);
+        }
+        let r = reg(self, 0)?;
+        self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+        self.push(len);
+        let r = reg(self, 4)?;
+        self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+        let hop = if self.risky()? && self.chance(20)? { 1 << 24 } else { self.range(0u32, 15)? };
+        self.push(hop);
+        let r = reg(self, 5)?;
+        self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+        for k in 0..self.range(1u8, 3)? {
+            // Mostly an insert first, so that the lookups after it hit.
+            let op = if k == 0 && self.chance(60)? { 1 } else { self.weighted(&[(4, 1u8), (1, 2), (3, 0), (if pkt { 4 } else { 0 }, 3)])? };
+            if op == 3 {
+                // The address field the prefix came from, mostly.
+                match field {
+                    Some(o) if self.chance(70)? => self.push(o),
+                    _ => self.key_offset(4)?,
+                }
+                let r = reg(self, 8)?;
+                self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
+            }
+            self.invoke(c, op)?;
+            if self.room() >= 1 && self.chance(40)? {
+                let r = if self.risky()? && self.chance(20)? { self.range(2u8, 255)? } else { self.range(0u8, 1)? };
                 self.seg.emit(Opcode::CoproOut, Arg::CoproReg(c, r));
                 self.consume()?;
             }

@@ -13,8 +13,8 @@
 //!   run time) outside the declared sizes, divisions by zero, shifts by 32
 //!   and more, `ret.pop` to ports that do not exist, coprocessor accesses to
 //!   registers that do not exist, an optional `.init` handler, and
-//!   unreachable junk that only has to decode. Coprocessors are `counters`
-//!   and small `table`s ([`COPRO_TEMPLATES`]): lookups, inserts and deletes
+//!   unreachable junk that only has to decode. Coprocessors are `counters`,
+//!   small `table`s and an `lpm` ([`COPRO_TEMPLATES`]): lookups, inserts and deletes
 //!   by keys in registers and at packet offsets (inside the packet, ending
 //!   near its end, past it), repeated on one key so that they hit, replace
 //!   and fill the table, which is what the compiled engines' inline
@@ -90,7 +90,7 @@ pub struct GenConfig {
     /// Declare `counters` coprocessors and use `copro.*` (the harness creates
     /// them with [`new_state`]).
     pub copro: bool,
-    /// With `copro`: sometimes declare `table` instances instead
+    /// With `copro`: sometimes declare `table` and `lpm` instances instead
     /// ([`COPRO_TEMPLATES`]) and use their operations, the packet-key ones
     /// included (the compiled engines inline some of them: the walks).
     pub tables: bool,
@@ -162,6 +162,12 @@ pub struct CoproTemplate {
 }
 
 impl CoproTemplate {
+    /// Whether it is an `lpm` (generated code inserts, deletes and looks up
+    /// routes in it).
+    pub fn is_lpm(&self) -> bool {
+        self.kind == "lpm"
+    }
+
     /// The `table`'s key size, for a table (`None` otherwise).
     pub fn key_size(&self) -> Option<u32> {
         (self.kind == "table").then(|| self.setting("key_size").unwrap_or(4))
@@ -183,7 +189,8 @@ impl CoproTemplate {
 }
 
 /// Every instance generated programs may declare: three `counters` (256
-/// counters each) and five small `table`s. Tables of 4-16-byte keys and
+/// counters each), an IPv4 `lpm` with a budget of 24 groups (which
+/// generated routes exhaust) and five small `table`s. Tables of 4-16-byte keys and
 /// values of at most 4 bytes are those the compiled engines probe inline
 /// (`netvm_vm::BucketWalk`); `tiny` (3-byte keys) and `wide` (8-byte
 /// values) are always called. Capacities are small, so that generated
@@ -202,6 +209,7 @@ pub const COPRO_TEMPLATES: &[CoproTemplate] = &[
         config: &[("key_size", "13"), ("value_size", "4"), ("capacity", "24"), ("aging", "1"), ("seed", "2")],
     },
     CoproTemplate { name: "hosts", kind: "table", config: &[("key_size", "4"), ("value_size", "4"), ("capacity", "64"), ("seed", "3")] },
+    CoproTemplate { name: "rt", kind: "lpm", config: &[("tbl8_groups", "24")] },
     CoproTemplate { name: "tiny", kind: "table", config: &[("key_size", "3"), ("value_size", "1"), ("capacity", "16"), ("seed", "4")] },
     CoproTemplate {
         name: "wide",
