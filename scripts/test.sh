@@ -24,9 +24,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo check --manifest-path fuzz/Cargo.toml --bins --locked
 cargo test --workspace --locked
 # The baseline compiler's AArch64 templates, cross-compiled and run under
-# qemu-aarch64 against the interpreter, and the conformance suite on every
+# qemu-aarch64 against the interpreter, the conformance suite on every
 # engine there (the JIT's and the baseline compiler's AArch64 code, AOT
-# objects linked for AArch64); setup.sh installs the cross toolchain,
+# objects linked for AArch64), and the JIT's generated differential tests;
+# setup.sh installs the cross toolchain,
 # qemu-user and Rust's aarch64 target; where it could not, say so.
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null \
     && rustup target list --installed 2>/dev/null | grep -qx aarch64-unknown-linux-gnu; then
@@ -35,6 +36,10 @@ if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/
     cargo clippy --locked --target aarch64-unknown-linux-gnu -p netvm-baseline --all-targets -- -D warnings
     cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-baseline
     cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests --test suite
+    # The JIT's AArch64 code against the interpreter on generated programs
+    # and applications (the tables' and routes' inline walks included).
+    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-jit --test differential generated
+    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests --test generated_apps
 else
     echo "test.sh: no aarch64 cross toolchain or qemu-aarch64: the AArch64 baseline compiler is not tested" >&2
 fi
