@@ -937,8 +937,8 @@ impl<'g, 'a> Gen<'g, 'a> {
         if let (Some(key), Some(value)) = (t.key_size(), t.value_size()) {
             return self.table_op(c, key, value);
         }
-        if t.is_lpm() {
-            return self.route_op(c);
+        if let Some(v6) = t.lpm_family_v6() {
+            return self.route_op(c, v6);
         }
         let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(30)? { g.range(2u8, 255)? } else { valid }) };
         match self.range(0u8, 3)? {
@@ -1023,36 +1023,50 @@ impl<'g, 'a> Gen<'g, 'a> {
         Ok(())
     }
 
-    /// Operations of the IPv4 `lpm` instance `c` on one prefix: its
+    /// Operations of the `lpm` instance `c` (`v6`: IPv6) on one prefix: its
     /// address (a few constants, or a packet's address field, so that
     /// lookups of packets hit) masked to a length of 0 (the default route)
-    /// or 8 to 32 (longer than 24 takes a group: the budget runs out), a
-    /// next hop, then one to three of insert, delete, lookup of the
-    /// register address and lookup at a packet offset, each perhaps
-    /// followed by reading an output. Risky variants: a length above 32, a
-    /// next hop of 2^24, an address with bits set past the length (bad
-    /// arguments).
-    fn route_op(&mut self, c: u8) -> Result<()> {
+    /// or one of a few others (longer than 24 takes a group: the budget
+    /// runs out), a next hop, then one to three of insert, delete, lookup
+    /// of the register address and lookup at a packet offset, each perhaps
+    /// followed by reading an output. Risky variants: a length past the
+    /// address, a next hop of 2^24, an address with bits set past the
+    /// length (bad arguments).
+    fn route_op(&mut self, c: u8, v6: bool) -> Result<()> {
         let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(20)? { g.range(9u8, 255)? } else { valid }) };
         let pkt = !self.in_init() && !self.mode.no_faults && self.room() >= 2;
-        let len =
-            if self.risky()? && self.chance(20)? { self.range(33u32, 40)? } else { self.pick(&[0u32, 8, 16, 20, 24, 24, 25, 28, 32, 32])? };
-        let mut field = None;
-        if pkt && self.chance(50)? {
-            let o = self.pick(&[26u32, 30, 30, 14, 2])?;
-            self.push(o);
-            self.emit(Opcode::Upload32);
-            field = Some(o);
+        let bits = if v6 { 128 } else { 32 };
+        let len = if self.risky()? && self.chance(20)? {
+            self.range(bits + 1, bits + 8)?
+        } else if v6 {
+            self.pick(&[0u32, 16, 24, 32, 48, 48, 56, 64, 64, 100, 128])?
         } else {
-            let a = self.pick(&[0x0a00_0000u32, 0x0a00_0001, 0x0a01_0200, 0xc0a8_0100, 0xc0a8_01ff, 0])?;
-            self.push(a);
+            self.pick(&[0u32, 8, 16, 20, 24, 24, 25, 28, 32, 32])?
+        };
+        // IPv4 source and destination, or IPv6's (behind no VLAN tag), or others.
+        let fields: &[u32] = if v6 { &[22, 38, 38, 14, 26] } else { &[26, 30, 30, 14, 2] };
+        let field = if pkt && self.chance(50)? { Some(self.pick(fields)?) } else { None };
+        let constant = self.pick(&[0x2001_0db8u32, 0x0a00_0000, 0xfe80_0000, 0xc0a8_01ff, 0])?;
+        let mask_bits = !(self.risky()? && self.chance(20)?);
+        for w in 0..bits / 32 {
+            match field {
+                Some(o) => {
+                    self.push(o + 4 * w);
+                    self.emit(Opcode::Upload32);
+                }
+                None => {
+                    let v = if w == 0 { constant } else { self.pick(&[0u32, 0, 1, 0xffff_ffff])? };
+                    self.push(v);
+                }
+            }
+            if mask_bits && self.room() >= 1 {
+                let keep = len.saturating_sub(32 * w).min(32);
+                self.push(u32::MAX.checked_shl(32 - keep).unwrap_or(0));
+                self.emit(Opcode::And);
+            }
+            let r = reg(self, w as u8)?;
+            self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
         }
-        if self.room() >= 1 && !(self.risky()? && self.chance(20)?) {
-            self.push(u32::MAX.checked_shl(32 - len.min(32)).unwrap_or(0));
-            self.emit(Opcode::And);
-        }
-        let r = reg(self, 0)?;
-        self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
         self.push(len);
         let r = reg(self, 4)?;
         self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));
@@ -1067,7 +1081,7 @@ impl<'g, 'a> Gen<'g, 'a> {
                 // The address field the prefix came from, mostly.
                 match field {
                     Some(o) if self.chance(70)? => self.push(o),
-                    _ => self.key_offset(4)?,
+                    _ => self.key_offset(bits / 8)?,
                 }
                 let r = reg(self, 8)?;
                 self.seg.emit(Opcode::CoproIn, Arg::CoproReg(c, r));

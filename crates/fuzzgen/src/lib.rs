@@ -14,7 +14,7 @@
 //!   and more, `ret.pop` to ports that do not exist, coprocessor accesses to
 //!   registers that do not exist, an optional `.init` handler, and
 //!   unreachable junk that only has to decode. Coprocessors are `counters`,
-//!   small `table`s and an `lpm` ([`COPRO_TEMPLATES`]): lookups, inserts and deletes
+//!   small `table`s and route tables ([`COPRO_TEMPLATES`]): lookups, inserts and deletes
 //!   by keys in registers and at packet offsets (inside the packet, ending
 //!   near its end, past it), repeated on one key so that they hit, replace
 //!   and fill the table, which is what the compiled engines' inline
@@ -162,10 +162,10 @@ pub struct CoproTemplate {
 }
 
 impl CoproTemplate {
-    /// Whether it is an `lpm` (generated code inserts, deletes and looks up
-    /// routes in it).
-    pub fn is_lpm(&self) -> bool {
-        self.kind == "lpm"
+    /// For an `lpm` (generated code inserts, deletes and looks up routes in
+    /// it): whether its family is IPv6. `None` for other kinds.
+    pub fn lpm_family_v6(&self) -> Option<bool> {
+        (self.kind == "lpm").then(|| self.config.contains(&("family", "ipv6")))
     }
 
     /// The `table`'s key size, for a table (`None` otherwise).
@@ -189,8 +189,8 @@ impl CoproTemplate {
 }
 
 /// Every instance generated programs may declare: three `counters` (256
-/// counters each), an IPv4 `lpm` with a budget of 24 groups (which
-/// generated routes exhaust) and five small `table`s. Tables of 4-16-byte keys and
+/// counters each), an IPv4 and an IPv6 `lpm` with budgets of 24 and 48
+/// groups (which generated routes exhaust) and five small `table`s. Tables of 4-16-byte keys and
 /// values of at most 4 bytes are those the compiled engines probe inline
 /// (`netvm_vm::BucketWalk`); `tiny` (3-byte keys) and `wide` (8-byte
 /// values) are always called. Capacities are small, so that generated
@@ -210,6 +210,7 @@ pub const COPRO_TEMPLATES: &[CoproTemplate] = &[
     },
     CoproTemplate { name: "hosts", kind: "table", config: &[("key_size", "4"), ("value_size", "4"), ("capacity", "64"), ("seed", "3")] },
     CoproTemplate { name: "rt", kind: "lpm", config: &[("tbl8_groups", "24")] },
+    CoproTemplate { name: "rt6", kind: "lpm", config: &[("family", "ipv6"), ("tbl8_groups", "48")] },
     CoproTemplate { name: "tiny", kind: "table", config: &[("key_size", "3"), ("value_size", "1"), ("capacity", "16"), ("seed", "4")] },
     CoproTemplate {
         name: "wide",
@@ -228,7 +229,9 @@ pub fn copro_template(decl: &CoproDecl) -> Option<&'static CoproTemplate> {
 pub fn copro_manifest_lines(module: &Module) -> String {
     let mut out = String::new();
     for t in module.copros.iter().filter_map(copro_template).filter(|t| !t.config.is_empty()) {
-        let settings: Vec<String> = t.config.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+        // Numbers as TOML integers, anything else as a string.
+        let value = |v: &str| if v.bytes().all(|b| b.is_ascii_digit()) { v.to_string() } else { format!("{v:?}") };
+        let settings: Vec<String> = t.config.iter().map(|(k, v)| format!("{k} = {}", value(v))).collect();
         let _ = writeln!(out, "copro.{} = {{ {} }}", t.name, settings.join(", "));
     }
     out

@@ -173,6 +173,17 @@ fn copro_templates_create_and_reach_manifests() {
     for t in crate::COPRO_TEMPLATES {
         registry.create(t.kind, &t.coproc_config()).unwrap_or_else(|e| panic!("{}: {e}", t.name));
     }
-    let m = netil::assemble(".copro fib table\n.copro ctr counters\nsegment .push\n pop\n drop\nends").unwrap().module;
-    assert_eq!(crate::copro_manifest_lines(&m), "copro.fib = { key_size = 6, value_size = 2, capacity = 40, seed = 1 }\n");
+    let m = netil::assemble(".copro fib table\n.copro ctr counters\n.copro rt6 lpm\n.copro wide table\nsegment .push\n pop\n drop\nends")
+        .unwrap()
+        .module;
+    assert_eq!(
+        crate::copro_manifest_lines(&m),
+        "copro.fib = { key_size = 6, value_size = 2, capacity = 40, seed = 1 }\n\
+         copro.rt6 = { family = \"ipv6\", tbl8_groups = 48 }\n\
+         copro.wide = { key_size = 16, value_size = 8, capacity = 16, aging = 2, seed = \"0x5eed\" }\n"
+    );
+    // And they read as a manifest's settings do.
+    let toml = format!("[[netpe]]\nname = \"a\"\nprogram = \"a.nil\"\n{}", crate::copro_manifest_lines(&m));
+    let parsed: toml::Value = toml::from_str(&toml).unwrap();
+    assert_eq!(parsed["netpe"][0]["copro"]["wide"]["seed"].as_str(), Some("0x5eed"));
 }
