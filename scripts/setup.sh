@@ -9,6 +9,9 @@
 #     aarch64, qemu-user, and Rust's aarch64-unknown-linux-gnu standard
 #     library. Failing to install these is not fatal: that test then says
 #     what is missing and skips, and scripts/test.sh reports it.
+#   - likewise for riscv64 (gcc, Rust's riscv64gc-unknown-linux-gnu
+#     standard library; qemu-user runs it): scripts/test.sh runs the JIT's
+#     differential tests and the conformance suite cross-compiled there.
 #   - the Hyperscan (x86-64) or Vectorscan (arm64) runtime, libhs.so.5: the
 #     string-matching coprocessor's fast backend, loaded at run time when
 #     present. Optional: without it the aho-corasick backend runs, and the
@@ -32,11 +35,19 @@ fi
 # Cross-target AOT test: optional (see above).
 cross_need=()
 command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || cross_need+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
-command -v qemu-aarch64 >/dev/null 2>&1 || cross_need+=(qemu-user)
+{ command -v qemu-aarch64 && command -v qemu-riscv64; } >/dev/null 2>&1 || cross_need+=(qemu-user)
 if [ ${#cross_need[@]} -gt 0 ]; then
     echo "setup: installing ${cross_need[*]} (AOT cross-target test)" >&2
     if ! { $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${cross_need[@]}" >/dev/null; }; then
         echo "setup: could not install ${cross_need[*]}: the aarch64 AOT test will be skipped" >&2
+    fi
+fi
+# riscv64 (the JIT's tests under qemu-riscv64): optional, installed apart.
+if ! command -v riscv64-linux-gnu-gcc >/dev/null 2>&1; then
+    echo "setup: installing gcc-riscv64-linux-gnu libc6-dev-riscv64-cross (the JIT's tests under qemu-riscv64)" >&2
+    if ! { $sudo_cmd apt-get update -qq \
+        && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq gcc-riscv64-linux-gnu libc6-dev-riscv64-cross >/dev/null; }; then
+        echo "setup: could not install the riscv64 cross compiler: the riscv64 tests will be skipped" >&2
     fi
 fi
 
@@ -82,5 +93,10 @@ if command -v rustup >/dev/null 2>&1; then
         echo "setup: adding Rust target aarch64-unknown-linux-gnu (AOT cross-target test)" >&2
         rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1 \
             || echo "setup: could not add aarch64-unknown-linux-gnu: the aarch64 AOT test will be skipped" >&2
+    fi
+    if ! rustup target list --installed 2>/dev/null | grep -qx riscv64gc-unknown-linux-gnu; then
+        echo "setup: adding Rust target riscv64gc-unknown-linux-gnu (the JIT's tests under qemu-riscv64)" >&2
+        rustup target add riscv64gc-unknown-linux-gnu >/dev/null 2>&1 \
+            || echo "setup: could not add riscv64gc-unknown-linux-gnu: the riscv64 tests will be skipped" >&2
     fi
 fi

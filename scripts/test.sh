@@ -43,6 +43,18 @@ if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/
 else
     echo "test.sh: no aarch64 cross toolchain or qemu-aarch64: the AArch64 baseline compiler is not tested" >&2
 fi
+# The JIT's RISC-V code (the tag compare of the inline probes is scalar
+# there), run under qemu-riscv64: the generated differential tests and the
+# conformance suite (the baseline compiler has no RISC-V templates and skips).
+if command -v riscv64-linux-gnu-gcc >/dev/null && command -v qemu-riscv64 >/dev/null \
+    && rustup target list --installed 2>/dev/null | grep -qx riscv64gc-unknown-linux-gnu; then
+    export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=riscv64-linux-gnu-gcc
+    export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER="qemu-riscv64 -L /usr/riscv64-linux-gnu"
+    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-jit --test differential generated
+    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-filetests --test suite --test generated_apps
+else
+    echo "test.sh: no riscv64 cross toolchain or qemu-riscv64: the JIT's RISC-V code is not run" >&2
+fi
 # The string-matching coprocessor and the IDS again, with Hyperscan kept
 # unloaded: the aho-corasick backend alone must give the same answers.
 # (--workspace keeps the features, and so the builds, of the run above.)
