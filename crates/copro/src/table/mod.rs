@@ -391,11 +391,11 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
                 .map_err(|_| format!("table: seed `{s}` is not a 64-bit number"))?,
         ),
     };
-    let mut t = Table::new(key_size, value_size, capacity, aging_ns).map_err(|e| format!("table: {e}"))?;
-    if let Some(seed) = seed {
-        t = t.with_seed(seed).map_err(|e| format!("table: {e}"))?;
-    }
-    Ok(Box::new(t.with_workers(workers)))
+    let t = match seed {
+        Some(seed) => Table::with_seed(key_size, value_size, capacity, aging_ns, seed),
+        None => Table::new(key_size, value_size, capacity, aging_ns),
+    };
+    Ok(Box::new(t.map_err(|e| format!("table: {e}"))?.with_workers(workers)))
 }
 
 /// Bytes `0..n` of `words`, big-endian per word.
@@ -441,9 +441,22 @@ impl Table {
     /// entries never age). Errors as [`ExactTable::new`]. It serves several
     /// workers as [`Workers::Shared`] unless [`Table::with_workers`] says otherwise.
     pub fn new(key_size: usize, value_size: usize, capacity: usize, aging_ns: Option<u64>) -> Result<Table, String> {
-        let mut table = ExactTable::new(key_size, value_size, capacity)?;
+        Ok(Table::over(ExactTable::new(key_size, value_size, capacity)?, aging_ns))
+    }
+
+    /// As [`Table::new`], with a fixed hash seed instead of a random one
+    /// ([`ExactTable::with_seed`]): where keys sit, and so what depends on
+    /// it (which aged entry a full table reuses, which entries a sweep
+    /// purges first), repeats from run to run.
+    pub fn with_seed(key_size: usize, value_size: usize, capacity: usize, aging_ns: Option<u64>, seed: u64) -> Result<Table, String> {
+        Ok(Table::over(ExactTable::with_seed(key_size, value_size, capacity, seed)?, aging_ns))
+    }
+
+    /// A table over the empty store `table`.
+    fn over(mut table: ExactTable, aging_ns: Option<u64>) -> Table {
         table.set_aging(aging_ns);
-        Ok(Table {
+        let (key_size, value_size) = (table.key_size(), table.value_size());
+        Table {
             place: Place::Own(Store { table, now: 0, last_sweep: None, sweep_cursor: 0 }),
             workers: Workers::Shared,
             key_size,
@@ -456,21 +469,7 @@ impl Table {
             ahead: RefCell::default(),
             direct: [DirectOp::NONE; 6],
             walk: BucketWalk::OFF,
-        })
-    }
-
-    /// The same table (empty) with a fixed hash seed instead of a random
-    /// one ([`ExactTable::with_seed`]): where keys sit, and so what depends
-    /// on it (which aged entry a full table reuses, which entries a sweep
-    /// purges first), repeats from run to run.
-    pub fn with_seed(mut self, seed: u64) -> Result<Table, String> {
-        let (key_size, value_size, aging_ns) = (self.key_size, self.value_size, self.aging_ns);
-        let mut s = self.store_mut();
-        let mut table = ExactTable::with_seed(key_size, value_size, s.table.capacity(), seed)?;
-        table.set_aging((aging_ns != u64::MAX).then_some(aging_ns));
-        s.table = table;
-        drop(s);
-        Ok(self)
+        }
     }
 
     /// The same table, serving several workers as `workers` says.
