@@ -940,7 +940,7 @@ impl<'g, 'a> Gen<'g, 'a> {
         if let Some(v6) = t.lpm_family_v6() {
             return self.route_op(c, v6);
         }
-        let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(30)? { g.range(2u8, 255)? } else { valid }) };
+        let reg = |g: &mut Self, valid: u8| g.input_reg(valid, 2, 30);
         match self.range(0u8, 3)? {
             0 => {
                 // counter[index] += amount
@@ -986,7 +986,7 @@ impl<'g, 'a> Gen<'g, 'a> {
     /// an insert then a lookup hits), each perhaps followed by reading an
     /// output.
     fn table_op(&mut self, c: u8, key: u32, value: u32) -> Result<()> {
-        let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(20)? { g.range(9u8, 255)? } else { valid }) };
+        let reg = |g: &mut Self, valid: u8| g.input_reg(valid, 9, 20);
         // Packet keys need a packet, and may fault.
         let pkt = !self.in_init() && !self.mode.no_faults && self.room() >= 2 && self.chance(60)?;
         if self.chance(60)? {
@@ -1033,7 +1033,7 @@ impl<'g, 'a> Gen<'g, 'a> {
     /// address, a next hop of 2^24, an address with bits set past the
     /// length (bad arguments).
     fn route_op(&mut self, c: u8, v6: bool) -> Result<()> {
-        let reg = |g: &mut Self, valid: u8| -> Result<u8> { Ok(if g.risky()? && g.chance(20)? { g.range(9u8, 255)? } else { valid }) };
+        let reg = |g: &mut Self, valid: u8| g.input_reg(valid, 9, 20);
         let pkt = !self.in_init() && !self.mode.no_faults && self.room() >= 2;
         let bits = if v6 { 128 } else { 32 };
         let len = if self.risky()? && self.chance(20)? {
@@ -1118,6 +1118,12 @@ impl<'g, 'a> Gen<'g, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// An input register to write: `valid`, or (a risky choice, `pct`
+    /// percent of those) one from `first_bad` up, which the kind lacks.
+    fn input_reg(&mut self, valid: u8, first_bad: u8, pct: u8) -> Result<u8> {
+        Ok(if self.risky()? && self.chance(pct)? { self.range(first_bad, 255)? } else { valid })
     }
 
     fn invoke(&mut self, c: u8, op: u8) -> Result<()> {
