@@ -475,7 +475,7 @@ fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr
         mem(ld(ptr, o::DATA), ld(types::I64, o::DATA_LEN)),
     ];
     let copros = (ld(ptr, o::COPROS), ld(types::I64, o::NCOPROS));
-    let regs = (ld(ptr, o::REGS), ld(types::I64, o::NREGS));
+    let regs = (ld(ptr, o::REGS), Some(ld(types::I64, o::NREGS)));
     let budget = ld(types::I64, o::BUDGET);
     let push = kind == SegmentKind::Push;
     let in_port = push.then(|| ld(types::I32, o::IN_PORT));

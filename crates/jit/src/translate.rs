@@ -163,8 +163,9 @@ pub struct SegmentEnv {
     /// The NetPE's coprocessor instances (opaque pointer) and their number (`i64`).
     pub copros: (Value, Value),
     /// Their inline register files (`*const RegisterFile`) and how many
-    /// there are (`i64`: the number of instances, or 0 for none).
-    pub regs: (Value, Value),
+    /// there are (`i64`: the number of instances, or 0 for none); `None`
+    /// where the host gives every instance one (no test is compiled).
+    pub regs: (Value, Option<Value>),
     /// Metadata of the exchange buffer (`.push` only).
     pub meta: Option<MetaView>,
     /// The input port (`i32`, `.push` only).
@@ -311,9 +312,10 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     }
 
     /// Continues in a new block where instance `copro` has a register file
-    /// (`struct netvm_regfile`), else goes to `none`.
+    /// (`struct netvm_regfile`), else goes to `none`; in the current one
+    /// where every instance has one.
     fn has_regfile(&mut self, copro: u8, none: Block) {
-        let (_, n) = self.env.regs;
+        let (_, Some(n)) = self.env.regs else { return };
         let test = self.b.create_block();
         let has = self.b.ins().icmp_imm_u(IntCC::UnsignedGreaterThan, n, i64::from(copro));
         self.b.ins().brif(has, test, &[], none, &[]);

@@ -177,7 +177,7 @@ pub fn define_app<M: Module>(
     }
 
     let read_only = !modules.iter().any(|m| m.push.writes(netil::Mem::Packet));
-    let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts, read_only };
+    let shared = Shared { graph, modules, layout: &layout, helpers, hooks, routes, dead, facts, ptr, opts, read_only, every_file: !object };
     // Each function is built here, in order, and compiled by `parallel`
     // (the NetPE functions of table mode on several threads at once).
     let ((), defined) = parallel::with_codegen(module, isas, &opts, |module, codegen| {
@@ -288,6 +288,8 @@ struct Shared<'a> {
     opts: JitOptions,
     /// No NetPE writes packet memory (see `Build::fanout`).
     read_only: bool,
+    /// See `Build::every_file`.
+    every_file: bool,
 }
 
 /// Builds one function of a linked application with `body`; returns it,
@@ -314,6 +316,7 @@ fn build_linked_fn<M: Module>(
         facts: &sh.facts,
         ptr: sh.ptr,
         read_only: sh.read_only,
+        every_file: sh.every_file,
     };
     body(&mut b, &mut build);
     b.seal_all_blocks();

@@ -37,7 +37,7 @@ pub(super) fn build_init<M: Module>(
         let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), nodes, node_off + o);
         let data = MemView { base: ld(b, ptr, off::NODE_DATA), len: ld(b, I64, off::NODE_DATA_LEN) };
         let copros = (ld(b, ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
-        let regs = (ld(b, ptr, off::NODE_REGS), copros.1);
+        let regs = (ld(b, ptr, off::NODE_REGS), Some(copros.1));
         let empty = MemView { base: null, len: zero64 };
         let env = SegmentEnv {
             mems: [empty, empty, data],

@@ -118,6 +118,9 @@ struct Build<'a, 'm, M: Module> {
     /// No NetPE of the application writes packet memory: the destinations
     /// of a duplicated packet can all run on its one buffer.
     read_only: bool,
+    /// The host gives every coprocessor instance a register file (the
+    /// JIT's own host, not an object's).
+    every_file: bool,
 }
 
 /// A run of output ports reached indexed by the port ([`Build::indexed_ports`]).
@@ -424,7 +427,9 @@ impl<M: Module> Build<'_, '_, M> {
         let ld = |b: &mut FunctionBuilder, ty, o| b.ins().load(ty, ctx_flags(), nodes, node_off + o);
         let data = MemView { base: ld(b, self.ptr, off::NODE_DATA), len: ld(b, I64, off::NODE_DATA_LEN) };
         let copros = (ld(b, self.ptr, off::NODE_COPROS), ld(b, I64, off::NODE_NCOPROS));
-        let regs = (ld(b, self.ptr, off::NODE_REGS), copros.1);
+        // `LinkedApp::bind` gives every instance a register file; a C host
+        // may give none (include/netvm.h).
+        let regs = (ld(b, self.ptr, off::NODE_REGS), (!self.every_file).then_some(copros.1));
         let info_len = b.ins().iconst(I64, i64::from(self.modules[n].module.info_size));
         SegmentEnv {
             mems: [pkt, MemView { base: info, len: info_len }, data],
