@@ -74,8 +74,10 @@ fn examples_and_test_programs_on_real_captures() {
 }
 
 /// `csum` is compiled inline (8-byte little-endian steps, then 4, 2 and 1
-/// bytes of tail, the sum byte-swapped at the end): every length from 0 to 70 at every start offset from 0 to 3, on
-/// random bytes and on bytes that make the sum carry the most (all 0xff).
+/// bytes of tail, the sum byte-swapped at the end; 20 bytes without the
+/// loop): every length from 0 to 70 at every start offset from 0 to 3, on
+/// random bytes and on bytes that make the sum carry the most (all 0xff),
+/// the length a constant (the code folds it) and computed from the packet's.
 #[test]
 fn inline_checksum_of_every_length_and_alignment() {
     let mut r = SplitMix64::new(0xc5);
@@ -83,11 +85,15 @@ fn inline_checksum_of_every_length_and_alignment() {
         let bytes: Vec<u8> = (0..80).map(|_| fill.unwrap_or(r.below(256) as u8)).collect();
         for off in 0..4u32 {
             for len in 0..=70u32 {
-                let src = format!(".infosize 4\nsegment .push\n    pop\n    push 0\n    push {off}\n    push {len}\n    csum pkt\n    istore.32\n    ret 0\nends\n");
-                let module = netil::assemble(&src).expect("assembles").module;
-                let packets = [Packet::from_bytes(bytes.clone())];
-                compare(&module, &packets, &Limits::default(), JitOptions::default())
-                    .unwrap_or_else(|e| panic!("csum of {len} bytes at {off} ({fill:?}): {e}"));
+                let constant = format!("push {len}");
+                let computed = format!("pktlen\n    push {off}\n    sub");
+                for (how, length, packet) in [("constant", constant, &bytes[..]), ("computed", computed, &bytes[..(off + len) as usize])] {
+                    let src = format!(".infosize 4\nsegment .push\n    pop\n    push 0\n    push {off}\n    {length}\n    csum pkt\n    istore.32\n    ret 0\nends\n");
+                    let module = netil::assemble(&src).expect("assembles").module;
+                    let packets = [Packet::from_bytes(packet.to_vec())];
+                    compare(&module, &packets, &Limits::default(), JitOptions::default())
+                        .unwrap_or_else(|e| panic!("csum of {len} bytes ({how}) at {off} ({fill:?}): {e}"));
+                }
             }
         }
     }
