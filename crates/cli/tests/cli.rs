@@ -155,6 +155,45 @@ fn outputs_per_port_repeat_and_budget() {
     assert_eq!(s["packets"], 5);
 }
 
+/// `--repeat` of a program that writes packet memory: every repetition
+/// runs on the capture's bytes, not on what the previous one wrote (the
+/// engine gives each repeated packet a private copy), whether the packets
+/// fit a standard buffer or need a jumbo one, and over many batches.
+#[test]
+fn repeat_runs_a_writing_program_on_the_original_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.pcap");
+    let pkts: Vec<Packet> = (0..700).map(|i| frame(0x0800, if i % 97 == 5 { 3000 } else { 60 + i % 200 }, i as u64)).collect();
+    write_pcap(&trace, &pkts);
+    // Byte 0 is 0 in every frame; the program sets it to 1 and forwards on
+    // port 1, and forwards on port 0 a frame that already has it set.
+    let prog = dir.path().join("mark.nil");
+    std::fs::write(
+        &prog,
+        ".ports 2\nsegment .push\n  pop\n  push 0\n  upload.8\n  jnz seen\n  push 0\n  push 1\n  ustore.8\n  ret 1\nseen:\n  ret 0\nends\n",
+    )
+    .unwrap();
+    for engine in ["jit", "interp"] {
+        let o = netvm(&[
+            "run",
+            "--program",
+            &prog.display().to_string(),
+            "-r",
+            &trace.display().to_string(),
+            "--repeat",
+            "4",
+            "--engine",
+            engine,
+            "--stats",
+            "json",
+        ]);
+        let s = json(&o);
+        assert_eq!(s["packets"], 2800, "{engine}");
+        assert_eq!(s["ports"]["1"], 2800, "{engine}: every repetition saw the original bytes");
+        assert_eq!(s["ports"]["0"].as_u64().unwrap_or(0), 0, "{engine}");
+    }
+}
+
 #[test]
 fn several_inputs_merge_by_time_and_port() {
     let dir = tempfile::tempdir().unwrap();

@@ -1012,9 +1012,7 @@ fn fork_apart(base: &mut Application, n: usize) -> Result<Vec<Application>, Runt
 /// Gives every packet of `batch` a private copy (an application that
 /// writes packet memory, over bytes kept for other repetitions).
 fn privatize(batch: &mut Batch, pool: &PacketPool) {
-    for i in 0..batch.len() {
-        batch.make_private(i, pool);
-    }
+    batch.make_all_private(pool);
 }
 
 /// One worker: runs the jobs it receives. With `discard` (a repetition

@@ -452,25 +452,82 @@ impl PoolShared {
     /// # Safety
     /// `slot` is out of `ptr`'s pool, and the caller does not use `ptr` afterwards.
     unsafe fn give(ptr: PoolPtr, class: usize, slot: u32) {
+        // SAFETY: the caller's contract.
+        unsafe { PoolShared::give_all(ptr, class, std::slice::from_ref(&slot)) }
+    }
+
+    /// Up to `n` free slots of `class` (each counted as a reference) onto
+    /// `out`: from this thread's cache, refilled in bulk from the shared
+    /// list, in one visit of the cache; fewer where the class runs out.
+    fn take_many(&self, ptr: PoolPtr, class: usize, n: usize, out: &mut Vec<u32>) {
+        let start = out.len();
+        let cached = CACHES.try_with(|caches| {
+            let Ok(mut caches) = caches.try_borrow_mut() else { return };
+            let c = cache_of(&mut caches, ptr, self.id, class);
+            while out.len() - start < n {
+                if c.slots.is_empty() {
+                    let mut free = self.classes[class].free.lock();
+                    let k = free.len().min(CACHE_BULK.max(n - (out.len() - start)));
+                    if k == 0 {
+                        return;
+                    }
+                    let at = free.len() - k;
+                    // The slots leave the shared list: `k` more references.
+                    self.refs.fetch_add(k, Ordering::Relaxed);
+                    c.slots.extend(free.drain(at..));
+                }
+                let k = c.slots.len().min(n - (out.len() - start));
+                let at = c.slots.len() - k;
+                out.extend(c.slots.drain(at..));
+            }
+        });
+        if cached.is_err() {
+            // No cache (the thread is ending): one at a time.
+            while out.len() - start < n {
+                let Some(slot) = self.take(ptr, class) else { break };
+                out.push(slot);
+            }
+        }
+    }
+
+    /// Returns slots (and their references) of `class`: to this thread's
+    /// cache, flushed in bulk when full.
+    ///
+    /// # Safety
+    /// Every slot is out of `ptr`'s pool, and the caller uses neither them
+    /// nor `ptr` afterwards.
+    unsafe fn give_all(ptr: PoolPtr, class: usize, slots: &[u32]) {
+        if slots.is_empty() {
+            return;
+        }
         let kept = CACHES.try_with(|caches| {
             let Ok(mut caches) = caches.try_borrow_mut() else { return false };
-            // SAFETY: the slot is a reference, so the pool is alive.
+            // SAFETY: the slots are references, so the pool is alive.
             let id = unsafe { ptr.get() }.id;
             let c = cache_of(&mut caches, ptr, id, class);
-            c.slots.push(slot);
+            c.slots.extend_from_slice(slots);
             if c.slots.len() > CACHE_MAX {
-                c.flush(CACHE_BULK);
+                c.flush(c.slots.len() - CACHE_MAX - 1 + CACHE_BULK);
             }
             true
         });
         if kept != Ok(true) {
-            // SAFETY: the slot is a reference, so the pool is alive; it goes
-            // back to the shared list, then its reference is dropped.
-            unsafe {
-                ptr.get().classes[class].free.push_quiet(slot);
-                ptr.release(1);
+            for &slot in slots {
+                // SAFETY: the slot is a reference, so the pool is alive; it
+                // goes back to the shared list, then its reference is dropped.
+                unsafe {
+                    ptr.get().classes[class].free.push_quiet(slot);
+                    ptr.release(1);
+                }
             }
         }
+    }
+
+    /// The first data byte of `class`'s slot `index`.
+    fn slot_data(&self, class: usize, index: u32) -> *mut u8 {
+        let c = &self.classes[class];
+        // SAFETY: `index` is a slot of this class, so the offset stays inside its region.
+        unsafe { c.region.ptr.as_ptr().add(index as usize * c.stride + c.headroom) }
     }
 }
 
@@ -599,12 +656,8 @@ impl PacketBuf {
 
     fn data_ptr(&self) -> *mut u8 {
         match &self.inner {
-            BufInner::Pooled { ptr, class, index } => {
-                // SAFETY: the buffer's slot is a reference to the pool.
-                let c = &unsafe { ptr.get() }.classes[*class as usize];
-                // SAFETY: `index` is a slot of this class, so the offset stays inside its region.
-                unsafe { c.region.ptr.as_ptr().add(*index as usize * c.stride + c.headroom) }
-            }
+            // SAFETY: the buffer's slot is a reference to the pool.
+            BufInner::Pooled { ptr, class, index } => unsafe { ptr.get() }.slot_data(*class as usize, *index),
             BufInner::Heap(b) => b.as_ptr().cast_mut(),
         }
     }
@@ -670,6 +723,30 @@ enum Hold {
     Block(BlockRef),
     /// Held only to be released with the batch.
     Buf(#[allow(dead_code)] PacketBuf),
+    /// Standard buffers of a pool taken at once, released at once.
+    Slots(#[allow(dead_code)] PoolSlots),
+}
+
+/// Slots of one class of a pool, returned to it together on drop
+/// ([`Batch::make_all_private`]).
+struct PoolSlots {
+    ptr: PoolPtr,
+    class: u8,
+    slots: Vec<u32>,
+}
+
+impl std::fmt::Debug for PoolSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolSlots").field("class", &self.class).field("slots", &self.slots.len()).finish()
+    }
+}
+
+impl Drop for PoolSlots {
+    fn drop(&mut self) {
+        // SAFETY: the slots were taken out of the pool for this value alone,
+        // and go back with their references; nothing uses them after.
+        unsafe { PoolShared::give_all(self.ptr, usize::from(self.class), &self.slots) };
+    }
 }
 
 /// A batch: descriptors of packets (what engines run on) and the references
@@ -751,7 +828,7 @@ impl Batch {
         for h in &self.holds {
             match h {
                 Hold::Block(b) => holds.push(Hold::Block(b.clone())),
-                Hold::Buf(_) => return None,
+                Hold::Buf(_) | Hold::Slots(_) => return None,
             }
         }
         Some(Batch { descs: self.descs.clone(), holds })
@@ -763,6 +840,39 @@ impl Batch {
     /// As [`Batch::push_external`], for every descriptor.
     pub unsafe fn extend_external(&mut self, descs: &[XbDesc]) {
         self.descs.extend_from_slice(descs);
+    }
+
+    /// Replaces every packet's bytes by a private copy from `pool`, as
+    /// [`Batch::make_private`] does one by one: the standard-size copies
+    /// in buffers taken from the pool at once (one visit of the thread's
+    /// cache, not two per packet), the others one at a time.
+    pub fn make_all_private(&mut self, pool: &PacketPool) {
+        let s = pool.shared();
+        let room = s.classes[0].stride - s.classes[0].headroom;
+        let fits = |d: &XbDesc| (d.caplen as usize).min(MAX_PACKET) <= room;
+        let want = self.descs.iter().filter(|d| fits(d)).count();
+        let mut slots = Vec::with_capacity(want);
+        s.take_many(pool.ptr, 0, want, &mut slots);
+        let mut next = 0;
+        for i in 0..self.descs.len() {
+            let d = self.descs[i];
+            match slots.get(next) {
+                Some(&slot) if fits(&d) => {
+                    next += 1;
+                    let to = s.slot_data(0, slot);
+                    let len = (d.caplen as usize).min(MAX_PACKET);
+                    // SAFETY: the descriptor points to `caplen` bytes the
+                    // batch holds; the slot is this batch's alone and has
+                    // room for `len <= room` bytes; they do not overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(d.data.cast_const(), to, len) };
+                    self.descs[i].data = to;
+                }
+                _ => self.make_private(i, pool),
+            }
+        }
+        if !slots.is_empty() {
+            self.holds.push(Hold::Slots(PoolSlots { ptr: pool.ptr, class: 0, slots }));
+        }
     }
 
     /// Replaces packet `i`'s bytes by a private copy from `pool` (before a
@@ -904,5 +1014,39 @@ mod tests {
         .expect("the thread ran");
         assert_eq!((a.available(), a.shared().classes[1].free.len(), b.available()), (200, 2, 8));
         assert!(a.overflow() > 0 && b.overflow() == 3 * 2);
+    }
+
+    /// `make_all_private` copies as `make_private` does packet by packet:
+    /// the same bytes in buffers of their own, standard-size ones taken at
+    /// once, jumbo ones and those past the class's last buffer one at a
+    /// time (the latter to the heap, counted); clearing returns them all.
+    #[test]
+    fn all_private_at_once() {
+        let (src, to) = (pool(300, 4), pool(100, 2));
+        let tt = to.clone();
+        let packets: Vec<Vec<u8>> = (0..150u32)
+            .map(|i| (0..if i % 40 == 3 { 129 + i as usize } else { (i * 7 % 129) as usize }).map(|j| (j as u32 * 31 + i) as u8).collect())
+            .collect();
+        let jumbo = packets.iter().filter(|p| p.len() > 128).count();
+        assert_eq!(jumbo, 4);
+        std::thread::spawn(move || {
+            for round in 0..3 {
+                let mut batch = batch_of(&src, &packets);
+                let before: Vec<*mut u8> = batch.descs.iter().map(|d| d.data).collect();
+                batch.make_all_private(&tt);
+                assert_eq!(bytes(&batch), packets, "round {round}");
+                assert!(batch.descs.iter().zip(&before).all(|(d, b)| d.data != *b));
+                let mut at: Vec<*mut u8> = batch.descs.iter().map(|d| d.data).collect();
+                at.sort_unstable();
+                at.dedup();
+                assert_eq!(at.len(), packets.len(), "each packet in a buffer of its own");
+                batch.clear();
+            }
+        })
+        .join()
+        .expect("the thread ran");
+        // 146 standard-size packets for 100 buffers, 4 jumbo ones for 2, in each round.
+        assert_eq!(to.overflow(), 3 * (46 + 2));
+        assert_eq!((to.available(), to.shared().classes[1].free.len()), (100, 2));
     }
 }
