@@ -404,8 +404,10 @@ impl Parser {
     /// Appends to `descs` up to `room` whole, ordinary pcap records that are
     /// already in the block (Ethernet, captured length within the snapshot,
     /// timestamp fraction in range), stopping before the first whose
-    /// `(time, in_port)` is not below `until`. Anything else is left to
-    /// [`Parser::advance`]. The caller holds the current block in the batch.
+    /// `(time, in_port)` is not below `until`: that one is left pending,
+    /// as [`Parser::advance`] would leave it (its bytes are in the current
+    /// block). Anything else is left to [`Parser::advance`]. The caller
+    /// holds the current block in the batch.
     #[inline]
     pub fn fill_fast(&mut self, descs: &mut Vec<XbDesc>, room: usize, until: Option<(netvm_vm::Timestamp, u16)>) -> usize {
         let State::Pcap(p) = &self.state else { return 0 };
@@ -450,13 +452,16 @@ impl Parser {
                 reserved: 0,
                 seq: 0,
             };
+            pos += 16 + caplen as usize;
             if let Some(u) = until {
                 if (d.ts(), in_port) >= u {
+                    // Parsed: pending, so that neither the caller's next
+                    // look at its time nor its delivery parses it again.
+                    self.pending = Some(d);
                     break;
                 }
             }
             descs.push(d);
-            pos += 16 + caplen as usize;
             k += 1;
         }
         self.pos = pos;

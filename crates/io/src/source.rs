@@ -157,7 +157,9 @@ impl CaptureSource {
                         break;
                     }
                 }
-                match p.advance(Mode { block: n == 0 || never_blocks, wait: false }) {
+                // The fast path may have left the next packet pending.
+                let next = if p.pending.is_some() { Ok(()) } else { p.advance(Mode { block: n == 0 || never_blocks, wait: false }) };
+                match next {
                     Ok(()) => {}
                     Err(Stop::End) if n == 0 => return Ok(Fill::End),
                     Err(Stop::Starved) if n == 0 => return Ok(Fill::Starved),
