@@ -493,7 +493,7 @@ impl Driver {
             }
             let t0 = Instant::now();
             if st.private {
-                privatize(&mut batch, &self.pools[0]);
+                batch.make_all_private(&self.pools[0]);
             }
             let want_events = st.rep == 0 && self.ports.events.is_some();
             {
@@ -734,7 +734,7 @@ impl Ports {
         let r = self.next_shared(st, cfg, max, batch);
         if st.private && st.retain && !batch.is_empty() {
             // Keep the bytes as read, before the application writes them
-            // (each worker runs on private copies: `privatize`).
+            // (each worker runs on private copies: `Batch::make_all_private`).
             if let Some(b) = batch.clone_shared() {
                 st.keep(b, cfg, blocks);
             }
@@ -1009,12 +1009,6 @@ fn fork_apart(base: &mut Application, n: usize) -> Result<Vec<Application>, Runt
     })
 }
 
-/// Gives every packet of `batch` a private copy (an application that
-/// writes packet memory, over bytes kept for other repetitions).
-fn privatize(batch: &mut Batch, pool: &PacketPool) {
-    batch.make_all_private(pool);
-}
-
 /// One worker: runs the jobs it receives. With `discard` (a repetition
 /// whose output nobody writes), it releases a batch's packets and copies
 /// itself when done, so that buffers return to the thread that used them.
@@ -1051,7 +1045,7 @@ struct Worker<'a> {
 fn run_job(worker: &Worker<'_>, mut job: Job, pool: &PacketPool, r: &mut WorkerReport) -> Job {
     let t0 = Instant::now();
     if worker.private {
-        privatize(&mut job.batch, pool);
+        job.batch.make_all_private(pool);
     }
     // The control plane reaches the instance between jobs.
     let mut app = lock(worker.app);

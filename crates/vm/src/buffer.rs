@@ -523,6 +523,11 @@ impl PoolShared {
         }
     }
 
+    /// Data bytes a standard buffer (class 0) holds; longer packets take a jumbo one.
+    fn standard_room(&self) -> usize {
+        self.classes[0].stride - self.classes[0].headroom
+    }
+
     /// The first data byte of `class`'s slot `index`.
     fn slot_data(&self, class: usize, index: u32) -> *mut u8 {
         let c = &self.classes[class];
@@ -595,7 +600,7 @@ impl PacketPool {
     pub fn copy_of(&self, bytes: &[u8]) -> PacketBuf {
         let len = bytes.len().min(MAX_PACKET);
         let s = self.shared();
-        let c = usize::from(len > s.classes[0].stride - s.classes[0].headroom);
+        let c = usize::from(len > s.standard_room());
         let inner = match s.take(self.ptr, c) {
             Some(index) => BufInner::Pooled { ptr: self.ptr, class: c as u8, index },
             None => {
@@ -848,7 +853,7 @@ impl Batch {
     /// cache, not two per packet), the others one at a time.
     pub fn make_all_private(&mut self, pool: &PacketPool) {
         let s = pool.shared();
-        let room = s.classes[0].stride - s.classes[0].headroom;
+        let room = s.standard_room();
         let fits = |d: &XbDesc| (d.caplen as usize).min(MAX_PACKET) <= room;
         let want = self.descs.iter().filter(|d| fits(d)).count();
         let mut slots = Vec::with_capacity(want);
