@@ -1,5 +1,6 @@
 //! `CaptureSource` as a port: batches over blocks, merging by time, peeking,
-//! starvation and resumption, pipes that deliver a little at a time, rewinding,
+//! starvation and resumption, generated inputs merged by time, pipes that
+//! deliver a little at a time, rewinding,
 //! errors after packets, blocks larger than the pool's; and `PcapSink`'s
 //! closed pipes.
 
@@ -421,4 +422,63 @@ fn a_nanosecond_sink_of_a_microsecond_source_and_back() {
     let (back, err) = common::read_bytes(&out, "out");
     assert!(err.is_none());
     assert_eq!(back, pkts);
+}
+
+/// Merging by `until`, on generated inputs: three captures whose packets
+/// interleave in runs of any length, tie in time across inputs, vary in
+/// size and now and then take the slow path (a timestamp fraction out of
+/// range); merged as the driver merges them, the packets come out in
+/// `(time, port)` order with their bytes, whatever the pool's block size.
+#[test]
+fn generated_inputs_merge_in_time_order_with_their_bytes() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..20 {
+        let mut caps = [Pcap::new(false, false, 1), Pcap::new(false, false, 1), Pcap::new(false, false, 1)];
+        let mut want: Vec<(Timestamp, u16, Vec<u8>)> = Vec::new();
+        let mut t = 0u32;
+        for i in 0..600u32 {
+            t += 7 * next(3) as u32; // equal times across inputs, now and then
+            let input = next(3) as usize;
+            let len = next(200) as usize;
+            let data = frame(len, (i as u8).wrapping_mul(7));
+            // The time t ms; one record in 50 writes it with a fraction of a
+            // second out of range (a second less, a million microseconds
+            // more), which only the slow path normalizes.
+            let (sec, usec) = (t / 1000, (t % 1000) * 1000);
+            let (s, f) = if sec > 0 && next(50) == 0 { (sec - 1, 1_000_000 + usec) } else { (sec, usec) };
+            caps[input].record(s, f, &data, len as u32);
+            want.push((Timestamp { sec: u64::from(sec), nsec: usec * 1000 }, input as u16 + 1, data));
+        }
+        want.sort_by_key(|w| (w.0, w.1));
+        let pool = BlockPool::new(MIN_BLOCK_SIZE << next(3), 4);
+        let mut srcs: Vec<CaptureSource> = caps
+            .iter()
+            .enumerate()
+            .map(|(i, c)| CaptureSource::from_reader(Cursor::new(c.bytes.clone()), "g", i as u16 + 1, &pool).unwrap())
+            .collect();
+        let mut got = Vec::new();
+        let mut batch = Batch::with_capacity(64);
+        loop {
+            let mut heads: Vec<((Timestamp, u16), usize)> =
+                srcs.iter_mut().enumerate().filter_map(|(i, s)| s.peek_time().unwrap().map(|t| ((t, s.in_port()), i))).collect();
+            heads.sort();
+            let Some(&(_, i)) = heads.first() else { break };
+            let until = heads.get(1).map(|h| h.0);
+            let max = 1 + next(64) as usize;
+            match srcs[i].fill(&mut batch, max, until).unwrap() {
+                Fill::Packets(n) => assert!(n > 0 && n <= max, "round {round}"),
+                other => panic!("round {round}: {other:?}"),
+            }
+            got.extend(owned(&batch).into_iter().map(|p| (p.ts, p.in_port, p.data)));
+            batch.clear();
+        }
+        assert_eq!(got.len(), want.len(), "round {round}");
+        assert!(got == want, "round {round}: merged packets differ");
+    }
 }
