@@ -274,6 +274,12 @@ struct Tx<'a, 'b, 'm, M: Module> {
     /// Per instance with walkable operations: the variables holding its
     /// outputs 0 and 1 after such an operation.
     walk_outputs: HashMap<u8, [Variable; 2]>,
+    /// Input registers written by `copro.in` earlier in the current NetIL
+    /// basic block, with the value written: a walk reads its key offset
+    /// and value from here, not back from the register file. Emptied at
+    /// each block start and by every `copro.invoke` (an operation, or
+    /// another instance sharing the same registers, may change them).
+    written_inputs: HashMap<(u8, u8), Value>,
 }
 
 impl<M: Module> Tx<'_, '_, '_, M> {
@@ -454,6 +460,16 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         (func, this)
     }
 
+    /// Input register `reg` of instance `copro` (its file's inputs at
+    /// `input`): the value `copro.in` wrote earlier in this basic block
+    /// (`written_inputs`), else a load.
+    fn input_value(&mut self, copro: u8, reg: u8, input: Value) -> Value {
+        match self.written_inputs.get(&(copro, reg)) {
+            Some(v) => *v,
+            None => self.b.ins().load(I32, MemFlagsData::trusted(), input, 4 * i32::from(reg)),
+        }
+    }
+
     /// In the walk path of [`InvokePaths`] (instance `copro` offers
     /// operation `op` as a walk): the walk of the kind's form, inline, then
     /// a jump to `done`; or a jump to `call`, which performs the operation
@@ -488,12 +504,12 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let key = self.b.append_block_param(lookup, I32);
         match self.walk_key(copro, op) {
             WalkKey::Register(r) => {
-                let v = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+                let v = self.input_value(copro, r, input);
                 self.b.ins().jump(lookup, &[v.into()]);
             }
             WalkKey::Packet(r) => {
                 let read = self.b.create_block();
-                let v = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+                let v = self.input_value(copro, r, input);
                 let pkt = self.env.mems[Mem::Packet as usize];
                 let off = self.b.ins().uextend(I64, v);
                 let end = self.b.ins().iadd_imm_s(off, 4);
@@ -576,7 +592,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.switch_to_block(key);
         let WalkKey::Packet(r) = self.walk_key(copro, op) else { unreachable!("a bucket walk's key is in the packet") };
         let input = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_INPUT);
-        let off = self.b.ins().load(I32, mem, input, 4 * i32::from(r));
+        let off = self.input_value(copro, r, input);
         let off = self.b.ins().uextend(I64, off);
         let reach = field(self, I32, BW_REACH);
         let reach = self.b.ins().uextend(I64, reach);
@@ -731,7 +747,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let (out0, out1) = if insert {
             // The value (in4's first bytes), then the time over whatever of
             // in4 lies past the value.
-            let v = self.b.ins().load(I32, mem, input, 16);
+            let v = self.input_value(copro, 4, input);
             let v = self.b.ins().bswap(v);
             self.b.ins().store(le, v, value_at, 0);
             let at = ts_at(self);
@@ -1245,6 +1261,7 @@ pub fn translate_segment<M: Module>(
         fresh: fresh_outputs(seg, &walk_kinds, index),
         walk_kinds,
         walk_outputs: HashMap::new(),
+        written_inputs: HashMap::new(),
     };
 
     let mut open = false; // whether the current block is still unterminated
@@ -1254,6 +1271,7 @@ pub fn translate_segment<M: Module>(
                 tx.b.ins().jump(blk, &[]);
             }
             tx.b.switch_to_block(blk);
+            tx.written_inputs.clear();
             open = true;
         }
         let Some(d) = seg.depth[i] else { continue };
@@ -1573,6 +1591,9 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             tx.check(ok, FaultKind::Copro);
             tx.b.ins().jump(done, &[]);
             tx.b.switch_to_block(done);
+            // Another slot bound to the same instance shares its registers.
+            tx.written_inputs.retain(|(_, r), _| r != reg);
+            tx.written_inputs.insert((*copro, *reg), v);
         }
         (Operands::CoproReg { copro, reg }, CoproOut) => {
             // The outputs of a walkable operation are held in variables
@@ -1648,6 +1669,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
             }
             tx.b.ins().jump(done, &[]);
             tx.b.switch_to_block(done);
+            tx.written_inputs.clear();
         }
         (_, _) if op.access_width().is_some() => {
             let m = op.access_memory().expect("memory access");
