@@ -138,6 +138,15 @@ fn bridge_matches_the_model_on_four_ports_with_aging() {
     }
 }
 
+/// 3,000 hosts: the table (capacity 1M) starts with 1,024 slots and
+/// doubles three times during the run, each time in an insert that
+/// compiled code calls in the middle of a batch whose other frames it
+/// probes itself; every engine must go on finding what was learnt.
+#[test]
+fn bridge_learns_thousands_of_hosts_while_its_table_grows() {
+    check(7, &BridgeTraffic { ports: 4, hosts: 3000, frames: 12000, long_gaps: 0, moves: 1, ..BridgeTraffic::default() });
+}
+
 #[test]
 fn bridge_with_eight_ports_and_few_hosts() {
     check(99, &BridgeTraffic { ports: 8, hosts: 5, frames: 800, ..BridgeTraffic::default() });

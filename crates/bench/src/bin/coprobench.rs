@@ -663,6 +663,8 @@ fn hash(dir: &Path, n: usize, reps: usize) {
     let look = read(dir, &format!("hash_{n}_lookups.bin"));
     let t = Instant::now();
     let mut table = ExactTable::new(8, 4, n).unwrap_or_else(|e| die(e));
+    // All of it at once, as `rte_hash_create` does (and `--load` of a file).
+    table.reserve(n);
     for (i, k) in keys.chunks_exact(8).enumerate() {
         table.insert_static(k, &(i as u32).to_be_bytes()).unwrap_or_else(|_| die(format!("table full at {i}")));
     }

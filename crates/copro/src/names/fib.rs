@@ -290,6 +290,12 @@ impl NameFib {
         self.table.memory_bytes() + self.arena.capacity()
     }
 
+    /// Bytes of memory the table holds once its index has grown to its
+    /// capacity (the prefixes' names as now).
+    pub fn memory_at_capacity(&self) -> usize {
+        self.table.memory_at_capacity() + self.arena.capacity()
+    }
+
     /// The entry key of a prefix: its hash, then its number of components
     /// (a byte) and its encoded length (four bytes), little-endian; written
     /// as two words, which the table's hash reads back as two words.

@@ -264,7 +264,7 @@ impl Coprocessor for NamesCoprocessor {
     }
 
     fn memory(&self) -> u64 {
-        self.fib.memory_bytes() as u64
+        self.fib.memory_at_capacity() as u64
     }
 
     fn stats(&self) -> Vec<(String, u64)> {

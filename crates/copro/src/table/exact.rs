@@ -27,12 +27,28 @@
 //!
 //! # Load guarantee
 //!
-//! The table allocates `ceil((capacity * 10/9 + 32) / 8)` buckets, i.e. at
-//! most 90% of the slots are ever used, and refuses a new key once it holds
-//! `capacity` entries. Two-choice eight-way cuckoo hashing with BFS fills
-//! about 99.7% of its slots before its first failure (tested: ≥ 97%), so
-//! inserting up to `capacity` distinct keys succeeds: the tests fill tables
-//! of many sizes to exactly `capacity` and check that no insert fails.
+//! At `capacity` the table has `ceil((capacity * 10/9 + 32) / 8)` buckets
+//! (its full layout), i.e. at most 90% of the slots are ever used, and it
+//! refuses a new key once it holds `capacity` entries. Two-choice eight-way
+//! cuckoo hashing with BFS fills about 99.7% of its slots before its first
+//! failure (tested: ≥ 97%), so inserting up to `capacity` distinct keys
+//! succeeds: the tests fill tables of many sizes to exactly `capacity` and
+//! check that no insert fails.
+//!
+//! # Growth
+//!
+//! A table starts smaller than its full layout ([`INITIAL_BUCKETS`] buckets,
+//! or what [`ExactTable::reserve`] asks for) and doubles its buckets, up to
+//! the full layout, when a new key would fill more than half of its slots
+//! (or, practically never, finds no room): memory follows the entries
+//! stored, and the entries in use share cache lines. A learning bridge
+//! with 4,096 hosts in a table of capacity 1M keeps them on about 300
+//! entry lines instead of 4,096, and misses on them less (BENCHMARKS.md). A
+//! doubling rehashes every entry (amortized O(1) an insert; the insert
+//! that doubles a table of `n` entries takes O(n)): a table that must not
+//! pause reserves its capacity at creation (`reserve`, the `table` kind's
+//! `initial` setting). Where memory for the larger layout cannot be had,
+//! the table stays as it is and fills it further.
 //!
 //! # Hash
 //!
@@ -68,6 +84,9 @@ pub const MAX_VALUE: usize = 16;
 pub const STATIC: u64 = u64::MAX;
 /// Most buckets one insert's displacement search visits.
 pub const BFS_NODES: usize = 1024;
+/// Buckets of a new table (or its full layout, if that is smaller): 1,024
+/// slots, 512 entries before the first doubling.
+pub const INITIAL_BUCKETS: usize = 128;
 /// Keys hashed and prefetched together by the bulk lookups.
 const BATCH: usize = 32;
 /// "No parent" in the BFS queue.
@@ -171,6 +190,8 @@ pub struct ExactTable {
     capacity: usize,
     len: usize,
     nbuckets: usize,
+    /// Buckets at `capacity` (the full layout): `nbuckets` grows up to it.
+    full_buckets: usize,
     seed: [u64; 2],
     tags: Vec<Tags>,
     entries: Lines,
@@ -282,8 +303,9 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 pub(crate) use netvm_vm::prefetch;
 
 impl ExactTable {
-    /// An empty table for `capacity` entries of `key_size`-byte keys and
-    /// `value_size`-byte values, allocated at once, with a random hash seed.
+    /// An empty table for up to `capacity` entries of `key_size`-byte keys
+    /// and `value_size`-byte values, with a random hash seed; it starts with
+    /// [`INITIAL_BUCKETS`] buckets and grows (see the module documentation).
     /// Errors name the setting out of range or the allocation that failed.
     pub fn new(key_size: usize, value_size: usize, capacity: usize) -> Result<ExactTable, String> {
         let s = RandomState::new();
@@ -295,11 +317,14 @@ impl ExactTable {
         if !(1..=MAX_CAPACITY).contains(&capacity) {
             return Err(format!("capacity must be between 1 and {MAX_CAPACITY}, not {capacity}"));
         }
-        let nbuckets = (capacity + capacity / 9 + 32).div_ceil(SLOTS);
-        ExactTable::with_layout(key_size, value_size, capacity, nbuckets, seed)
+        let full = (capacity + capacity / 9 + 32).div_ceil(SLOTS);
+        let mut t = ExactTable::with_layout(key_size, value_size, capacity, full.min(INITIAL_BUCKETS), seed)?;
+        t.full_buckets = full;
+        Ok(t)
     }
 
-    /// A table of exactly `nbuckets` buckets refusing new keys beyond `capacity`.
+    /// A table of exactly `nbuckets` buckets (it does not grow) refusing new
+    /// keys beyond `capacity`.
     pub(crate) fn with_layout(
         key_size: usize,
         value_size: usize,
@@ -328,6 +353,7 @@ impl ExactTable {
             capacity,
             len: 0,
             nbuckets,
+            full_buckets: nbuckets,
             seed,
             tags,
             entries,
@@ -367,9 +393,27 @@ impl ExactTable {
         self.nbuckets
     }
 
-    /// Bytes of table memory (tags and entries).
+    /// Grows the table now, as far as its full layout allows, so that it
+    /// holds `entries` entries (half of its slots at most) without growing
+    /// again: an application that knows how many it will store (a table
+    /// loaded from a file, one that must not pause to grow) asks once.
+    /// Where the memory cannot be had, the table stays as it is.
+    pub fn reserve(&mut self, entries: usize) {
+        let want = entries.saturating_mul(2).div_ceil(SLOTS).min(self.full_buckets);
+        if want > self.nbuckets {
+            self.grow_to(want);
+        }
+    }
+
+    /// Bytes of table memory (tags and entries) now.
     pub fn memory_bytes(&self) -> usize {
         self.nbuckets * std::mem::size_of::<Tags>() + self.entries.len()
+    }
+
+    /// Bytes of table memory once grown to its full layout (what holding
+    /// `capacity` entries takes): what admission control counts.
+    pub fn memory_at_capacity(&self) -> usize {
+        self.full_buckets * (std::mem::size_of::<Tags>() + SLOTS * self.stride)
     }
 
     /// Sets the idle limit the `*_live` operations and inserts honour: an
@@ -677,7 +721,13 @@ impl ExactTable {
     /// The insert of a key not stored: a free slot of either bucket, an
     /// idle entry's, or one made by moving entries.
     #[inline(never)]
-    fn put_new(&mut self, key: &[u8], value: &[u8], ts: u64, now_ns: u64, p: Probe) -> Result<(), TableFull> {
+    fn put_new(&mut self, key: &[u8], value: &[u8], ts: u64, now_ns: u64, mut p: Probe) -> Result<(), TableFull> {
+        if self.len < self.capacity && self.nbuckets < self.full_buckets && 2 * (self.len + 1) > self.nbuckets * SLOTS {
+            // More than half of the slots would be used: double first.
+            if self.grow_to((2 * self.nbuckets).min(self.full_buckets)) {
+                p = self.probe(key);
+            }
+        }
         let empty = |t: &Self, b: usize| match_tags(&t.tags[b], 0);
         let slot = if self.len >= self.capacity {
             None
@@ -707,11 +757,17 @@ impl ExactTable {
                         s
                     }
                     None if self.len >= self.capacity => return Err(TableFull),
-                    None => {
-                        let s = self.make_room(p.b1, p.b2).ok_or(TableFull)?;
-                        self.len += 1;
-                        s
-                    }
+                    None => match self.make_room(p.b1, p.b2) {
+                        Some(s) => {
+                            self.len += 1;
+                            s
+                        }
+                        // No path in a layout short of the full one: a larger one has room.
+                        None if self.nbuckets < self.full_buckets && self.grow_to((2 * self.nbuckets).min(self.full_buckets)) => {
+                            return self.put_new(key, value, ts, now_ns, self.probe(key));
+                        }
+                        None => return Err(TableFull),
+                    },
                 }
             }
         };
@@ -781,6 +837,48 @@ impl ExactTable {
         self.set_tag(to, self.tag_at(from));
         self.set_tag(from, 0);
         self.entries.copy_within(from * self.stride..(from + 1) * self.stride, to * self.stride);
+    }
+
+    /// Rehashes every entry into a layout of `nbuckets` buckets (more than
+    /// now), and returns whether it did: not where its memory cannot be
+    /// had or (practically never at half load) an entry finds no room, and
+    /// the table is then unchanged. Entries keep their bytes, tags and
+    /// timestamps; which slots they take follows from the order of the
+    /// current ones, so that growth repeats exactly with a fixed seed.
+    #[cold]
+    fn grow_to(&mut self, nbuckets: usize) -> bool {
+        debug_assert!(nbuckets > self.nbuckets && nbuckets <= self.full_buckets);
+        let mut tags: Vec<Tags> = Vec::new();
+        if tags.try_reserve_exact(nbuckets).is_err() {
+            return false;
+        }
+        crate::huge::advise_huge(tags.as_ptr().cast(), nbuckets * std::mem::size_of::<Tags>());
+        tags.resize(nbuckets, Tags::default());
+        let Ok(entries) = Lines::zeroed(nbuckets * SLOTS * self.stride) else { return false };
+        let old_buckets = self.nbuckets;
+        let old_tags = std::mem::replace(&mut self.tags, tags);
+        let old_entries = std::mem::replace(&mut self.entries, entries);
+        self.nbuckets = nbuckets;
+        let stride = self.stride;
+        for (b, group) in old_tags.iter().enumerate() {
+            for (i, &tag) in group.0.iter().enumerate().filter(|(_, t)| **t != 0) {
+                let from = (b * SLOTS + i) * stride;
+                let bytes = &old_entries[from..from + stride];
+                let p = self.probe(&bytes[..self.key_size]);
+                debug_assert_eq!(p.tag, tag);
+                let empty = |t: &Self, b: usize| match_tags(&t.tags[b], 0);
+                let free =
+                    [p.b1, p.b2].into_iter().find(|&b| empty(self, b) != 0).map(|b| b * SLOTS + empty(self, b).trailing_zeros() as usize);
+                let Some(slot) = free.or_else(|| self.make_room(p.b1, p.b2)) else {
+                    // Back to the layout as it was.
+                    (self.tags, self.entries, self.nbuckets) = (old_tags, old_entries, old_buckets);
+                    return false;
+                };
+                self.set_tag(slot, tag);
+                self.entries[slot * stride..(slot + 1) * stride].copy_from_slice(bytes);
+            }
+        }
+        true
     }
 
     fn remove_slot(&mut self, slot: usize) {
@@ -854,7 +952,8 @@ impl ExactTable {
     /// The probe compiled code performs on this table itself
     /// ([`netvm_vm::BucketWalk`]), without the counters and times its owner
     /// adds: `None` where keys are shorter than 4 bytes or values longer
-    /// than 4. Valid as long as the table (its memory never moves).
+    /// than 4. Valid until the table grows (an insert of a new key, a
+    /// [`reserve`](ExactTable::reserve)): its owner asks again then.
     pub(crate) fn bucket_walk(&mut self) -> Option<BucketWalk> {
         let (ks, vs) = (self.key_size, self.value_size);
         if !(4..=MAX_KEY).contains(&ks) || vs > 4 {
@@ -1079,6 +1178,80 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A table starts with [`INITIAL_BUCKETS`] buckets and doubles when a
+    /// new key would fill more than half of its slots, up to its full
+    /// layout; every entry keeps its value and timestamp across each
+    /// doubling, memory at capacity does not change, and the same seed and
+    /// inserts give the same slots.
+    #[test]
+    fn grows_to_its_full_layout_keeping_every_entry() {
+        let cap = 20_000;
+        let mut r = SplitMix64::new(11);
+        let mut t = ExactTable::with_seed(6, 4, cap, 3).unwrap();
+        let mut twin = ExactTable::with_seed(6, 4, cap, 3).unwrap();
+        let at_capacity = t.memory_at_capacity();
+        assert_eq!(t.buckets(), INITIAL_BUCKETS);
+        let mut model: std::collections::HashMap<Vec<u8>, ([u8; 4], u64)> = std::collections::HashMap::new();
+        let mut sizes = vec![t.buckets()];
+        while model.len() < cap {
+            let k = key(6, &mut r);
+            let v = (model.len() as u32).to_be_bytes();
+            let ts = 1000 + model.len() as u64;
+            t.insert(&k, &v, ts).unwrap();
+            twin.insert(&k, &v, ts).unwrap();
+            model.insert(k, (v, ts));
+            if *sizes.last().unwrap() != t.buckets() {
+                sizes.push(t.buckets());
+                // Half of the slots at most, right after a doubling.
+                assert!(2 * t.len() <= t.buckets() * SLOTS + 2 * SLOTS, "{} entries in {} buckets", t.len(), t.buckets());
+                t.check_invariants();
+            }
+            // Every few hundred keys: everything stored is still there.
+            if model.len().is_multiple_of(997) {
+                for (k, (v, ts)) in &model {
+                    let e = t.get(k).unwrap_or_else(|| panic!("lost a key at {} entries", model.len()));
+                    assert_eq!((e.value, e.timestamp), (&v[..], *ts));
+                }
+            }
+        }
+        let full = (cap + cap / 9 + 32).div_ceil(SLOTS);
+        assert_eq!(*sizes.last().unwrap(), full, "doublings {sizes:?}");
+        assert!(sizes.windows(2).all(|w| w[1] == (2 * w[0]).min(full)), "doublings {sizes:?}");
+        assert_eq!(t.memory_at_capacity(), at_capacity);
+        assert_eq!(t.memory_bytes(), at_capacity);
+        assert_eq!(t.insert(&key(6, &mut r), &[0; 4], 0), Err(TableFull));
+        let slots = |t: &ExactTable| t.iter_slots().map(|(s, e)| (s, e.key.to_vec())).collect::<Vec<_>>();
+        assert_eq!(slots(&t), slots(&twin));
+        t.check_invariants();
+    }
+
+    /// `reserve` grows once, to half load for the entries asked for (no
+    /// further than the full layout); a table of a fixed layout never grows.
+    #[test]
+    fn reserve_grows_at_once_and_fixed_layouts_do_not_grow() {
+        let mut t = ExactTable::with_seed(4, 0, 100_000, 1).unwrap();
+        t.reserve(10_000);
+        assert_eq!(t.buckets(), 2 * 10_000 / SLOTS);
+        let mut r = SplitMix64::new(5);
+        for _ in 0..10_000 {
+            t.insert(&key(4, &mut r), &[], 0).unwrap();
+        }
+        assert_eq!(t.buckets(), 2 * 10_000 / SLOTS, "no doubling up to the reserved entries");
+        t.reserve(usize::MAX);
+        assert_eq!(t.buckets(), (100_000usize + 100_000 / 9 + 32).div_ceil(SLOTS));
+        assert_eq!(t.len(), 10_000);
+        let mut small = ExactTable::with_seed(4, 0, 10, 1).unwrap();
+        assert_eq!(small.buckets(), (10usize + 1 + 32).div_ceil(SLOTS), "a small table starts at its full layout");
+        small.reserve(1000);
+        assert_eq!(small.buckets(), 6);
+        let mut fixed = ExactTable::with_layout(8, 0, 100, 4, 0).unwrap();
+        for _ in 0..30 {
+            fixed.insert(&key(8, &mut r), &[], 0).unwrap();
+        }
+        fixed.reserve(100);
+        assert_eq!(fixed.buckets(), 4);
     }
 
     /// Without the capacity limit, the cuckoo search fills ≥ 97% of the slots

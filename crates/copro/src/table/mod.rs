@@ -9,7 +9,8 @@
 //! |--------------|---------|---------|
 //! | `key_size`   | 4       | key bytes, 1..=16 |
 //! | `value_size` | 4       | value bytes, 0..=16 |
-//! | `capacity`   | 65536   | most entries, 1..=2^25; memory is about `capacity × 1.11 × (key_size + value_size + 10)` bytes, allocated at creation |
+//! | `capacity`   | 65536   | most entries, 1..=2^25; memory grows with the entries stored (the table doubles when it would be more than half full), up to about `capacity × 1.11 × (key_size + value_size + 10)` bytes |
+//! | `initial`    | 0       | entries to make room for at creation (up to `capacity`), so that the table does not double until it holds more: a table whose inserts must never pause to rehash sets it to `capacity` (everything allocated at once); 0 = start small (1,024 slots) |
 //! | `aging`      | 0       | seconds; an entry whose last insert is more than `aging` seconds before now is absent for every operation, and `tick` purges it; 0 = entries never age |
 //! | `workers`    | `shared`| with several workers: `shared` (one table for all, under a lock) or `sharded` (one table per worker); see below |
 //! | `seed`       | random  | the hash seed, a 64-bit number (decimal or `0x` hex): runs then repeat exactly where the outcome depends on where keys sit (which aged entry a full table reuses, which entries a sweep purges first). By default each table draws its own, so that senders cannot aim keys at one bucket: set it only for tests and reproducible benchmarks |
@@ -130,7 +131,7 @@ mod exact;
 mod file;
 
 pub(crate) use exact::{key_words, prefetch};
-pub use exact::{Entry, ExactTable, TableFull, MAX_CAPACITY, MAX_KEY, MAX_VALUE, SLOTS, STATIC};
+pub use exact::{Entry, ExactTable, TableFull, INITIAL_BUCKETS, MAX_CAPACITY, MAX_KEY, MAX_VALUE, SLOTS, STATIC};
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
@@ -364,12 +365,15 @@ fn setting(cfg: &CoproConfig, name: &str, default: usize, range: std::ops::Range
 }
 
 pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> {
-    if let Some(k) = cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "aging" | "workers" | "seed")) {
-        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, aging, workers, seed)"));
+    if let Some(k) =
+        cfg.keys().find(|k| !matches!(k.as_str(), "key_size" | "value_size" | "capacity" | "initial" | "aging" | "workers" | "seed"))
+    {
+        return Err(format!("table: unknown setting `{k}` (known: key_size, value_size, capacity, initial, aging, workers, seed)"));
     }
     let key_size = setting(cfg, "key_size", DEFAULT_KEY_SIZE, 1..=MAX_KEY)?;
     let value_size = setting(cfg, "value_size", DEFAULT_VALUE_SIZE, 0..=MAX_VALUE)?;
     let capacity = setting(cfg, "capacity", DEFAULT_CAPACITY, 1..=MAX_CAPACITY)?;
+    let initial = setting(cfg, "initial", 0, 0..=capacity)?;
     let aging = match cfg.get("aging") {
         Some(s) => s.trim().parse::<u64>().map_err(|_| format!("table: aging `{s}` is not a whole number of seconds"))?,
         None => 0,
@@ -395,7 +399,15 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
         Some(seed) => Table::with_seed(key_size, value_size, capacity, aging_ns, seed),
         None => Table::new(key_size, value_size, capacity, aging_ns),
     };
-    Ok(Box::new(t.map_err(|e| format!("table: {e}"))?.with_workers(workers)))
+    let mut t = t.map_err(|e| format!("table: {e}"))?.with_workers(workers);
+    if initial > 0 {
+        let mut s = t.store_mut();
+        s.table.reserve(initial);
+        if s.table.buckets() * SLOTS < initial.min(capacity) {
+            return Err(format!("table: cannot allocate the memory for {initial} entries"));
+        }
+    }
+    Ok(Box::new(t))
 }
 
 /// Bytes `0..n` of `words`, big-endian per word.
@@ -607,11 +619,16 @@ impl Table {
             1 => {
                 let value = unpack(&self.input[4..8]);
                 let vs = self.value_size;
-                let done = {
+                let (done, grew) = {
                     let mut s = self.store_mut();
                     s.now = s.now.max(now);
-                    s.table.insert(key, &value[..vs], now).is_ok()
+                    let before = s.table.buckets();
+                    (s.table.insert(key, &value[..vs], now).is_ok(), s.table.buckets() != before)
                 };
+                if grew && !self.walk.tags.is_null() {
+                    // The store moved: compiled code's next probe must see where to.
+                    self.refresh_walk();
+                }
                 if done {
                     self.tally.add(INSERTS, 1);
                     self.output[0] = 1;
@@ -672,6 +689,9 @@ impl Table {
         self.now = self.now.max(other.now);
         self.tally.absorb(&other.tally);
         self.tally.add(INSERT_FAILURES, failures);
+        if !self.walk.tags.is_null() {
+            self.refresh_walk();
+        }
     }
 }
 
@@ -732,17 +752,33 @@ impl Coprocessor for Table {
         self.unshare_if_sole();
         let (ks, vs) = (self.key_size, self.value_size);
         let handle_now = self.now;
-        let mut s = self.store_mut();
-        let now = handle_now.max(s.now);
-        let mut added = 0;
-        for (i, line) in text.lines().enumerate() {
-            let Some((k, v)) = file::parse_line(line, ks, vs).map_err(|e| format!("line {}: {e}", i + 1))? else {
-                continue;
-            };
-            s.table.put(&k[..ks], &v[..vs], STATIC, now).map_err(|_| format!("line {}: table full ({} entries)", i + 1, s.table.len()))?;
-            added += 1;
+        let loaded = {
+            let mut s = self.store_mut();
+            let now = handle_now.max(s.now);
+            // Grown once for what the file may add, not doubling on the way.
+            let more = text.lines().filter(|l| !l.split('#').next().unwrap_or("").trim().is_empty()).count();
+            let len = s.table.len();
+            s.table.reserve(len.saturating_add(more));
+            let mut added = 0;
+            text.lines()
+                .enumerate()
+                .try_for_each(|(i, line)| {
+                    let Some((k, v)) = file::parse_line(line, ks, vs).map_err(|e| format!("line {}: {e}", i + 1))? else {
+                        return Ok(());
+                    };
+                    s.table
+                        .put(&k[..ks], &v[..vs], STATIC, now)
+                        .map_err(|_| format!("line {}: table full ({} entries)", i + 1, s.table.len()))?;
+                    added += 1;
+                    Ok(())
+                })
+                .map(|()| added)
+        };
+        if !self.walk.tags.is_null() {
+            // The store may have grown (also where a later line failed).
+            self.refresh_walk();
         }
-        Ok(added)
+        loaded
     }
 
     fn clear(&mut self) {
@@ -837,7 +873,8 @@ impl Coprocessor for Table {
     }
 
     fn memory(&self) -> u64 {
-        self.store().table.memory_bytes() as u64
+        // At capacity: the table grows to it as it fills.
+        self.store().table.memory_at_capacity() as u64
     }
 
     fn stats(&self) -> Vec<(String, u64)> {
