@@ -82,6 +82,8 @@
 #define NPORTS 16 /* router output ports: a next hop is a port, 0 to 15 */
 
 static int reps = 7;
+/* bridge: hash with netvm's table hash instead of rte_hash's CRC32-C (`--hash netvm`). */
+static int netvm_hash;
 static int cpu = 1;
 static long mem_mb = 4096;
 static uint32_t tbl8s = 65536;
@@ -872,11 +874,33 @@ static void bridge_extra(const struct bridge_ctx *c, const double *ns, char *buf
         fprintf(stderr, "copropeers: bridge: %" PRIu64 " sources could not be learned (table full)\n", c->learn_fail);
 }
 
+/* netvm's table hash (`crates/copro/src/table/exact.rs`, `BucketWalk::MIX`)
+ * on a 6-byte key, with fixed seeds: two folded 64x64->128 multiplies over
+ * the key read as two overlapping 32-bit words. `--hash netvm` plugs it into
+ * the bridge's rte_hash in place of CRC32-C, to measure what the longer
+ * latency of netvm's hash costs a lookup (BENCHMARKS.md). */
+static inline uint64_t netvm_fold(uint64_t x, uint64_t y)
+{
+    unsigned __int128 p = (unsigned __int128)x * y;
+    return (uint64_t)p ^ (uint64_t)(p >> 64);
+}
+
+static uint32_t netvm_hash6(const void *key, uint32_t len, uint32_t init)
+{
+    /* The bridge's keys lie in frames, with bytes to spare after them. */
+    uint64_t w;
+    memcpy(&w, key, 8);
+    uint64_t a = w & 0xffffffffu, b = (w >> 16) & 0xffffffffu;
+    uint64_t h = netvm_fold(netvm_fold(a ^ 0x243f6a8885a308d3ull, b ^ 0x13198a2e03707344ull ^ init) ^ 0x452821e638d01377ull,
+                            0xbe5466cf34e90c6dull);
+    return (uint32_t)h ^ (uint32_t)(h >> 32);
+}
+
 static int bench_bridge(const char *dir)
 {
     struct frames fr = load_frames(dir, "bridge64.bin", 1);
     struct rte_hash_parameters p = {
-        .name = "copro_bridge", .entries = entries, .key_len = 6, .hash_func = NULL, .hash_func_init_val = 0,
+        .name = "copro_bridge", .entries = entries, .key_len = 6, .hash_func = netvm_hash ? netvm_hash6 : NULL, .hash_func_init_val = 0,
         .socket_id = SOCKET_ID_ANY, .extra_flag = 0,
     };
     double t = now_ns();
@@ -1446,7 +1470,7 @@ static int bench_names(const char *dir)
 static void usage(void)
 {
     fprintf(stderr, "usage: copropeers lpm|lpm6|hash|hs|router|bridge|l2fwd|names DIR [N] [--reps R] [--cpu N] [--entries N] "
-                    "[--tbl8s N] [--mem MB]\n");
+                    "[--tbl8s N] [--mem MB] [--hash crc|netvm]\n");
     exit(2);
 }
 
@@ -1480,6 +1504,11 @@ int main(int argc, char **argv)
                 tbl8s = (uint32_t)parse_num(a, v, 1, 1u << 24);
             else if (!strcmp(a, "--mem"))
                 mem_mb = (long)parse_num(a, v, 64, 1u << 20);
+            else if (!strcmp(a, "--hash")) {
+                if (strcmp(v, "netvm") && strcmp(v, "crc"))
+                    die("--hash: `%s` is neither `crc` (rte_hash's default) nor `netvm`", v);
+                netvm_hash = !strcmp(v, "netvm");
+            }
             else
                 die("unknown option %s", a);
         } else if (npos < 3)

@@ -123,8 +123,8 @@
 //!
 //! Timeouts are whole seconds, 1..=2^31-1, of packet time. Other settings
 //! are errors. Memory: about `capacity × (bits / 8 + 80)` bytes at most;
-//! the index (a `table` of `capacity` entries) is allocated at creation,
-//! the flows as they come.
+//! the index (a `table` of `capacity` entries) and the flows grow as
+//! flows come.
 //!
 //! # Time and aging
 //!

@@ -16,8 +16,9 @@
 //! `/` matches every well-formed name.
 //!
 //! Configuration: `capacity`, the most prefixes (default 65536, at most
-//! 2^25; the root prefix does not count). Memory is about `capacity × 1.11 ×
-//! 34` bytes, allocated at creation, plus the prefixes' bytes.
+//! 2^25; the root prefix does not count). Memory is up to about `capacity ×
+//! 1.11 × 34` bytes (the index grows with the prefixes stored), plus the
+//! prefixes' bytes.
 //!
 //! | register | meaning |
 //! |----------|---------|
