@@ -1390,6 +1390,41 @@ mod tests {
         }
     }
 
+    /// Filling a table of `TABLE_BENCH_N` (default 1M) 6-byte keys with
+    /// 4-byte values one insert at a time, grown as it fills and reserved
+    /// at creation: the total time, and the longest insert (the last
+    /// doubling's rehash): `cargo test --release -p netvm-copro -- --ignored
+    /// --nocapture growth_pause`.
+    #[test]
+    #[ignore]
+    fn growth_pause() {
+        use std::time::{Duration, Instant};
+        let n: usize = std::env::var("TABLE_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(1 << 20);
+        let mut r = SplitMix64::new(9);
+        let keys: Vec<Vec<u8>> = (0..n).map(|_| key(6, &mut r)).collect();
+        for round in 0..3 {
+            for reserved in [false, true] {
+                let t0 = Instant::now();
+                let mut t = ExactTable::with_seed(6, 4, n, 42).unwrap();
+                if reserved {
+                    t.reserve(n);
+                }
+                let mut longest = Duration::ZERO;
+                for (i, k) in keys.iter().enumerate() {
+                    let t1 = Instant::now();
+                    t.insert(k, &(i as u32).to_le_bytes(), 0).unwrap();
+                    longest = longest.max(t1.elapsed());
+                }
+                let how = if reserved { "reserved" } else { "grown" };
+                eprintln!(
+                    "round {round}, {how}: {n} entries in {:?}, longest insert {longest:?}, {} MiB",
+                    t0.elapsed(),
+                    t.memory_bytes() >> 20
+                );
+            }
+        }
+    }
+
     /// ns/lookup one at a time vs in bulk, random hits over `TABLE_BENCH_N`
     /// (default 1M) entries: `cargo test --release -p netvm-copro -- --ignored
     /// --nocapture lookup_speed`.
