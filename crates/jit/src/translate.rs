@@ -611,7 +611,13 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.switch_to_block(hash);
         let ns = self.b.ins().imul_imm_s(sec, 1_000_000_000);
         let nsec = self.b.ins().uextend(I64, nsec);
-        let now = self.b.ins().iadd(ns, nsec);
+        // `uadd_overflow` (which cannot overflow here) rather than `iadd`:
+        // an instruction of two results stays where it is written, so the
+        // time is computed once, not again in each branch that uses it
+        // (the idle check, the insert's stamp, the `now` watermarks), as
+        // Cranelift places a pure value at each of its uses that no
+        // earlier one dominates.
+        let (now, _) = self.b.ins().uadd_overflow(ns, nsec);
         // The key's words, and the hash.
         // Entries lie at any byte offset: unaligned little-endian accesses.
         let le = MemFlagsData::new().with_notrap().with_endianness(Endianness::Little);
