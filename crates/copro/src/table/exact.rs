@@ -1595,4 +1595,46 @@ mod tests {
             prop_assert_eq!(got, want);
         }
     }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(16))]
+
+        /// Inserts, replaces, deletes and lookups over a pool of 3,000 keys
+        /// against a `HashMap`, in a table of capacity 4,000 that starts at
+        /// 1,024 slots: it doubles (and, after deletes, refills) on the way,
+        /// and nothing stored is lost or duplicated.
+        #[test]
+        fn matches_hashmap_model_while_growing(
+            seed in any::<u64>(),
+            ops in proptest::collection::vec((0u8..8, 0u16..3000, any::<u16>()), 1000..5000),
+        ) {
+            let mut t = ExactTable::with_seed(6, 2, 4000, seed).unwrap();
+            let mut model: HashMap<[u8; 6], [u8; 2]> = HashMap::new();
+            let key = |k: u16| {
+                let b = k.to_le_bytes();
+                [b[0], b[1], b[0] ^ 0x5a, 3, 1, b[1] ^ 0xa5]
+            };
+            let mut most = 0;
+            for (i, (kind, k, v)) in ops.into_iter().enumerate() {
+                let (key, v) = (key(k), v.to_be_bytes());
+                match kind {
+                    0..=4 => {
+                        prop_assert!(t.insert(&key, &v, i as u64).is_ok());
+                        model.insert(key, v);
+                    }
+                    5 => prop_assert_eq!(t.delete(&key), model.remove(&key).is_some()),
+                    _ => prop_assert_eq!(t.lookup(&key), model.get(&key).map(|v| &v[..])),
+                }
+                most = most.max(model.len());
+                prop_assert_eq!(t.len(), model.len());
+            }
+            for (k, v) in &model {
+                prop_assert_eq!(t.lookup(k), Some(&v[..]));
+            }
+            t.check_invariants();
+            if most > 600 {
+                prop_assert!(t.buckets() > INITIAL_BUCKETS, "{most} entries at most, {} buckets", t.buckets());
+            }
+        }
+    }
 }
