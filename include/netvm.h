@@ -96,8 +96,11 @@ struct netvm_dir24walk {
  * hash (its lookup_pkt, and insert_pkt of a key already stored; keys of 4 to
  * 16 bytes at the packet offset in input register 8, values of at most 4
  * bytes). netvm_vm::BucketWalk documents it step by step:
- *   where tags is NULL, the key's `reach` bytes lie past the packet's end or
- *   the time is 2^64 ns or later: call the operation;
+ *   where tags is NULL, shape is not the one the code was compiled for (if
+ *   it was compiled for one: then stride, key_size, ts_off, reach, b_off,
+ *   b_shift, a_mask and value_mask are its constants), the key's `reach`
+ *   bytes lie past the packet's end or the time is 2^64 ns or later: call
+ *   the operation;
  *   a = le64(key) & a_mask, b = (le64(key + b_off) >> b_shift) & a_mask;
  *   h = fold(fold(a ^ seed[0], b ^ seed[1]) ^ 0x452821e638d01377, 0xbe5466cf34e90c6d)
  *     (fold: the 128-bit product's halves xored);
@@ -128,7 +131,7 @@ struct netvm_bucketwalk {
     uint32_t b_off;
     uint32_t b_shift;
     uint32_t value_mask;
-    uint32_t pad;
+    uint32_t shape;        /* key_size | value_size << 8 */
 };
 
 /* The memories of one NetPE, in application (manifest) order. */

@@ -144,3 +144,56 @@ fn dead_info_stores_are_removed_across_netpes() {
     let mut app = Application::build(&manifest, &JitEngine::default(), &registry, None).unwrap();
     assert_eq!(observe_app(&mut app, &packets, 4), want);
 }
+
+/// A table's walk compiled for the shape the graph expects (keys of 6
+/// bytes, values of 4: the fields that follow from them as constants)
+/// gives the interpreter's results; so does one compiled for a shape the
+/// instance does not have (the compare sends every operation to the call:
+/// without it, constants for 8-byte keys would hash the wrong bytes and
+/// miss), and one for a shape no walk has (compiled as loads).
+#[test]
+fn walks_compiled_for_a_shape_compare_it_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // Learn the source MAC's port, forward to the destination's (port 0 unknown).
+    let learn = ".copro t table\n.ports 9\nsegment .push\n    locstore 0\n    push 6\n    copro.in t, 8\n    locload 0\n    copro.in t, 4\n    copro.invoke t, 4\n    push 0\n    copro.in t, 8\n    copro.invoke t, 3\n    copro.out t, 0\n    jz unknown\n    copro.out t, 1\n    ret.pop\nunknown:\n    ret 0\nends\n";
+    std::fs::write(dir.path().join("learn.nil"), format!(".locals 1\n{learn}")).unwrap();
+    let mut toml = String::from(
+        "[[netpe]]\nname = \"learn\"\nprogram = \"learn.nil\"\ncopro.t = { key_size = 6, value_size = 4, capacity = 4096, seed = 7 }\n",
+    );
+    for p in 0..4 {
+        toml += &format!("[[source]]\nport = {p}\nto = \"learn.{p}\"\n");
+    }
+    for p in 0..9 {
+        toml += &format!("[[sink]]\nfrom = \"learn.{p}\"\nport = {p}\n");
+    }
+    let path = dir.path().join("app.toml");
+    std::fs::write(&path, toml).unwrap();
+    let manifest = Manifest::load(&path).unwrap();
+    let registry = netvm_copro::registry();
+    let mut rng = SplitMix64::new(3);
+    let mac = |h: u64| [2u8, 0, 0, (h >> 8) as u8, h as u8, 0x33];
+    let packets: Vec<Packet> = (0..600)
+        .map(|_| {
+            let (src, dst) = (rng.next_u64() % 40, rng.next_u64() % 48);
+            let mut d = vec![0u8; 60];
+            d[0..6].copy_from_slice(&mac(dst));
+            d[6..12].copy_from_slice(&mac(src));
+            let mut p = Packet::from_bytes(d);
+            p.in_port = (src % 4) as u16;
+            p
+        })
+        .collect();
+    let mut reference = Application::build(&manifest, &InterpEngine, &registry, None).unwrap();
+    let want = observe_app(&mut reference, &packets, 16);
+    assert!(want.emitted.iter().filter(|(port, _)| *port > 0).count() > 300, "most frames find their host");
+    let plan = Application::plan(&manifest, &registry, None).unwrap();
+    assert_eq!(plan.graph.walk_shape(0, 0), netvm_vm::BucketWalk::shape_of(6, 4), "the runtime gives the table's shape");
+    for shape in [netvm_vm::BucketWalk::shape_of(6, 4), netvm_vm::BucketWalk::shape_of(8, 4), 3] {
+        for link in [LinkMode::Direct, LinkMode::Table] {
+            let mut plan = Application::plan(&manifest, &registry, None).unwrap();
+            plan.graph.walk_shapes = vec![vec![shape]];
+            let mut app = Application::from_plan(plan, &JitEngine::with_link(Some(link))).unwrap();
+            assert_eq!(observe_app(&mut app, &packets, 16), want, "shape {shape:#x}, {link:?}");
+        }
+    }
+}

@@ -481,7 +481,8 @@ fn handler_env(b: &mut FunctionBuilder, entry: cranelift_codegen::ir::Block, ptr
     let in_port = push.then(|| ld(types::I32, o::IN_PORT));
     let meta = push.then_some(translate::MetaView { base: c, wirelen: o::WIRE_LEN, ts_sec: o::TS_SEC, ts_nsec: o::TS_NSEC, seq: o::SEQ });
     let exits = translate::ExitMode::Return { budget_out: Some((c, o::BUDGET_LEFT)) };
-    translate::SegmentEnv { mems, copros, regs, meta, in_port, budget, exits }
+    // A NetPE compiled alone knows nothing of its instances.
+    translate::SegmentEnv { mems, copros, regs, meta, in_port, budget, exits, walk_shapes: [0; translate::SHAPED_SLOTS] }
 }
 
 impl PeCode for JitCode {

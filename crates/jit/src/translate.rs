@@ -75,22 +75,23 @@ const WALK_DEFAULT_HOP: i32 = 24;
 const WALK_HAS_DEFAULT: i32 = 28;
 
 /// `struct netvm_bucketwalk` ([`netvm_vm::BucketWalk`]): the offsets of its fields.
-const BW_TAGS: i32 = 0;
-const BW_ENTRIES: i32 = 8;
-const BW_COUNTERS: i32 = 16;
-const BW_HANDLE_NOW: i32 = 24;
-const BW_STORE_NOW: i32 = 32;
-const BW_SEED: i32 = 40;
-const BW_NBUCKETS: i32 = 56;
-const BW_IDLE_NS: i32 = 64;
-const BW_A_MASK: i32 = 72;
-const BW_STRIDE: i32 = 80;
-const BW_KEY_SIZE: i32 = 84;
-const BW_TS_OFF: i32 = 88;
-const BW_REACH: i32 = 92;
-const BW_B_OFF: i32 = 96;
-const BW_B_SHIFT: i32 = 100;
-const BW_VALUE_MASK: i32 = 104;
+const BW_TAGS: i32 = std::mem::offset_of!(BucketWalk, tags) as i32;
+const BW_ENTRIES: i32 = std::mem::offset_of!(BucketWalk, entries) as i32;
+const BW_COUNTERS: i32 = std::mem::offset_of!(BucketWalk, counters) as i32;
+const BW_HANDLE_NOW: i32 = std::mem::offset_of!(BucketWalk, handle_now) as i32;
+const BW_STORE_NOW: i32 = std::mem::offset_of!(BucketWalk, store_now) as i32;
+const BW_SEED: i32 = std::mem::offset_of!(BucketWalk, seed) as i32;
+const BW_NBUCKETS: i32 = std::mem::offset_of!(BucketWalk, nbuckets) as i32;
+const BW_IDLE_NS: i32 = std::mem::offset_of!(BucketWalk, idle_ns) as i32;
+const BW_A_MASK: i32 = std::mem::offset_of!(BucketWalk, a_mask) as i32;
+const BW_STRIDE: i32 = std::mem::offset_of!(BucketWalk, stride) as i32;
+const BW_KEY_SIZE: i32 = std::mem::offset_of!(BucketWalk, key_size) as i32;
+const BW_TS_OFF: i32 = std::mem::offset_of!(BucketWalk, ts_off) as i32;
+const BW_REACH: i32 = std::mem::offset_of!(BucketWalk, reach) as i32;
+const BW_B_OFF: i32 = std::mem::offset_of!(BucketWalk, b_off) as i32;
+const BW_B_SHIFT: i32 = std::mem::offset_of!(BucketWalk, b_shift) as i32;
+const BW_VALUE_MASK: i32 = std::mem::offset_of!(BucketWalk, value_mask) as i32;
+const BW_SHAPE: i32 = std::mem::offset_of!(BucketWalk, shape) as i32;
 
 /// Memory flags of accesses whose bounds were checked (or proved).
 fn checked() -> MemFlagsData {
@@ -174,7 +175,15 @@ pub struct SegmentEnv {
     pub budget: Value,
     /// What exits do.
     pub exits: ExitMode,
+    /// Per coprocessor slot (the first [`SHAPED_SLOTS`]): the walk shape
+    /// its instance is expected to have ([`netvm_vm::BucketWalk::shape`];
+    /// 0: unknown). A walk compiled for a shape takes the fields that follow
+    /// from it as constants, after comparing the instance's.
+    pub walk_shapes: [u32; SHAPED_SLOTS],
 }
+
+/// Coprocessor slots whose walk shape [`SegmentEnv::walk_shapes`] holds.
+pub const SHAPED_SLOTS: usize = 16;
 
 /// The exit blocks a segment translated with [`ExitMode::Jump`] jumps to,
 /// created on first use; the caller switches to each and fills it.
@@ -587,14 +596,31 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let field = |tx: &mut Self, ty, off: i32| tx.b.ins().load(ty, mem, walk, off);
         let (key, time, hash) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
         let tags = field(self, ptr, BW_TAGS);
-        self.b.ins().brif(tags, key, &[], call, &[]);
+        // The fields that follow from the sizes: constants where the
+        // instance is expected to have a shape (checked here), else loads.
+        let expected = self.env.walk_shapes.get(usize::from(copro)).copied().unwrap_or(0);
+        let shape = (expected != 0).then(|| BucketWalk::layout(expected & 0xff, expected >> 8)).flatten().filter(|w| w.shape == expected);
+        if shape.is_some() {
+            let shaped = self.b.create_block();
+            self.b.ins().brif(tags, shaped, &[], call, &[]);
+            self.b.switch_to_block(shaped);
+            let have = field(self, I32, BW_SHAPE);
+            let same = self.b.ins().icmp_imm_u(IntCC::Equal, have, i64::from(expected));
+            self.b.ins().brif(same, key, &[], call, &[]);
+        } else {
+            self.b.ins().brif(tags, key, &[], call, &[]);
+        }
+        let u32_field = |tx: &mut Self, off: i32, k: fn(&BucketWalk) -> u32| match &shape {
+            Some(w) => tx.b.ins().iconst(I32, i64::from(k(w))),
+            None => field(tx, I32, off),
+        };
         // The key: `reach` bytes at the packet offset in the key's register.
         self.b.switch_to_block(key);
         let WalkKey::Packet(r) = self.walk_key(copro, op) else { unreachable!("a bucket walk's key is in the packet") };
         let input = self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_INPUT);
         let off = self.input_value(copro, r, input);
         let off = self.b.ins().uextend(I64, off);
-        let reach = field(self, I32, BW_REACH);
+        let reach = u32_field(self, BW_REACH, |w| w.reach);
         let reach = self.b.ins().uextend(I64, reach);
         let end = self.b.ins().iadd(off, reach);
         let pkt = self.env.mems[Mem::Packet as usize];
@@ -622,7 +648,11 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         // Entries lie at any byte offset: unaligned little-endian accesses.
         let le = MemFlagsData::new().with_notrap().with_endianness(Endianness::Little);
         let key_at = self.b.ins().iadd(pkt.base, off);
-        let (a_mask, b_off, b_shift) = (field(self, I64, BW_A_MASK), field(self, I32, BW_B_OFF), field(self, I32, BW_B_SHIFT));
+        let a_mask = match &shape {
+            Some(w) => self.b.ins().iconst(I64, w.a_mask as i64),
+            None => field(self, I64, BW_A_MASK),
+        };
+        let (b_off, b_shift) = (u32_field(self, BW_B_OFF, |w| w.b_off), u32_field(self, BW_B_SHIFT, |w| w.b_shift));
         let b_off = self.b.ins().uextend(I64, b_off);
         let words = |tx: &mut Self, at: Value, flags: MemFlagsData| {
             let x0 = tx.b.ins().load(I64, flags, at, 0);
@@ -662,7 +692,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         };
         let entries = field(self, ptr, BW_ENTRIES);
         let (output, counters) = (self.b.ins().load(ptr, ctx_flags(), files, entry + REGFILE_OUTPUT), field(self, ptr, BW_COUNTERS));
-        let stride = field(self, I32, BW_STRIDE);
+        let stride = u32_field(self, BW_STRIDE, |w| w.stride);
         let stride = self.b.ins().uextend(I64, stride);
         // Bucket b1's slots whose tag matches, then their keys; where none
         // is the key, bucket b2's (computed only then: a key is usually in
@@ -718,7 +748,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let e = e_found;
         let (aging, live) = (self.b.create_block(), self.b.create_block());
         let ts_at = |tx: &mut Self| {
-            let off = field(tx, I32, BW_TS_OFF);
+            let off = u32_field(tx, BW_TS_OFF, |w| w.ts_off);
             let off = tx.b.ins().uextend(I64, off);
             tx.b.ins().iadd(e, off)
         };
@@ -747,7 +777,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
             let t = tx.b.ins().umax(t, now);
             tx.b.ins().store(mem, t, p, 0);
         };
-        let key_size = field(self, I32, BW_KEY_SIZE);
+        let key_size = u32_field(self, BW_KEY_SIZE, |w| w.key_size);
         let key_size = self.b.ins().uextend(I64, key_size);
         let value_at = self.b.ins().iadd(e, key_size);
         let (out0, out1) = if insert {
@@ -764,7 +794,7 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         } else {
             let v = self.b.ins().load(I32, le, value_at, 0);
             let v = self.b.ins().bswap(v);
-            let vmask = field(self, I32, BW_VALUE_MASK);
+            let vmask = u32_field(self, BW_VALUE_MASK, |w| w.value_mask);
             let v = self.b.ins().band(v, vmask);
             let out = self.b.create_block();
             self.b.ins().jump(out, &[one32.into(), v.into()]);

@@ -40,7 +40,7 @@ fn generated_app(rng: &mut SplitMix64, n: usize) -> Option<(AppGraph, Vec<Verifi
                 .collect()
         })
         .collect();
-    let graph = AppGraph { out, sources: vec![vec![pe(0)]], sink_ports: 1, order: (0..n).collect() };
+    let graph = AppGraph { out, sources: vec![vec![pe(0)]], sink_ports: 1, order: (0..n).collect(), walk_shapes: Vec::new() };
     Some((graph, modules))
 }
 

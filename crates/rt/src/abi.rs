@@ -114,7 +114,7 @@ mod tests {
         assert_eq!((offset_of!(B, entries), offset_of!(B, counters), offset_of!(B, handle_now), offset_of!(B, store_now)), (8, 16, 24, 32));
         assert_eq!((offset_of!(B, seed), offset_of!(B, nbuckets), offset_of!(B, idle_ns), offset_of!(B, a_mask)), (40, 56, 64, 72));
         assert_eq!((offset_of!(B, stride), offset_of!(B, key_size), offset_of!(B, ts_off), offset_of!(B, reach)), (80, 84, 88, 92));
-        assert_eq!((offset_of!(B, b_off), offset_of!(B, b_shift), offset_of!(B, value_mask)), (96, 100, 104));
+        assert_eq!((offset_of!(B, b_off), offset_of!(B, b_shift), offset_of!(B, value_mask), offset_of!(B, shape)), (96, 100, 104, 108));
         assert_eq!((offset_of!(RegisterFile, output), offset_of!(RegisterFile, inputs), offset_of!(RegisterFile, outputs)), (8, 16, 20));
         assert_eq!((offset_of!(RegisterFile, direct), offset_of!(RegisterFile, ops)), (24, 32));
         assert_eq!(size_of::<netvm_vm::DirectOp>(), 16);

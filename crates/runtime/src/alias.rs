@@ -183,6 +183,10 @@ impl Coprocessor for Handle {
         self.get_mut().registers()
     }
 
+    fn walk_shape(&self) -> u32 {
+        self.get().walk_shape()
+    }
+
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         self.get_mut().invoke(op, ctx)
     }

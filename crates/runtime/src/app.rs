@@ -505,7 +505,8 @@ impl Application {
         }
         let order = topological_order(&out, manifest)?;
         let sink_ports = manifest.sinks.iter().map(|s| s.port as usize + 1).max().unwrap_or(0);
-        let graph = AppGraph { out, sources, sink_ports, order };
+        let walk_shapes = states.iter().map(|st| st.copros.iter().map(|c| c.walk_shape()).collect()).collect();
+        let graph = AppGraph { out, sources, sink_ports, order, walk_shapes };
         let distribution = match manifest.distribution.as_deref() {
             None => None,
             Some(d) => {

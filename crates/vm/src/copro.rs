@@ -183,7 +183,9 @@ pub struct Dir24Walk {
 /// its key (`key_size` bytes), its value (`ts_off - key_size` bytes) and
 /// its timestamp (little-endian `u64`, ns) at `ts_off`. The operation, as
 /// the engine performs it, `now` being the packet's time in ns:
-/// - where `tags` is null, or the packet's timestamp is 2^64 ns or later,
+/// - where `tags` is null, or `shape` is not the one the code was compiled
+///   for (code compiled for a shape takes the fields [`BucketWalk::layout`]
+///   derives from it as constants), or the packet's timestamp is 2^64 ns or later,
 ///   or the key's `reach` bytes at the offset in the key's register
 ///   ([`WalkKey::Packet`]) lie past the packet's end, it calls the
 ///   operation instead (which faults where the key is past the end);
@@ -249,8 +251,10 @@ pub struct BucketWalk {
     pub b_shift: u32,
     /// The value's bytes in its first big-endian word.
     pub value_mask: u32,
-    /// Zero.
-    pub pad: u32,
+    /// `key_size | value_size << 8` ([`BucketWalk::shape_of`]): code
+    /// compiled for one shape ([`BucketWalk::layout`] gives its constants)
+    /// compares it and calls the operation where it differs.
+    pub shape: u32,
 }
 
 impl BucketWalk {
@@ -276,8 +280,37 @@ impl BucketWalk {
         b_off: 0,
         b_shift: 0,
         value_mask: 0,
-        pad: 0,
+        shape: 0,
     };
+
+    /// The shape of a table of `key_size`-byte keys and `value_size`-byte
+    /// values, as [`BucketWalk::shape`] holds it (never 0: keys have at
+    /// least 4 bytes where there is a walk).
+    pub const fn shape_of(key_size: u32, value_size: u32) -> u32 {
+        key_size | value_size << 8
+    }
+
+    /// A walk's fields that follow from the sizes of keys (4 to 16 bytes)
+    /// and values (at most 4), the pointers and the table's own fields
+    /// left as in [`BucketWalk::OFF`]: `None` for sizes that have no walk.
+    pub const fn layout(key_size: u32, value_size: u32) -> Option<BucketWalk> {
+        if key_size < 4 || key_size > 16 || value_size > 4 {
+            return None;
+        }
+        let wide = key_size >= 8;
+        Some(BucketWalk {
+            a_mask: if wide { u64::MAX } else { 0xffff_ffff },
+            stride: key_size + value_size + 8,
+            key_size,
+            ts_off: key_size + value_size,
+            reach: if wide { key_size } else { 8 },
+            b_off: key_size.saturating_sub(8),
+            b_shift: if wide { 0 } else { 8 * (key_size - 4) },
+            value_mask: if value_size == 0 { 0 } else { u32::MAX << (8 * (4 - value_size)) },
+            shape: BucketWalk::shape_of(key_size, value_size),
+            ..BucketWalk::OFF
+        })
+    }
 }
 
 /// Where a walk's key is (see [`Dir24Walk`], [`BucketWalk`]).
@@ -590,6 +623,16 @@ pub trait Coprocessor: Send {
     /// [`read`]: Coprocessor::read
     fn registers(&mut self) -> RegisterFile {
         RegisterFile::NONE
+    }
+    /// The shape of the [`BucketWalk`] this instance's register files
+    /// offer ([`BucketWalk::shape`]) whenever they offer one, fixed for
+    /// the instance's life; 0 (the default) where it has none or the shape
+    /// may change. An engine may compile the walk's fields that follow from
+    /// the shape as constants ([`BucketWalk::layout`]); the compiled code
+    /// compares the shape and calls the operation where it differs, so a
+    /// wrong answer costs speed, never a result.
+    fn walk_shape(&self) -> u32 {
+        0
     }
     /// Control plane: the instance's state as text. Kinds that [`load`]
     /// write it in the format `load` reads, so a dump can be loaded back.

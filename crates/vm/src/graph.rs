@@ -39,6 +39,18 @@ pub struct AppGraph {
     pub sink_ports: usize,
     /// The NetPEs in a topological order (every NetPE after those feeding it).
     pub order: Vec<usize>,
+    /// Per NetPE, per coprocessor slot: the shape of the walk its instance
+    /// offers ([`Coprocessor::walk_shape`](crate::Coprocessor::walk_shape);
+    /// 0, or a NetPE or slot past the end: unknown), which a linking engine
+    /// may compile for (guarded: a hint, not a promise).
+    pub walk_shapes: Vec<Vec<u32>>,
+}
+
+impl AppGraph {
+    /// The walk shape of NetPE `node`'s coprocessor slot `copro` (0: unknown).
+    pub fn walk_shape(&self, node: usize, copro: usize) -> u32 {
+        self.walk_shapes.get(node).and_then(|s| s.get(copro)).copied().unwrap_or(0)
+    }
 }
 
 impl AppGraph {

@@ -955,26 +955,15 @@ impl ExactTable {
     /// than 4. Valid until the table grows (an insert of a new key, a
     /// [`reserve`](ExactTable::reserve)): its owner asks again then.
     pub(crate) fn bucket_walk(&mut self) -> Option<BucketWalk> {
-        let (ks, vs) = (self.key_size, self.value_size);
-        if !(4..=MAX_KEY).contains(&ks) || vs > 4 {
-            return None;
-        }
-        let wide = ks >= 8;
+        let w = BucketWalk::layout(self.key_size as u32, self.value_size as u32)?;
+        debug_assert_eq!(w.stride as usize, self.stride);
         Some(BucketWalk {
             tags: self.tags.as_ptr().cast(),
             entries: self.entries.as_mut_ptr(),
             seed: self.seed,
             nbuckets: self.nbuckets as u64,
             idle_ns: self.idle_ns,
-            a_mask: if wide { u64::MAX } else { 0xffff_ffff },
-            stride: self.stride as u32,
-            key_size: ks as u32,
-            ts_off: (ks + vs) as u32,
-            reach: ks.max(8) as u32,
-            b_off: ks.saturating_sub(8) as u32,
-            b_shift: if wide { 0 } else { 8 * (ks as u32 - 4) },
-            value_mask: if vs == 0 { 0 } else { u32::MAX << (8 * (4 - vs)) },
-            ..BucketWalk::OFF
+            ..w
         })
     }
 

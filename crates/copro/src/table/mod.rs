@@ -729,6 +729,10 @@ impl Coprocessor for Table {
         }
     }
 
+    fn walk_shape(&self) -> u32 {
+        BucketWalk::layout(self.key_size as u32, self.value_size as u32).map_or(0, |w| w.shape)
+    }
+
     #[inline(always)]
     fn invoke(&mut self, op: u8, ctx: &InvokeContext<'_>) -> Result<(), CoproError> {
         self.op(op, ctx)

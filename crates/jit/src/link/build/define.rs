@@ -349,6 +349,7 @@ mod tests {
             sources,
             sink_ports: 1,
             order: vec![0, 1, 2],
+            walk_shapes: Vec::new(),
         };
         let modules = [check, read.clone(), read];
         let access = |f: &crate::analysis::SegmentFacts| f.unchecked[2];

@@ -47,6 +47,7 @@ pub(super) fn build_init<M: Module>(
             in_port: None,
             budget,
             exits: ExitMode::Jump { indexed: None },
+            walk_shapes: super::walk_shapes(graph, n),
         };
         let m = &v.module;
         let facts = segment_facts(seg, m, opts.domain, KnownSizes { info: Some(0), data: Some(u64::from(m.data_size)), packet: 0 });

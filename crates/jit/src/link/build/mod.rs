@@ -445,6 +445,7 @@ impl<M: Module> Build<'_, '_, M> {
             in_port: Some(in_port),
             budget,
             exits: ExitMode::Jump { indexed: None },
+            walk_shapes: walk_shapes(self.graph, n),
         }
     }
 
@@ -483,6 +484,11 @@ impl<M: Module> Build<'_, '_, M> {
 }
 
 /// Adds one to counter `k` in memory.
+/// NetPE `n`'s walk shapes as the graph knows them ([`AppGraph::walk_shape`]).
+pub(super) fn walk_shapes(graph: &AppGraph, n: usize) -> [u32; crate::translate::SHAPED_SLOTS] {
+    std::array::from_fn(|c| graph.walk_shape(n, c))
+}
+
 fn count_mem(b: &mut FunctionBuilder, counters: Value, k: usize) {
     let one = b.ins().iconst(I64, 1);
     add_mem(b, counters, k, one);
