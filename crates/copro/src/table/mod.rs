@@ -79,7 +79,10 @@
 //! and counts `lookups`, `hits` and `inserts` itself, without a call; an
 //! insert of a key not stored (or stored but aged) calls, as does every
 //! operation whose key lies within 8 bytes of the packet's end, and every
-//! operation while a `shared` table serves several workers (the lock).
+//! operation while a `shared` table serves several workers (the lock). In
+//! a linked application the walk is compiled for the table's key and value
+//! sizes (`Coprocessor::walk_shape`), as a C compiler would for a
+//! `sizeof`, and calls where an instance of other sizes is bound instead.
 //!
 //! Several workers: the `workers` setting chooses between two semantics.
 //! With one worker both behave as described above, at the same speed.
