@@ -42,8 +42,9 @@
 //! the full layout, when a new key would fill more than half of its slots
 //! (or, practically never, finds no room): memory follows the entries
 //! stored, and the entries in use share cache lines. A learning bridge
-//! with 4,096 hosts in a table of capacity 1M keeps them on about 300
-//! entry lines instead of 4,096, and misses on them less (BENCHMARKS.md). A
+//! with 4,096 hosts in a table of capacity 1M keeps their tags and entries
+//! in 160 KB (about 2,600 lines) instead of on 8,192 lines of their own
+//! (512 KB, more than an L2 cache), and misses on them less (BENCHMARKS.md). A
 //! doubling rehashes every entry (amortized O(1) an insert; the insert
 //! that doubles a table of `n` entries takes O(n)): a table that must not
 //! pause reserves its capacity at creation (`reserve`, the `table` kind's
