@@ -51,9 +51,7 @@ impl AppGraph {
     pub fn walk_shape(&self, node: usize, copro: usize) -> u32 {
         self.walk_shapes.get(node).and_then(|s| s.get(copro)).copied().unwrap_or(0)
     }
-}
 
-impl AppGraph {
     /// Whether some port or source has more than one destination (so
     /// exchange buffers are duplicated).
     pub fn has_fanout(&self) -> bool {

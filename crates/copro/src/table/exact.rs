@@ -159,6 +159,15 @@ impl Lines {
     }
 }
 
+/// `n` buckets' empty tag groups, on transparent huge pages where large.
+fn zeroed_tags(n: usize) -> Result<Vec<Tags>, std::collections::TryReserveError> {
+    let mut tags: Vec<Tags> = Vec::new();
+    tags.try_reserve_exact(n)?;
+    crate::huge::advise_huge(tags.as_ptr().cast(), n * std::mem::size_of::<Tags>());
+    tags.resize(n, Tags::default());
+    Ok(tags)
+}
+
 impl Clone for Lines {
     fn clone(&self) -> Lines {
         let mut l = Lines::zeroed(self.len).unwrap_or_else(|e| panic!("cloning a table of {} bytes: {e}", self.len));
@@ -341,10 +350,7 @@ impl ExactTable {
         }
         let stride = key_size + value_size + 8;
         let slots = nbuckets * SLOTS;
-        let mut tags: Vec<Tags> = Vec::new();
-        tags.try_reserve_exact(nbuckets).map_err(|e| format!("cannot allocate {nbuckets} buckets: {e}"))?;
-        crate::huge::advise_huge(tags.as_ptr().cast(), nbuckets * std::mem::size_of::<Tags>());
-        tags.resize(nbuckets, Tags::default());
+        let tags = zeroed_tags(nbuckets).map_err(|e| format!("cannot allocate {nbuckets} buckets: {e}"))?;
         let entries = Lines::zeroed(slots * stride).map_err(|e| format!("cannot allocate {slots} slots of {stride} bytes: {e}"))?;
         let seed = [fold(seed ^ 0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344), fold(seed ^ 0xa409_3822_299f_31d0, 0x082e_fa98_ec4e_6c89)];
         Ok(ExactTable {
@@ -723,18 +729,13 @@ impl ExactTable {
     /// idle entry's, or one made by moving entries.
     #[inline(never)]
     fn put_new(&mut self, key: &[u8], value: &[u8], ts: u64, now_ns: u64, mut p: Probe) -> Result<(), TableFull> {
-        if self.len < self.capacity && self.nbuckets < self.full_buckets && 2 * (self.len + 1) > self.nbuckets * SLOTS {
-            // More than half of the slots would be used: double first.
-            if self.grow_to((2 * self.nbuckets).min(self.full_buckets)) {
-                p = self.probe(key);
-            }
+        // More than half of the slots would be used: double first.
+        if self.len < self.capacity && 2 * (self.len + 1) > self.nbuckets * SLOTS && self.double() {
+            p = self.probe(key);
         }
-        let empty = |t: &Self, b: usize| match_tags(&t.tags[b], 0);
         let slot = if self.len >= self.capacity {
             None
-        } else if let Some(s) =
-            [p.b1, p.b2].into_iter().find(|&b| empty(self, b) != 0).map(|b| b * SLOTS + empty(self, b).trailing_zeros() as usize)
-        {
+        } else if let Some(s) = self.free_slot(p) {
             self.len += 1;
             Some(s)
         } else {
@@ -764,7 +765,7 @@ impl ExactTable {
                             s
                         }
                         // No path in a layout short of the full one: a larger one has room.
-                        None if self.nbuckets < self.full_buckets && self.grow_to((2 * self.nbuckets).min(self.full_buckets)) => {
+                        None if self.double() => {
                             return self.put_new(key, value, ts, now_ns, self.probe(key));
                         }
                         None => return Err(TableFull),
@@ -840,6 +841,21 @@ impl ExactTable {
         self.entries.copy_within(from * self.stride..(from + 1) * self.stride, to * self.stride);
     }
 
+    /// An empty slot of the key's first bucket, else of its second.
+    #[inline(always)]
+    fn free_slot(&self, p: Probe) -> Option<usize> {
+        [p.b1, p.b2].into_iter().find_map(|b| {
+            let m = match_tags(&self.tags[b], 0);
+            (m != 0).then(|| b * SLOTS + m.trailing_zeros() as usize)
+        })
+    }
+
+    /// Doubles the buckets, up to the full layout ([`ExactTable::grow_to`]);
+    /// returns whether the table grew.
+    fn double(&mut self) -> bool {
+        self.nbuckets < self.full_buckets && self.grow_to((2 * self.nbuckets).min(self.full_buckets))
+    }
+
     /// Rehashes every entry into a layout of `nbuckets` buckets (more than
     /// now), and returns whether it did: not where its memory cannot be
     /// had or (practically never at half load) an entry finds no room, and
@@ -849,12 +865,7 @@ impl ExactTable {
     #[cold]
     fn grow_to(&mut self, nbuckets: usize) -> bool {
         debug_assert!(nbuckets > self.nbuckets && nbuckets <= self.full_buckets);
-        let mut tags: Vec<Tags> = Vec::new();
-        if tags.try_reserve_exact(nbuckets).is_err() {
-            return false;
-        }
-        crate::huge::advise_huge(tags.as_ptr().cast(), nbuckets * std::mem::size_of::<Tags>());
-        tags.resize(nbuckets, Tags::default());
+        let Ok(tags) = zeroed_tags(nbuckets) else { return false };
         let Ok(entries) = Lines::zeroed(nbuckets * SLOTS * self.stride) else { return false };
         let old_buckets = self.nbuckets;
         let old_tags = std::mem::replace(&mut self.tags, tags);
@@ -867,10 +878,7 @@ impl ExactTable {
                 let bytes = &old_entries[from..from + stride];
                 let p = self.probe(&bytes[..self.key_size]);
                 debug_assert_eq!(p.tag, tag);
-                let empty = |t: &Self, b: usize| match_tags(&t.tags[b], 0);
-                let free =
-                    [p.b1, p.b2].into_iter().find(|&b| empty(self, b) != 0).map(|b| b * SLOTS + empty(self, b).trailing_zeros() as usize);
-                let Some(slot) = free.or_else(|| self.make_room(p.b1, p.b2)) else {
+                let Some(slot) = self.free_slot(p).or_else(|| self.make_room(p.b1, p.b2)) else {
                     // Back to the layout as it was.
                     (self.tags, self.entries, self.nbuckets) = (old_tags, old_entries, old_buckets);
                     return false;

@@ -406,7 +406,7 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
     if initial > 0 {
         let mut s = t.store_mut();
         s.table.reserve(initial);
-        if s.table.buckets() * SLOTS < initial.min(capacity) {
+        if s.table.buckets() * SLOTS < initial {
             return Err(format!("table: cannot allocate the memory for {initial} entries"));
         }
     }
@@ -762,10 +762,10 @@ impl Coprocessor for Table {
         let loaded = {
             let mut s = self.store_mut();
             let now = handle_now.max(s.now);
-            // Grown once for what the file may add, not doubling on the way.
-            let more = text.lines().filter(|l| !l.split('#').next().unwrap_or("").trim().is_empty()).count();
+            // Grown once for what the file may add (a line an entry at
+            // most), not doubling on the way.
             let len = s.table.len();
-            s.table.reserve(len.saturating_add(more));
+            s.table.reserve(len.saturating_add(text.lines().count()));
             let mut added = 0;
             text.lines()
                 .enumerate()
