@@ -56,6 +56,24 @@ fn config() {
     assert!(create(&cfg(&[("bogus", "1")])).err().unwrap().contains("unknown setting `bogus`"));
 }
 
+/// `initial` makes room at creation (at most `capacity`); a table starts
+/// small without it; admission counts the memory at capacity either way.
+#[test]
+fn initial_reserves_and_memory_counts_the_capacity() {
+    let buckets = |c: &mut Box<dyn Coprocessor>| c.as_any_mut().unwrap().downcast_mut::<Table>().unwrap().table().buckets();
+    let mut small = make(&[("capacity", "100000")]);
+    let mut big = make(&[("capacity", "100000"), ("initial", "10000")]);
+    let mut all = make(&[("capacity", "100000"), ("initial", "100000")]);
+    assert_eq!(buckets(&mut small), INITIAL_BUCKETS);
+    assert_eq!(buckets(&mut big), 2 * 10_000 / SLOTS);
+    assert_eq!(buckets(&mut all), (100_000usize + 100_000 / 9 + 32).div_ceil(SLOTS));
+    assert_eq!(small.memory(), all.memory());
+    assert_eq!(big.memory(), all.memory());
+    for bad in ["100001", "-1", "lots"] {
+        assert!(create(&cfg(&[("capacity", "100000"), ("initial", bad)])).err().unwrap().contains("initial"), "{bad}");
+    }
+}
+
 /// Which new keys a full table takes depends on where its keys sit: the
 /// slot of an aged entry is reused only in the new key's own buckets. The
 /// `seed` setting fixes the hash, so that the same operations give the
