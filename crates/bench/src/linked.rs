@@ -48,6 +48,12 @@ impl Linked {
         Ok(Linked { app, states, verdicts: vec![0; BATCH] })
     }
 
+    /// The sub-batch size the application runs with now: the fixed one,
+    /// or the tuner's current choice (0: no stages).
+    pub fn sub_batch(&self) -> usize {
+        self.app.sub_batch()
+    }
+
     /// Runs `descs` in batches of [`BATCH`]; returns the sum over the
     /// packets of (output port + 1), counting a packet that fanned out as
     /// 10 (the C peers' check).
@@ -93,44 +99,69 @@ impl Linked {
 }
 
 /// Copies of packets and one descriptor per packet, pointing at its bytes.
-/// The copies lie in one buffer of [`SLOT`]-byte slots, one per packet, as
-/// the C peers hold a trace (`benches/peers/filterpeers.c`). The buffer
-/// never moves or changes size while this exists, so the descriptors stay
-/// valid.
+/// The copies lie in one buffer of equal slots, one per packet, the first
+/// on a cache line, as the C peers hold a trace: [`SLOT`]-byte slots as
+/// `benches/peers/filterpeers.c` ([`Descs::new`]), or the longest packet
+/// rounded up to a cache line as `benches/peers/copropeers.c`
+/// ([`Descs::packed`]). The buffer never moves or changes size while this
+/// exists, so the descriptors stay valid.
 pub struct Descs {
     bytes: Vec<u8>,
+    /// Where the first slot starts in `bytes` (its first cache line).
+    start: usize,
+    slot: usize,
     descs: Vec<XbDesc>,
 }
 
-/// Bytes per packet slot of [`Descs`]: the C peers' slot, the traces' snap length.
+/// Bytes per packet slot of [`Descs::new`]: the filter peers' slot, the traces' snap length.
 pub const SLOT: usize = netvm_traffic::mixed::SNAPLEN;
 
+/// A cache line, the alignment of [`Descs`]' slots.
+const LINE: usize = 64;
+
 impl Descs {
-    /// Descriptors of copies of `packets` (at most [`SLOT`] bytes each; panics otherwise).
+    /// Descriptors of copies of `packets` in [`SLOT`]-byte slots (at most
+    /// [`SLOT`] bytes each; panics otherwise).
     pub fn new(packets: &[Packet]) -> Descs {
-        let mut bytes = vec![0u8; packets.len() * SLOT];
-        for (p, slot) in packets.iter().zip(bytes.chunks_mut(SLOT)) {
-            assert!(p.data.len() <= SLOT, "a packet of {} bytes does not fit a {SLOT}-byte slot", p.data.len());
-            slot[..p.data.len()].copy_from_slice(&p.data);
+        Descs::with_slot(packets, SLOT)
+    }
+
+    /// Descriptors of copies of `packets` in slots of the longest packet
+    /// rounded up to a cache line (the frames of a 64-byte benchmark one
+    /// line each, as `copropeers` holds them).
+    pub fn packed(packets: &[Packet]) -> Descs {
+        let longest = packets.iter().map(|p| p.data.len()).max().unwrap_or(0);
+        Descs::with_slot(packets, longest.div_ceil(LINE).max(1) * LINE)
+    }
+
+    fn with_slot(packets: &[Packet], slot: usize) -> Descs {
+        let mut bytes = vec![0u8; packets.len() * slot + LINE];
+        let start = bytes.as_ptr().align_offset(LINE);
+        let slots = || (0..packets.len()).map(|i| start + i * slot);
+        for (p, at) in packets.iter().zip(slots()) {
+            assert!(p.data.len() <= slot, "a packet of {} bytes does not fit a {slot}-byte slot", p.data.len());
+            bytes[at..at + p.data.len()].copy_from_slice(&p.data);
         }
+        let base = bytes.as_mut_ptr();
         let descs = packets
             .iter()
-            .zip(bytes.chunks_mut(SLOT))
-            .map(|(p, slot)| {
+            .zip(slots())
+            .map(|(p, at)| {
                 // The packet's descriptor, pointing at its copy.
                 let mut d = XbDesc::of(&mut Packet { data: Vec::new(), wire_len: p.wire_len, ts: p.ts, in_port: p.in_port }, 0);
-                d.data = slot.as_mut_ptr();
+                d.data = base.wrapping_add(at);
                 d.caplen = p.data.len() as u32;
                 d
             })
             .collect();
-        Descs { bytes, descs }
+        Descs { bytes, start, slot, descs }
     }
 
-    /// Copies `packets` (those `Descs::new` was made from) over the slots again.
+    /// Copies `packets` (those the descriptors were made from) over the slots again.
     pub fn restore(&mut self, packets: &[Packet]) {
-        for (p, slot) in packets.iter().zip(self.bytes.chunks_mut(SLOT)) {
-            slot[..p.data.len()].copy_from_slice(&p.data);
+        for (i, p) in packets.iter().enumerate() {
+            let at = self.start + i * self.slot;
+            self.bytes[at..at + p.data.len()].copy_from_slice(&p.data);
         }
     }
 
@@ -142,5 +173,41 @@ impl Descs {
     /// Whether there is none.
     pub fn is_empty(&self) -> bool {
         self.descs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Descs, LINE, SLOT};
+    use netvm_vm::{Packet, Timestamp};
+
+    fn packet(len: usize, fill: u8) -> Packet {
+        Packet { data: vec![fill; len], wire_len: len as u32, ts: Timestamp { sec: 0, nsec: 0 }, in_port: 0 }
+    }
+
+    /// The bytes a descriptor points at.
+    fn bytes(d: &Descs, i: usize) -> &[u8] {
+        // SAFETY: the descriptor points at `caplen` bytes of `d`'s buffer, alive while `d` is.
+        unsafe { std::slice::from_raw_parts(d.descs[i].data, d.descs[i].caplen as usize) }
+    }
+
+    #[test]
+    fn slots_start_on_cache_lines_and_restore_their_packets() {
+        let packets = [packet(60, 1), packet(64, 2), packet(65, 3)];
+        for (d, slot) in [(Descs::new(&packets), SLOT), (Descs::packed(&packets), 2 * LINE)] {
+            assert_eq!(d.len(), 3);
+            for (i, p) in packets.iter().enumerate() {
+                assert_eq!(d.descs[i].data as usize % LINE, 0, "slot {i} on a cache line");
+                assert_eq!(d.descs[i].data as usize - d.descs[0].data as usize, i * slot);
+                assert_eq!(bytes(&d, i), &p.data[..]);
+            }
+        }
+        let mut d = Descs::packed(&packets);
+        // SAFETY: as `bytes`: the first packet's bytes, in `d`'s buffer.
+        unsafe { d.descs[0].data.write(9) };
+        assert_eq!(bytes(&d, 0)[0], 9);
+        d.restore(&packets);
+        assert_eq!(bytes(&d, 0), &packets[0].data[..]);
+        assert_eq!(Descs::packed(&[packet(10, 0)]).slot, LINE);
     }
 }

@@ -905,7 +905,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
         }
         let mut l = netvm_bench::linked::Linked::build_with(&manifest, netvm_jit::link::LinkMode::Direct, *batching, &loads)
             .unwrap_or_else(|e| die(e));
-        let mut descs = netvm_bench::linked::Descs::new(&frames);
+        let mut descs = netvm_bench::linked::Descs::packed(&frames);
         let check = l.pass_ports(&mut descs);
         let mut ns = Vec::with_capacity(reps);
         for _ in 0..reps {
@@ -918,6 +918,9 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
             }
         }
         emit("netvm-jit", bench, &format!("app-{name}"), &ns, n, check);
+        if batching.sub_batch.is_none() && batching.mode != BatchMode::Off {
+            eprintln!("coprobench: {bench} {name}: the tuner's sub-batch at the end: {}", l.sub_batch());
+        }
     }
     // The runtime's settings in an order rotated by `rotate` (the round),
     // so that no setting is always the first one measured in its process.
