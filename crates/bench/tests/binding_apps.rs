@@ -5,6 +5,9 @@
 //! never fault. So does the f4 branch of the 10-NetPE benches/apps/tree10.toml
 //! (sink 6), which also runs without faults the JIT and the interpreter
 //! agree on. Packets: `mixed::edge_cases` and 20,000 mixed-trace frames.
+//! benches/apps/bridge-c.toml, the bridge's decision alone that
+//! `coprobench app DIR bridge-c` sets against the C loop, decides as
+//! examples/l2-bridge does.
 
 use std::path::PathBuf;
 
@@ -148,4 +151,33 @@ fn router6_and_router1_route_as_the_example_router() {
             assert_eq!(run_router(&m, e.as_ref(), &text, &packets), want, "{app} on {name}");
         }
     }
+}
+
+/// benches/apps/bridge-c.toml (examples/l2-bridge's decision without aging,
+/// `egress` or the flood's fan-out) forwards and drops each frame as the
+/// example does, and sends to its flood sink (9) each frame the example
+/// floods to every other port (every link up), on every engine.
+#[test]
+fn bridge_c_decides_as_the_example_bridge() {
+    use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
+    let traffic = BridgeTraffic { ports: 4, hosts: 40, frames: 3_000, long_gaps: 0, moves: 3, gap_seconds: 0 };
+    let frames = bridge_trace(&mut netvm_traffic::SplitMix64::new(5), &traffic);
+    let example = Manifest::load(&benches("../examples/l2-bridge/app.toml")).expect("manifest");
+    let (want, _) = run(&example, &InterpEngine, &frames);
+    let m = Manifest::load(&benches("apps/bridge-c.toml")).expect("manifest");
+    let (mut forwarded, mut flooded) = (0, 0);
+    for (name, e) in engines() {
+        let (outs, _) = run(&m, e.as_ref(), &frames);
+        for (i, (o, w)) in outs.iter().zip(&want).enumerate() {
+            if o == &[9] {
+                let others: Vec<u16> = (1..=8).filter(|&q| q != frames[i].in_port).collect();
+                assert_eq!(w, &others, "bridge-c on {name}: frame {i} flooded");
+                flooded += 1;
+            } else {
+                assert_eq!(o, w, "bridge-c on {name}: frame {i}");
+                forwarded += usize::from(!o.is_empty());
+            }
+        }
+    }
+    assert!(forwarded > 1_000 && flooded > 10, "{forwarded} forwarded, {flooded} flooded");
 }

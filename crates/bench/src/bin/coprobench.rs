@@ -19,7 +19,8 @@
 //! coprobench app DIR APP [--reps R] [--only SETTING,...] [--rotate K]
 //!                                         examples/ipv4-router (`router`; `router-N` after
 //!                                         `gen-router DIR N`) or examples/l2-bridge (`bridge`;
-//!                                         `bridge-N` after `gen-bridge DIR N`), examples/ipv6-router (`router6`, after
+//!                                         `bridge-N` after `gen-bridge DIR N`; `bridge-c`: its
+//!                                         decision alone, benches/apps/bridge-c.toml), examples/ipv6-router (`router6`, after
 //!                                         `gen-ipv6`), examples/ndn-router (`ndn`, after `gen-names`)
 //!                                         or examples/l2-fwd (`l2fwd-N`, after
 //!                                         `gen-l2fwd DIR N`) on the 64-byte frames, through the runtime's
@@ -846,6 +847,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
             Some(("routes", "routes6.txt".to_string())),
         ),
         "bridge" => ("bridge64".to_string(), root.join("examples/l2-bridge/app.toml"), frames(dir, "bridge64", true), None),
+        "bridge-c" => ("bridge64".to_string(), root.join("benches/apps/bridge-c.toml"), frames(dir, "bridge64", true), None),
         "ndn" => ("names64".to_string(), dir.join("ndn.toml"), frames(dir, "names64", false), Some(("fib", "names.txt".to_string()))),
         _ if which.strip_prefix("bridge-").is_some_and(|n| n.parse::<usize>().is_ok()) => {
             let n = &which["bridge-".len()..];
@@ -874,7 +876,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
                 Some(("fib", format!("l2fwd-{n}.txt"))),
             )
         }
-        _ => die(format!("app: `{which}` is not `router`, `router-N`, `router6`, `bridge`, `bridge-N`, `ndn` or `l2fwd-N`")),
+        _ => die(format!("app: `{which}` is not `router`, `router-N`, `router6`, `bridge`, `bridge-c`, `bridge-N`, `ndn` or `l2fwd-N`")),
     };
     let bench = bench.as_str();
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
