@@ -879,6 +879,9 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
         _ => die(format!("app: `{which}` is not `router`, `router-N`, `router6`, `bridge`, `bridge-c`, `bridge-N`, `ndn` or `l2fwd-N`")),
     };
     let bench = bench.as_str();
+    // `bridge-c` runs on the bridge's frames, beside the same C loop: its
+    // own engine name keeps its records apart from the example's.
+    let engine_name = if which == "bridge-c" { "netvm-jit/bridge-c" } else { "netvm-jit" };
     let manifest = netvm_runtime::Manifest::load(&manifest).unwrap_or_else(|e| die(e.to_string()));
     let routes = load.as_ref().map(|(_, file)| String::from_utf8(read(dir, file)).unwrap_or_else(|_| die(format!("{file} is not UTF-8"))));
     let load = load.map(|(inst, _)| inst);
@@ -919,7 +922,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
-        emit("netvm-jit", bench, &format!("app-{name}"), &ns, n, check);
+        emit(engine_name, bench, &format!("app-{name}"), &ns, n, check);
         if batching.sub_batch.is_none() && batching.mode != BatchMode::Off {
             eprintln!("coprobench: {bench} {name}: the tuner's sub-batch at the end: {}", l.sub_batch());
         }
@@ -970,7 +973,7 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
                 assert_eq!(c, check, "two passes gave different answers");
             }
         }
-        emit("netvm-jit", bench, &format!("app-{name}"), &ns, n, check);
+        emit(engine_name, bench, &format!("app-{name}"), &ns, n, check);
     }
 }
 
