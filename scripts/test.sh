@@ -35,11 +35,13 @@ if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
     cargo clippy --locked --target aarch64-unknown-linux-gnu -p netvm-baseline --all-targets -- -D warnings
     cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-baseline
-    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests --test suite
-    # The JIT's AArch64 code against the interpreter on generated programs
-    # and applications (the tables' and routes' inline walks included).
-    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-jit --test differential generated
-    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests --test generated_apps
+    # The conformance suite, and the JIT's AArch64 code against the
+    # interpreter on generated programs and applications (the tables' and
+    # routes' inline walks included). Each of these commands selects the
+    # same two packages, so that their dependencies get the same features
+    # and are built once (selecting one or the other rebuilt Cranelift).
+    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests -p netvm-jit --test suite --test generated_apps
+    cargo test --locked --target aarch64-unknown-linux-gnu -p netvm-filetests -p netvm-jit --test differential generated
 else
     echo "test.sh: no aarch64 cross toolchain or qemu-aarch64: the AArch64 baseline compiler is not tested" >&2
 fi
@@ -50,8 +52,9 @@ if command -v riscv64-linux-gnu-gcc >/dev/null && command -v qemu-riscv64 >/dev/
     && rustup target list --installed 2>/dev/null | grep -qx riscv64gc-unknown-linux-gnu; then
     export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=riscv64-linux-gnu-gcc
     export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER="qemu-riscv64 -L /usr/riscv64-linux-gnu"
-    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-jit --test differential generated
-    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-filetests --test suite --test generated_apps
+    # The same two packages in each command, as for AArch64: one build.
+    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-filetests -p netvm-jit --test suite --test generated_apps
+    cargo test --locked --target riscv64gc-unknown-linux-gnu -p netvm-filetests -p netvm-jit --test differential generated
 else
     echo "test.sh: no riscv64 cross toolchain or qemu-riscv64: the JIT's RISC-V code is not run" >&2
 fi
