@@ -136,7 +136,8 @@ impl Descs {
 
     fn with_slot(packets: &[Packet], slot: usize) -> Descs {
         let mut bytes = vec![0u8; packets.len() * slot + LINE];
-        let start = bytes.as_ptr().align_offset(LINE);
+        // (`align_offset` may answer "impossible"; the arithmetic cannot.)
+        let start = (LINE - bytes.as_ptr() as usize % LINE) % LINE;
         let slots = || (0..packets.len()).map(|i| start + i * slot);
         for (p, at) in packets.iter().zip(slots()) {
             assert!(p.data.len() <= slot, "a packet of {} bytes does not fit a {slot}-byte slot", p.data.len());
