@@ -23,8 +23,9 @@
 //!
 //! For each engine two figures are taken:
 //! - `ENGINE`: the engine's per-packet entry, `PeCode::push`, called through a
-//!   `dyn PeCode` in a tight loop on exchange buffers prepared beforehand (the
-//!   counterpart of the C peers' per-packet call through a function pointer);
+//!   `dyn PeCode` in a tight loop on the views of exchange buffers prepared
+//!   beforehand (the counterpart of the C peers' per-packet call through a
+//!   function pointer on their arrays of frame pointers and lengths);
 //! - `ENGINE/app`: the end-to-end path, `Application::process_batch` on a
 //!   one-NetPE application (ports 0 and 1 to sinks), in batches of
 //!   [`BATCH`] packets: verdict bookkeeping, counters, info memory and the
@@ -51,7 +52,7 @@ use netvm_bench::report::Report;
 use netvm_bench::trace;
 use netvm_runtime::{Application, LinkMode, Manifest, Verdict};
 use netvm_traffic::mixed;
-use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeCode, PeState};
+use netvm_vm::{ExchangeBuffer, Limits, Outcome, Packet, PeCode, PeState, XbView};
 
 mod binding;
 mod compile;
@@ -214,12 +215,14 @@ fn report(dir: &Path, meta: Option<&Path>, json_out: Option<&Path>) -> Result<()
     Ok(())
 }
 
-/// Calls `push` once per exchange buffer; returns how many were accepted.
+/// Calls `push` once per exchange buffer (its view, made beforehand as the
+/// C peers' arrays of frame pointers and lengths are); returns how many
+/// were accepted.
 #[inline(never)]
-fn push_all(code: &dyn PeCode, state: &mut PeState, xbs: &mut [ExchangeBuffer], limits: &Limits) -> (u64, u64) {
+fn push_all(code: &dyn PeCode, state: &mut PeState, views: &mut [XbView<'_>], limits: &Limits) -> (u64, u64) {
     let (mut acc, mut faults) = (0, 0);
-    for xb in xbs.iter_mut() {
-        match code.push(state, &mut xb.view(), 0, limits) {
+    for view in views.iter_mut() {
+        match code.push(state, view, 0, limits) {
             Outcome::Forward(ACCEPT_PORT) => acc += 1,
             Outcome::Fault(_) => faults += 1,
             _ => {}
@@ -228,13 +231,15 @@ fn push_all(code: &dyn PeCode, state: &mut PeState, xbs: &mut [ExchangeBuffer], 
     (acc, faults)
 }
 
-/// Calls `push` `n` times on the same exchange buffer; returns how many were accepted.
+/// Calls `push` `n` times on the same exchange buffer's view; returns how
+/// many were accepted. The view is opaque to the compiler on each call, as
+/// the C peers' frame pointer is.
 #[inline(never)]
-fn push_repeat(code: &dyn PeCode, state: &mut PeState, xb: &mut ExchangeBuffer, n: u64, limits: &Limits) -> u64 {
+fn push_repeat(code: &dyn PeCode, state: &mut PeState, view: &mut XbView<'_>, n: u64, limits: &Limits) -> u64 {
     let mut acc = 0;
     for _ in 0..n {
-        let xb = std::hint::black_box(&mut *xb);
-        acc += u64::from(code.push(state, &mut xb.view(), 0, limits) == Outcome::Forward(ACCEPT_PORT));
+        let view = std::hint::black_box(&mut *view);
+        acc += u64::from(code.push(state, view, 0, limits) == Outcome::Forward(ACCEPT_PORT));
     }
     acc
 }
@@ -402,24 +407,26 @@ fn run(a: &RunArgs) -> Result<(), String> {
                 let mut state = PeState::new(&verified.module);
                 let info = verified.module.info_size as usize;
                 let mut xb = ExchangeBuffer::new(full.clone(), info);
-                let iters = measure::calibrate(a.target_ms, |n| push_repeat(&*code, &mut state, &mut xb, n, &limits));
-                let (ns, acc) = time_passes(a.reps, iters, || push_repeat(&*code, &mut state, &mut xb, iters, &limits));
+                let mut view = xb.view();
+                let iters = measure::calibrate(a.target_ms, |n| push_repeat(&*code, &mut state, &mut view, n, &limits));
+                let (ns, acc) = time_passes(a.reps, iters, || push_repeat(&*code, &mut state, &mut view, iters, &limits));
                 if acc != iters {
                     eprintln!("filterbench: WARNING: {ename} {} rejects the full-path frame", f.name);
                 }
                 let full_rec = record(ename, f, "fullpath", &ns, iters, acc);
 
                 let mut xbs: Vec<ExchangeBuffer> = workloads[1].packets.iter().map(|p| ExchangeBuffer::new(p.clone(), info)).collect();
+                let mut views: Vec<XbView<'_>> = xbs.iter_mut().map(ExchangeBuffer::view).collect();
                 let mut faults = 0;
-                let (ns, acc) = time_passes(a.reps, xbs.len() as u64, || {
-                    let (acc, fl) = push_all(&*code, &mut state, &mut xbs, &limits);
+                let (ns, acc) = time_passes(a.reps, views.len() as u64, || {
+                    let (acc, fl) = push_all(&*code, &mut state, &mut views, &limits);
                     faults = fl;
                     acc
                 });
                 if faults != 0 {
                     eprintln!("filterbench: WARNING: {ename} {}: {faults} faults on the mixed trace", f.name);
                 }
-                emit(vec![full_rec, record(ename, f, "mixed", &ns, xbs.len() as u64, acc)], &mut records);
+                emit(vec![full_rec, record(ename, f, "mixed", &ns, views.len() as u64, acc)], &mut records);
             }
             // End to end: the runtime's batch API.
             if want(&app_name) {
