@@ -8,8 +8,9 @@
 //! dispatch each ([`Prepared::new`]; [`Prepared::decode`] is the unfused
 //! form they are tested against). Execution keeps the top of the operand
 //! stack in a local variable and the rest in the NetPE's scratch space; the
-//! instructions that reach data or info memory run out of the dispatch
-//! loop, so that a call sets up only what filters use. Every access the verifier did not
+//! instructions that reach more of the machine than the packet (other
+//! memories, regions, coprocessors, metadata) run out of the dispatch loop,
+//! so that a call sets up only what filters use. Every access the verifier did not
 //! prove safe is checked at run time: memory accesses fault with `bounds`,
 //! division by zero with `div-by-zero`, an exhausted budget with `budget`.
 //! The semantics implemented here are those of docs/netil.md.
@@ -28,6 +29,34 @@ pub struct Edge {
 }
 
 const _: () = assert!(std::mem::size_of::<Op>() <= 16, "an Op stays 16 bytes");
+
+/// The width of a packet field a superinstruction reads (1, 2 or 4
+/// bytes), held as the right shift that takes a big-endian 4-byte load to
+/// it: every width is then read by the same code ([`load_field`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldWidth(u8);
+
+impl FieldWidth {
+    /// The field of `bytes` (1, 2 or 4) bytes.
+    pub const fn new(bytes: u8) -> FieldWidth {
+        FieldWidth(32 - 8 * bytes)
+    }
+
+    /// The field's width in bytes.
+    pub const fn bytes(self) -> u32 {
+        (32 - self.0 as u32) / 8
+    }
+}
+
+/// The big-endian field of `width` at `off` in `packet` within three bytes
+/// of its end (or past it): the superinstructions read a field with one
+/// 4-byte load and a shift where four bytes are there to read, and with
+/// this elsewhere.
+#[cold]
+#[inline(never)]
+fn load_field_near_end(packet: &[u8], off: u32, width: FieldWidth) -> Option<u32> {
+    mem::load_be(packet, off, width.bytes())
+}
 
 /// A pre-decoded instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,7 +135,7 @@ pub enum Op {
     CmpImm(Cond, u32),
     JcmpImm(Cond, u32, Edge),
     /// `push off; upload.N`: push the packet value at a constant offset.
-    UploadConst(u8, u32),
+    UploadConst(FieldWidth, u32),
     /// `pktlen; push v; jcmp.C L`: compare the packet's length with a
     /// constant and branch (a filter's first test).
     PktlenJcmpImm(Cond, u32, Edge),
@@ -115,8 +144,8 @@ pub enum Op {
     /// constant and branch, in one dispatch (filters test header fields
     /// this way, one after another).
     UploadJcmpImm {
-        /// Access width in bytes.
-        width: u8,
+        /// Access width.
+        width: FieldWidth,
         /// The condition.
         cond: Cond,
         /// The packet offset.
@@ -126,11 +155,36 @@ pub enum Op {
         /// The target instruction (a forward edge: it costs nothing).
         to: u32,
     },
+    /// [`Op::UploadJcmpImm`] with `jcmp.eq`: branch when the packet value
+    /// at `off` equals `value` (a filter's test of a field, taken on a match).
+    UploadJeqImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
+    /// [`Op::UploadJcmpImm`] with `jcmp.neq`: branch when the packet value
+    /// at `off` differs from `value` (a filter's test of a field, taken on
+    /// a mismatch).
+    UploadJneImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
     /// `upload.N; push v; jcmp.C L`: compare the packet value at the
     /// offset on the stack (popped) with a constant and branch.
     UploadTopJcmpImm {
-        /// Access width in bytes.
-        width: u8,
+        /// Access width.
+        width: FieldWidth,
         /// The condition.
         cond: Cond,
         /// The constant.
@@ -140,8 +194,8 @@ pub enum Op {
     },
     /// `push off; upload.N; switch T`: the switch on a header field.
     UploadSwitch {
-        /// Access width in bytes.
-        width: u8,
+        /// Access width.
+        width: FieldWidth,
         /// The packet offset.
         off: u32,
         /// Index into the code's switch tables.
@@ -175,6 +229,84 @@ pub enum Op {
         /// Where to go when the condition holds.
         edge: Edge,
     },
+    /// [`Op::PktlenJcmpImm`] with `jcmp.lt` to a forward target: a
+    /// filter's first test, that the packet holds every byte its accepting
+    /// path reads.
+    PktlenJltImm {
+        /// The length.
+        value: u32,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
+    /// [`Op::UploadTopJcmpImm`] with `jcmp.eq` (`ne: false`) or `jcmp.neq`
+    /// (`ne: true`) to a forward target: a filter's test of a field at a
+    /// computed offset (a transport port).
+    UploadTopJeqImm {
+        /// Access width.
+        width: FieldWidth,
+        /// Branch on a mismatch (`jcmp.neq`) rather than a match.
+        ne: bool,
+        /// The constant.
+        value: u32,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
+    /// [`Op::JcmpEnd`] with `jcmp.gt` to a forward target: branch when the
+    /// field that ends at the top plus `add` ends past the packet.
+    JgtEnd {
+        /// The constant added to the top.
+        add: u32,
+        /// Whether the top stays on the stack.
+        keep: bool,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
+    /// `push off; upload.N; push m; and; jnz L` (`set`) or `... jz L` (not
+    /// `set`) to a forward target: branch on whether the packet value at
+    /// `off` has any bit of `m` set (BPF's `jset` on a header field, such
+    /// as a filter's test that a packet is not a fragment).
+    UploadJset {
+        /// Access width.
+        width: FieldWidth,
+        /// Branch when a bit is set (`jnz`), or when none is (`jz`).
+        set: bool,
+        /// The packet offset.
+        off: u32,
+        /// The mask.
+        mask: u32,
+        /// The target instruction (a forward edge).
+        to: u32,
+    },
+    /// [`Op::UploadMsh`] followed by `dup; locstore n; push k; add`: four
+    /// times the low nibble of the byte at `off` (an IPv4 header's
+    /// length) is kept in local `n`, and it plus `k` is pushed (the first
+    /// half of a filter's test of a transport header field).
+    UploadMshTee {
+        /// The packet offset of the byte.
+        off: u32,
+        /// The local.
+        local: u16,
+        /// The constant added to what is pushed.
+        add: u32,
+    },
+    /// `dup; push W; add; pktlen; jcmp.gt E; upload.W; push v; jcmp.eq L`
+    /// (or `jcmp.neq L` when `ne`), all forward: the field of `W` bytes at
+    /// the offset on top is tested against the packet's end (to `E`, the
+    /// offset staying on the stack) and then, popped, against a constant
+    /// (to `L`): the second half of a filter's test of a transport header
+    /// field (a port).
+    CheckedFieldJeqImm {
+        /// Access width.
+        width: FieldWidth,
+        /// Branch on a mismatch (`jcmp.neq`) rather than a match.
+        ne: bool,
+        /// The constant.
+        value: u32,
+        /// Where to go when the field ends past the packet (`E`).
+        past_end: u32,
+        /// Where to go when the test holds (`L`).
+        to: u32,
+    },
     /// `dup; locstore n` or `locstore n; locload n`: the top is written to
     /// a local and stays.
     Tee(u16),
@@ -195,7 +327,17 @@ impl Op {
             | Op::UploadTopJcmpImm { edge: e, .. }
             | Op::Jset { edge: e, .. }
             | Op::JcmpEnd { edge: e, .. } => f(&mut e.to),
-            Op::UploadJcmpImm { to, .. } => f(to),
+            Op::UploadJcmpImm { to, .. }
+            | Op::UploadJeqImm { to, .. }
+            | Op::UploadJneImm { to, .. }
+            | Op::PktlenJltImm { to, .. }
+            | Op::UploadTopJeqImm { to, .. }
+            | Op::JgtEnd { to, .. }
+            | Op::UploadJset { to, .. } => f(to),
+            Op::CheckedFieldJeqImm { past_end, to, .. } => {
+                f(past_end);
+                f(to)
+            }
             _ => {}
         }
     }
@@ -216,7 +358,7 @@ fn fuse(v: u32, next: Op) -> Option<Op> {
         Op::Shr => Op::ShrImm(v),
         Op::Cmp(c) => Op::CmpImm(c, v),
         Op::Jcmp(c, e) => Op::JcmpImm(c, v, e),
-        Op::Load(Mem::Packet, w) => Op::UploadConst(w, v),
+        Op::Load(Mem::Packet, w) => Op::UploadConst(FieldWidth::new(w), v),
         _ => return None,
     })
 }
@@ -230,17 +372,47 @@ fn fuse_at(ops: &[Op], is_target: &[bool]) -> Option<(Op, usize)> {
     use Op::*;
     let fused = |op: Op, n: usize| (n <= ops.len() && !is_target[1..n].contains(&true)).then_some((op, n));
     let found = match *ops {
+        [Pktlen, Push(value), Jcmp(Cond::Lt, e), ..] if e.cost == 0 => fused(PktlenJltImm { value, to: e.to }, 3),
         [Pktlen, Push(value), Jcmp(cond, e), ..] => fused(PktlenJcmpImm(cond, value, e), 3),
         [Push(off), Load(Mem::Packet, width), Push(value), Jcmp(cond, e), ..] if e.cost == 0 => {
-            fused(UploadJcmpImm { width, cond, off, value, to: e.to }, 4)
+            let (width, to) = (FieldWidth::new(width), e.to);
+            fused(
+                match cond {
+                    Cond::Eq => UploadJeqImm { width, off, value, to },
+                    Cond::Ne => UploadJneImm { width, off, value, to },
+                    _ => UploadJcmpImm { width, cond, off, value, to },
+                },
+                4,
+            )
+        }
+        [Push(off), Load(Mem::Packet, width), Push(mask), And, Jnz(e) | Jz(e), ..] if e.cost == 0 => {
+            let set = matches!(ops[4], Jnz(_));
+            fused(UploadJset { width: FieldWidth::new(width), set, off, mask, to: e.to }, 5)
+        }
+        [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(4), Mul, Dup, Locstore(local), Push(add), Add, ..]
+        | [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(2), Shl, Dup, Locstore(local), Push(add), Add, ..] => {
+            fused(UploadMshTee { off, local, add }, 10)
         }
         [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(4), Mul, ..]
         | [Push(off), Load(Mem::Packet, 1), Push(0xf), And, Push(2), Shl, ..] => fused(UploadMsh(off), 6),
-        [Push(off), Load(Mem::Packet, width), Switch(table), ..] => fused(UploadSwitch { width, off, table }, 3),
-        [Load(Mem::Packet, width), Push(value), Jcmp(cond, edge), ..] => fused(UploadTopJcmpImm { width, cond, value, edge }, 3),
+        [Push(off), Load(Mem::Packet, width), Switch(table), ..] => fused(UploadSwitch { width: FieldWidth::new(width), off, table }, 3),
+        [Load(Mem::Packet, width), Push(value), Jcmp(cond @ (Cond::Eq | Cond::Ne), e), ..] if e.cost == 0 => {
+            fused(UploadTopJeqImm { width: FieldWidth::new(width), ne: cond == Cond::Ne, value, to: e.to }, 3)
+        }
+        [Load(Mem::Packet, width), Push(value), Jcmp(cond, edge), ..] => {
+            fused(UploadTopJcmpImm { width: FieldWidth::new(width), cond, value, edge }, 3)
+        }
         [Push(mask), And, Jnz(edge), ..] => fused(Jset { mask, set: true, edge }, 3),
         [Push(mask), And, Jz(edge), ..] => fused(Jset { mask, set: false, edge }, 3),
+        [Dup, Push(add), Add, Pktlen, Jcmp(Cond::Gt, end), Load(Mem::Packet, width), Push(value), Jcmp(cond @ (Cond::Eq | Cond::Ne), e), ..]
+            if add == u32::from(width) && end.cost == 0 && e.cost == 0 =>
+        {
+            let width = FieldWidth::new(width);
+            fused(CheckedFieldJeqImm { width, ne: cond == Cond::Ne, value, past_end: end.to, to: e.to }, 8)
+        }
+        [Dup, Push(add), Add, Pktlen, Jcmp(Cond::Gt, e), ..] if e.cost == 0 => fused(JgtEnd { add, keep: true, to: e.to }, 5),
         [Dup, Push(add), Add, Pktlen, Jcmp(cond, edge), ..] => fused(JcmpEnd { add, cond, keep: true, edge }, 5),
+        [Push(add), Add, Pktlen, Jcmp(Cond::Gt, e), ..] if e.cost == 0 => fused(JgtEnd { add, keep: false, to: e.to }, 4),
         [Push(add), Add, Pktlen, Jcmp(cond, edge), ..] => fused(JcmpEnd { add, cond, keep: false, edge }, 4),
         [Dup, Locstore(n), ..] => fused(Tee(n), 2),
         [Locstore(n), Locload(m), ..] if n == m => fused(Tee(n), 2),
@@ -506,8 +678,28 @@ impl InterpCode {
         }
     }
 
+    /// [`InterpCode::run_inline`] as a function of its own: the entry
+    /// points other than `.push` (the packet path, which has its own copy).
     #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
+    #[inline(never)]
     fn run(
+        &self,
+        code: &Prepared,
+        state: &mut PeState,
+        xb: &mut XbView<'_>,
+        in_port: u16,
+        initial: Option<u32>,
+        limits: &Limits,
+        start: usize,
+    ) -> Outcome {
+        self.run_inline(code, state, xb, in_port, initial, limits, start)
+    }
+
+    /// Runs `code` from instruction `start` on `state`'s scratch (its
+    /// operand stack and locals), with `initial` on the stack.
+    #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
+    #[inline(always)]
+    fn run_inline(
         &self,
         code: &Prepared,
         state: &mut PeState,
@@ -522,15 +714,27 @@ impl InterpCode {
         // two at least as large as the format allows, so masked indices need
         // no bounds checks and a verified program never wraps.
         let PeState { data, copros, scratch, budget_used } = state;
-        if scratch.len() < STACK_SLOTS + LOCAL_SLOTS {
-            scratch.resize(STACK_SLOTS + LOCAL_SLOTS, 0);
+        if scratch.len() < SCRATCH_SLOTS {
+            size_scratch(scratch);
         }
+        let scratch: &mut [u32; SCRATCH_SLOTS] = (&mut scratch[..SCRATCH_SLOTS]).try_into().expect("sized above");
         let (stack, locals) = scratch.split_at_mut(STACK_SLOTS);
-        let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("sized above");
-        let locals: &mut [u32; LOCAL_SLOTS] = (&mut locals[..LOCAL_SLOTS]).try_into().expect("sized above");
+        let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("split above");
+        let locals: &mut [u32; LOCAL_SLOTS] = locals.try_into().expect("split above");
         let mut machine = Machine { data, copros, budget_used, xb, in_port, info_size: self.info_size, out_ports: self.out_ports };
         execute(code, stack, locals, &mut machine, initial, limits, start)
     }
+}
+
+/// Scratch slots an interpreted NetPE needs: its operand stack and locals.
+const SCRATCH_SLOTS: usize = STACK_SLOTS + LOCAL_SLOTS;
+
+/// Gives a NetPE's scratch the interpreter's size: once per state, out of
+/// the per-packet path.
+#[cold]
+#[inline(never)]
+fn size_scratch(scratch: &mut Vec<u32>) {
+    scratch.resize(SCRATCH_SLOTS, 0);
 }
 
 /// What the less frequent instructions reach: the NetPE's state and the
@@ -579,13 +783,10 @@ impl PeCode for InterpCode {
     }
 
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        if self.entry_pop {
-            // The handler starts by discarding its entry value: start after
-            // that `pop`, on an empty stack (one dispatch less per packet).
-            self.run(&self.push, state, xb, in_port, None, limits, 1)
-        } else {
-            self.run(&self.push, state, xb, in_port, Some(u32::from(in_port)), limits, 0)
-        }
+        // Where the handler starts by discarding its entry value, start
+        // after that `pop`, on an empty stack (one dispatch less per packet).
+        let (initial, start) = if self.entry_pop { (None, 1) } else { (Some(u32::from(in_port)), 0) };
+        self.run_inline(&self.push, state, xb, in_port, initial, limits, start)
     }
 }
 
@@ -663,6 +864,7 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbVi
 /// Long by design: the dispatch loop with one match arm per opcode (the
 /// reference semantics of docs/netil.md, in one place, with no call per
 /// instruction on the hot path).
+#[inline(always)]
 fn execute(
     code: &Prepared,
     stack: &mut [u32; STACK_SLOTS],
@@ -672,8 +874,31 @@ fn execute(
     limits: &Limits,
     start: usize,
 ) -> Outcome {
-    let ops = &code.ops[..];
     let mut budget = limits.budget;
+    let outcome = dispatch(code, stack, locals, m, initial, &mut budget, start);
+    // What the back edges taken cost, charged once.
+    *m.budget_used += limits.budget - budget;
+    outcome
+}
+
+/// The dispatch loop of [`execute`]: `budget` is what the back edges may
+/// still cost, and is charged here as they are taken. The loop reaches the
+/// packet and nothing else of `m`; every instruction that needs more of
+/// the machine (other memories, regions, coprocessors, the exchange
+/// buffer's metadata) runs out of line ([`machine_op`]), so that the
+/// compiler keeps none of that state at hand and a call costs no setup
+/// for what a filter never reads.
+#[inline(always)]
+fn dispatch(
+    code: &Prepared,
+    stack: &mut [u32; STACK_SLOTS],
+    locals: &mut [u32; LOCAL_SLOTS],
+    m: &mut Machine<'_, '_>,
+    initial: Option<u32>,
+    budget: &mut u64,
+    start: usize,
+) -> Outcome {
+    let ops = &code.ops[..];
     let (mut tos, mut sp) = match initial {
         Some(v) => (v, 1usize),
         None => (0, 0usize),
@@ -683,11 +908,10 @@ fn execute(
         ($e:expr) => {{
             let e: Edge = $e;
             if e.cost != 0 {
-                if u64::from(e.cost) > budget {
+                if u64::from(e.cost) > *budget {
                     return Outcome::Fault(FaultKind::Budget);
                 }
-                budget -= u64::from(e.cost);
-                *m.budget_used += u64::from(e.cost);
+                *budget -= u64::from(e.cost);
             }
             pc = e.to as usize;
         }};
@@ -695,6 +919,28 @@ fn execute(
     macro_rules! fault {
         ($k:ident) => {
             return Outcome::Fault(FaultKind::$k)
+        };
+    }
+    // The packet field of `$width` at `$off`, or a `bounds` fault.
+    macro_rules! field {
+        ($off:expr, $width:expr) => {{
+            let (off, width): (u32, FieldWidth) = ($off, $width);
+            match m.xb.packet.get(off as usize..(off as usize).wrapping_add(4)) {
+                Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]) >> width.0,
+                _ => match load_field_near_end(m.xb.packet, off, width) {
+                    Some(v) => v,
+                    None => fault!(Bounds),
+                },
+            }
+        }};
+    }
+    // The instructions run out of line (`machine_op`).
+    macro_rules! out_of_line {
+        () => {
+            match machine_op(&ops[pc - 1], m, stack, tos, sp) {
+                Ok((t, s)) => (tos, sp) = (t, s),
+                Err(k) => return Outcome::Fault(k),
+            }
         };
     }
     loop {
@@ -785,34 +1031,27 @@ fn execute(
                 take_edge!(code.switches[i as usize].edge(v))
             }
             Op::Ret(p) => return Outcome::Forward(p),
-            Op::RetPop => {
-                // The handler ends here: the port is the top of the stack.
-                let p = tos;
-                return if p < u32::from(m.out_ports) { Outcome::Forward(p as u16) } else { Outcome::Fault(FaultKind::BadPort) };
-            }
+            Op::RetPop => return ret_pop(tos, m.out_ports),
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
             Op::Load(Mem::Packet, w) => match mem::load_be(m.xb.packet, tos, u32::from(w)) {
                 Some(v) => tos = v,
                 None => fault!(Bounds),
             },
-            Op::Load(mem_kind, w) => match mem::load_be(memory(mem_kind, m.xb, m.data, m.info_size), tos, u32::from(w)) {
-                Some(v) => tos = v,
-                None => fault!(Bounds),
-            },
-            Op::Store(mem_kind, w) => {
-                let v = pop!(tos, stack, sp);
-                let off = pop!(tos, stack, sp);
-                if mem::store_be(memory_mut(mem_kind, m.xb, m.data, m.info_size), off, u32::from(w), v).is_none() {
-                    fault!(Bounds);
-                }
-            }
-            Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => match memory_op(&ops[pc - 1], m, stack, tos, sp) {
-                Ok((t, s)) => (tos, sp) = (t, s),
-                Err(k) => return Outcome::Fault(k),
-            },
+            Op::Load(..)
+            | Op::Store(..)
+            | Op::Mcopy(..)
+            | Op::Crc32(_)
+            | Op::Hash(_)
+            | Op::Csum(_)
+            | Op::Wirelen
+            | Op::Inport
+            | Op::TstampS
+            | Op::TstampNs
+            | Op::CoproIn(..)
+            | Op::CoproOut(..)
+            | Op::CoproInvoke(..) => out_of_line!(),
             Op::Pktlen => push!(tos, stack, sp, m.xb.packet.len() as u32),
-            Op::Wirelen => push!(tos, stack, sp, m.xb.wire_len),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
             Op::Hash32 => tos = region::hash32(tos),
@@ -821,24 +1060,17 @@ fn execute(
                 let old = pop!(tos, stack, sp);
                 tos = region::csum_update(tos, old, new);
             }
-            Op::Inport => push!(tos, stack, sp, u32::from(m.in_port)),
-            Op::TstampS => push!(tos, stack, sp, m.xb.ts.sec as u32),
-            Op::TstampNs => push!(tos, stack, sp, m.xb.ts.nsec),
-            Op::UploadTopJcmpImm { width, cond, value, edge } => match mem::load_be(m.xb.packet, tos, u32::from(width)) {
-                Some(v) => {
-                    pop!(tos, stack, sp);
-                    if cond.eval(v, value) {
-                        take_edge!(edge)
-                    }
+            Op::UploadTopJcmpImm { width, cond, value, edge } => {
+                let v = field!(tos, width);
+                pop!(tos, stack, sp);
+                if cond.eval(v, value) {
+                    take_edge!(edge)
                 }
-                None => fault!(Bounds),
-            },
-            Op::UploadSwitch { width, off, table } => match mem::load_be(m.xb.packet, off, u32::from(width)) {
-                Some(v) => {
-                    take_edge!(code.switches[table as usize].edge(v))
-                }
-                None => fault!(Bounds),
-            },
+            }
+            Op::UploadSwitch { width, off, table } => {
+                let v = field!(off, width);
+                take_edge!(code.switches[table as usize].edge(v))
+            }
             Op::UploadMsh(off) => match m.xb.packet.get(off as usize) {
                 Some(&b) => push!(tos, stack, sp, u32::from(b & 0xf) << 2),
                 None => fault!(Bounds),
@@ -857,27 +1089,54 @@ fn execute(
                     take_edge!(edge)
                 }
             }
+            Op::JgtEnd { add, keep, to } => {
+                let end = tos.wrapping_add(add);
+                if !keep {
+                    pop!(tos, stack, sp);
+                }
+                if end > m.xb.packet.len() as u32 {
+                    pc = to as usize;
+                }
+            }
+            Op::PktlenJltImm { value, to } => {
+                if (m.xb.packet.len() as u32) < value {
+                    pc = to as usize;
+                }
+            }
+            Op::UploadTopJeqImm { width, ne, value, to } => {
+                let v = field!(tos, width);
+                pop!(tos, stack, sp);
+                if (v != value) == ne {
+                    pc = to as usize;
+                }
+            }
+            Op::UploadJset { width, set, off, mask, to } => {
+                let v = field!(off, width);
+                if (v & mask != 0) == set {
+                    pc = to as usize;
+                }
+            }
+            Op::UploadMshTee { off, local, add } => match m.xb.packet.get(off as usize) {
+                Some(&b) => {
+                    let len = u32::from(b & 0xf) << 2;
+                    locals[local as usize & (LOCAL_SLOTS - 1)] = len;
+                    push!(tos, stack, sp, len.wrapping_add(add))
+                }
+                None => fault!(Bounds),
+            },
+            Op::CheckedFieldJeqImm { width, ne, value, past_end, to } => {
+                if tos.wrapping_add(width.bytes()) > m.xb.packet.len() as u32 {
+                    pc = past_end as usize;
+                } else {
+                    let v = field!(tos, width);
+                    pop!(tos, stack, sp);
+                    if (v != value) == ne {
+                        pc = to as usize;
+                    }
+                }
+            }
             Op::Tee(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = tos,
             Op::LocloadAddImm(l, v) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)].wrapping_add(v)),
-            Op::CoproIn(c, r) => {
-                let v = pop!(tos, stack, sp);
-                match m.copros.get_mut(c as usize).map(|cp| cp.write(r, v)) {
-                    Some(Ok(())) => {}
-                    _ => fault!(Copro),
-                }
-            }
-            Op::CoproOut(c, r) => match m.copros.get_mut(c as usize).map(|cp| cp.read(r)) {
-                Some(Ok(v)) => push!(tos, stack, sp, v),
-                _ => fault!(Copro),
-            },
-            Op::CoproInvoke(c, o) => {
-                let xb = &*m.xb;
-                let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], m.info_size), now: xb.ts, seq: xb.seq };
-                match m.copros.get_mut(c as usize).map(|cp| cp.invoke(o, &ctx)) {
-                    Some(Ok(())) => {}
-                    _ => fault!(Copro),
-                }
-            }
             Op::AddImm(v) => tos = tos.wrapping_add(v),
             Op::SubImm(v) => tos = tos.wrapping_sub(v),
             Op::MulImm(v) => tos = tos.wrapping_mul(v),
@@ -893,32 +1152,53 @@ fn execute(
                     take_edge!(e)
                 }
             }
-            Op::UploadConst(w, off) => match mem::load_be(m.xb.packet, off, u32::from(w)) {
-                Some(v) => push!(tos, stack, sp, v),
-                None => fault!(Bounds),
-            },
+            Op::UploadConst(w, off) => {
+                let v = field!(off, w);
+                push!(tos, stack, sp, v)
+            }
             Op::PktlenJcmpImm(c, v, e) => {
                 if c.eval(m.xb.packet.len() as u32, v) {
                     take_edge!(e)
                 }
             }
-            Op::UploadJcmpImm { width, cond, off, value, to } => match mem::load_be(m.xb.packet, off, u32::from(width)) {
-                Some(v) => {
-                    if cond.eval(v, value) {
-                        pc = to as usize;
-                    }
+            Op::UploadJcmpImm { width, cond, off, value, to } => {
+                let v = field!(off, width);
+                if cond.eval(v, value) {
+                    pc = to as usize;
                 }
-                None => fault!(Bounds),
-            },
+            }
+            Op::UploadJeqImm { width, off, value, to } => {
+                let v = field!(off, width);
+                if v == value {
+                    pc = to as usize;
+                }
+            }
+            Op::UploadJneImm { width, off, value, to } => {
+                let v = field!(off, width);
+                if v != value {
+                    pc = to as usize;
+                }
+            }
         }
     }
 }
 
-/// The instructions that reach data or info memory or a memory region, out
-/// of the dispatch loop: `tos` and `sp` in, their new
+/// `ret.pop`: the handler ends on the port on top of the stack.
+#[inline(never)]
+fn ret_pop(port: u32, out_ports: u16) -> Outcome {
+    if port < u32::from(out_ports) {
+        Outcome::Forward(port as u16)
+    } else {
+        Outcome::Fault(FaultKind::BadPort)
+    }
+}
+
+/// The instructions that reach more of the machine than the packet (data
+/// or info memory, a memory region, a coprocessor, the exchange buffer's
+/// metadata), out of the dispatch loop: `tos` and `sp` in, their new
 /// values out (`sp` as the loop counts it), or the fault.
 #[inline(never)]
-fn memory_op(
+fn machine_op(
     op: &Op,
     m: &mut Machine<'_, '_>,
     stack: &mut [u32; STACK_SLOTS],
@@ -944,6 +1224,23 @@ fn memory_op(
             if !mcopy(s, d, dst, src, len, m.xb, m.data, info_size) {
                 return Err(FaultKind::Bounds);
             }
+        }
+        Op::Wirelen => push!(tos, stack, sp, m.xb.wire_len),
+        Op::Inport => push!(tos, stack, sp, u32::from(m.in_port)),
+        Op::TstampS => push!(tos, stack, sp, m.xb.ts.sec as u32),
+        Op::TstampNs => push!(tos, stack, sp, m.xb.ts.nsec),
+        Op::CoproIn(c, r) => {
+            let v = pop!(tos, stack, sp);
+            m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.write(r, v).map_err(|_| FaultKind::Copro)?;
+        }
+        Op::CoproOut(c, r) => {
+            let v = m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.read(r).map_err(|_| FaultKind::Copro)?;
+            push!(tos, stack, sp, v)
+        }
+        Op::CoproInvoke(c, o) => {
+            let xb = &*m.xb;
+            let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], info_size), now: xb.ts, seq: xb.seq };
+            m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.invoke(o, &ctx).map_err(|_| FaultKind::Copro)?;
         }
         Op::Crc32(mem_kind) | Op::Hash(mem_kind) | Op::Csum(mem_kind) => {
             let len = pop!(tos, stack, sp);

@@ -49,7 +49,7 @@ fn idiom(r: &mut Rng, k: usize) -> String {
     let w = r.pick(&WIDTHS);
     let off = r.below(72);
     let v = constant(r);
-    match r.below(11) {
+    match r.below(12) {
         0 => format!("pktlen\npush {v}\njcmp.{c} reject\n"),
         1 => format!("push {off}\nupload.{w}\npush {v}\njcmp.{c} reject\n"),
         // ldx msh, then a field at that offset, checked against the length.
@@ -96,6 +96,23 @@ fn idiom(r: &mut Rng, k: usize) -> String {
             r.below(80),
             r.below(72)
         ),
+        // `netvm filter`'s test of a transport header field (a port): the
+        // header's offset kept in a local, then a field at that offset plus
+        // a constant, checked against the packet's end first.
+        10 => {
+            let scale = if r.below(2) == 0 { "push 4\nmul" } else { "push 2\nshl" };
+            let end = if r.below(4) == 0 { r.below(6) } else { w.parse::<u64>().unwrap() / 8 };
+            let c2 = r.pick(&["eq", "neq", "neq", "lt"]);
+            format!(
+                "push {off}\nupload.8\npush 0xf\nand\n{scale}\ndup\nlocstore 0\npush {}\nadd\ndup\npush {end}\nadd\npktlen\njcmp.{} reject_1\nupload.{w}\npush {v}\njcmp.{c2} reject\n\
+                 locload 0\npush {}\nadd\ndup\npush {end}\nadd\npktlen\njcmp.gt reject_1\nupload.{w}\npush {}\njcmp.{} reject\n",
+                r.below(24),
+                r.pick(&["gt", "gt", "ge"]),
+                r.below(24),
+                constant(r),
+                r.pick(&["eq", "neq"])
+            )
+        }
         // A data-memory store so that state is compared too.
         _ => format!("push {}\npush {off}\nupload.{w}\ndstore.32\n", 4 * r.below(4)),
     }
@@ -111,13 +128,14 @@ fn program(r: &mut Rng) -> String {
 }
 
 fn packets(r: &mut Rng) -> Vec<Packet> {
-    (0..80).step_by(3).map(|len| Packet::from_bytes((0..len).map(|_| if r.below(3) == 0 { 0 } else { r.next() as u8 }).collect())).collect()
+    (0..80).map(|len| Packet::from_bytes((0..len).map(|_| if r.below(3) == 0 { 0 } else { r.next() as u8 }).collect())).collect()
 }
 
 #[test]
 fn superinstructions_agree_with_the_instructions_they_replace() {
     let mut r = Rng(0x5eed_f00d_cafe_1234);
     let (mut programs, mut fused_away) = (0, 0);
+    let mut seen = std::collections::BTreeSet::new();
     for _ in 0..3000 {
         let text = program(&mut r);
         let module = netil::assemble(&text).unwrap_or_else(|e| panic!("{e}\n{text}")).module;
@@ -125,6 +143,10 @@ fn superinstructions_agree_with_the_instructions_they_replace() {
         let fused = Prepared::new(&verified.push);
         let plain = Prepared::decode(&verified.push);
         fused_away += plain.ops.len() - fused.ops.len();
+        for op in &fused.ops {
+            let name = format!("{op:?}");
+            seen.insert(name[..name.find([' ', '(']).unwrap_or(name.len())].to_string());
+        }
         programs += 1;
         let limits = Limits { budget: 300 };
         for p in packets(&mut r) {
@@ -139,4 +161,27 @@ fn superinstructions_agree_with_the_instructions_they_replace() {
         }
     }
     assert!(fused_away > programs * 3, "{fused_away} instructions fused away in {programs} programs");
+    // Every superinstruction was made, and so run against what it replaces.
+    for op in [
+        "CheckedFieldJeqImm",
+        "JcmpEnd",
+        "JgtEnd",
+        "Jset",
+        "LocloadAddImm",
+        "PktlenJcmpImm",
+        "PktlenJltImm",
+        "Tee",
+        "UploadConst",
+        "UploadJcmpImm",
+        "UploadJeqImm",
+        "UploadJneImm",
+        "UploadJset",
+        "UploadMsh",
+        "UploadMshTee",
+        "UploadSwitch",
+        "UploadTopJcmpImm",
+        "UploadTopJeqImm",
+    ] {
+        assert!(seen.contains(op), "no {op} was made: {seen:?}");
+    }
 }
