@@ -641,8 +641,23 @@ pub struct InterpCode {
     push: Prepared,
     info_size: usize,
     out_ports: u16,
-    /// `.push` begins with a `pop` no edge returns to: it is skipped.
+    /// `.push` began with a `pop` no edge returns to: `push` holds the code
+    /// after it, which starts on an empty stack.
     entry_pop: bool,
+}
+
+impl Prepared {
+    /// Removes the first instruction, which no edge may lead to.
+    fn drop_first(&mut self) {
+        self.ops.remove(0);
+        for op in &mut self.ops {
+            op.for_each_target(|to| *to -= 1);
+        }
+        for sw in &mut self.switches {
+            sw.edges.iter_mut().for_each(|e| e.to -= 1);
+            sw.default.to -= 1;
+        }
+    }
 }
 
 /// Whether some edge of `code` leads to instruction 0.
@@ -659,8 +674,14 @@ fn targets_start(code: &Prepared) -> bool {
 impl InterpCode {
     /// Pre-decodes a verified module.
     pub fn new(v: &Verified) -> InterpCode {
-        let push = Prepared::new(&v.push);
+        let mut push = Prepared::new(&v.push);
         let entry_pop = push.ops.first() == Some(&Op::Pop) && !targets_start(&push);
+        if entry_pop {
+            // The handler starts by discarding its entry value: it runs
+            // from the next instruction on an empty stack instead (one
+            // dispatch less per packet).
+            push.drop_first();
+        }
         InterpCode {
             init: v.init.as_ref().map(Prepared::new),
             push,
@@ -670,7 +691,8 @@ impl InterpCode {
         }
     }
 
-    /// The pre-decoded segment.
+    /// The pre-decoded segment (`.push` without its first instruction
+    /// where that is a `pop` no edge leads back to).
     pub fn segment(&self, kind: SegmentKind) -> Option<&Prepared> {
         match kind {
             SegmentKind::Init => self.init.as_ref(),
@@ -690,13 +712,12 @@ impl InterpCode {
         in_port: u16,
         initial: Option<u32>,
         limits: &Limits,
-        start: usize,
     ) -> Outcome {
-        self.run_inline(code, state, xb, in_port, initial, limits, start)
+        self.run_inline(code, state, xb, in_port, initial, limits)
     }
 
-    /// Runs `code` from instruction `start` on `state`'s scratch (its
-    /// operand stack and locals), with `initial` on the stack.
+    /// Runs `code` on `state`'s scratch (its operand stack and locals),
+    /// with `initial` on the stack.
     #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
     #[inline(always)]
     fn run_inline(
@@ -707,7 +728,6 @@ impl InterpCode {
         in_port: u16,
         initial: Option<u32>,
         limits: &Limits,
-        start: usize,
     ) -> Outcome {
         // Scratch layout: STACK_SLOTS stack slots ([0] is a dummy slot under
         // the bottom of the stack), then LOCAL_SLOTS locals. Both are powers of
@@ -722,7 +742,7 @@ impl InterpCode {
         let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("split above");
         let locals: &mut [u32; LOCAL_SLOTS] = locals.try_into().expect("split above");
         let mut machine = Machine { data, copros, budget_used, xb, in_port, info_size: self.info_size, out_ports: self.out_ports };
-        execute(code, stack, locals, &mut machine, initial, limits, start)
+        execute(code, stack, locals, &mut machine, initial, limits)
     }
 }
 
@@ -771,22 +791,20 @@ pub fn run_prepared(
     out_ports: u16,
 ) -> Outcome {
     InterpCode { init: None, push: Prepared { ops: Vec::new(), switches: Vec::new() }, info_size, out_ports, entry_pop: false }
-        .run(code, state, xb, in_port, initial, limits, 0)
+        .run(code, state, xb, in_port, initial, limits)
 }
 
 impl PeCode for InterpCode {
     fn init(&self, state: &mut PeState, limits: &Limits) -> Outcome {
         match &self.init {
-            Some(code) => self.run(code, state, &mut XbView::empty(), 0, None, limits, 0),
+            Some(code) => self.run(code, state, &mut XbView::empty(), 0, None, limits),
             None => Outcome::Exit,
         }
     }
 
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        // Where the handler starts by discarding its entry value, start
-        // after that `pop`, on an empty stack (one dispatch less per packet).
-        let (initial, start) = if self.entry_pop { (None, 1) } else { (Some(u32::from(in_port)), 0) };
-        self.run_inline(&self.push, state, xb, in_port, initial, limits, start)
+        let initial = if self.entry_pop { None } else { Some(u32::from(in_port)) };
+        self.run_inline(&self.push, state, xb, in_port, initial, limits)
     }
 }
 
@@ -872,46 +890,28 @@ fn execute(
     m: &mut Machine<'_, '_>,
     initial: Option<u32>,
     limits: &Limits,
-    start: usize,
 ) -> Outcome {
-    let mut budget = limits.budget;
-    let outcome = dispatch(code, stack, locals, m, initial, &mut budget, start);
-    // What the back edges taken cost, charged once.
-    *m.budget_used += limits.budget - budget;
-    outcome
-}
-
-/// The dispatch loop of [`execute`]: `budget` is what the back edges may
-/// still cost, and is charged here as they are taken. The loop reaches the
-/// packet and nothing else of `m`; every instruction that needs more of
-/// the machine (other memories, regions, coprocessors, the exchange
-/// buffer's metadata) runs out of line ([`machine_op`]), so that the
-/// compiler keeps none of that state at hand and a call costs no setup
-/// for what a filter never reads.
-#[inline(always)]
-fn dispatch(
-    code: &Prepared,
-    stack: &mut [u32; STACK_SLOTS],
-    locals: &mut [u32; LOCAL_SLOTS],
-    m: &mut Machine<'_, '_>,
-    initial: Option<u32>,
-    budget: &mut u64,
-    start: usize,
-) -> Outcome {
+    // The loop reaches the packet and nothing else of `m`; every
+    // instruction that needs more of the machine (other memories, regions,
+    // coprocessors, the exchange buffer's metadata) runs out of line
+    // ([`machine_op`]), so that the compiler keeps none of that state at
+    // hand and a call costs no setup for what a filter never reads.
     let ops = &code.ops[..];
+    let mut budget = limits.budget;
     let (mut tos, mut sp) = match initial {
         Some(v) => (v, 1usize),
         None => (0, 0usize),
     };
-    let mut pc = start;
+    let mut pc = 0;
     macro_rules! take_edge {
         ($e:expr) => {{
             let e: Edge = $e;
             if e.cost != 0 {
-                if u64::from(e.cost) > *budget {
+                if u64::from(e.cost) > budget {
                     return Outcome::Fault(FaultKind::Budget);
                 }
-                *budget -= u64::from(e.cost);
+                budget -= u64::from(e.cost);
+                *m.budget_used += u64::from(e.cost);
             }
             pc = e.to as usize;
         }};
@@ -1031,7 +1031,7 @@ fn dispatch(
                 take_edge!(code.switches[i as usize].edge(v))
             }
             Op::Ret(p) => return Outcome::Forward(p),
-            Op::RetPop => return ret_pop(tos, m.out_ports),
+            Op::RetPop => return ret_pop(tos, m),
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
             Op::Load(Mem::Packet, w) => match mem::load_be(m.xb.packet, tos, u32::from(w)) {
@@ -1185,8 +1185,8 @@ fn dispatch(
 
 /// `ret.pop`: the handler ends on the port on top of the stack.
 #[inline(never)]
-fn ret_pop(port: u32, out_ports: u16) -> Outcome {
-    if port < u32::from(out_ports) {
+fn ret_pop(port: u32, m: &Machine<'_, '_>) -> Outcome {
+    if port < u32::from(m.out_ports) {
         Outcome::Forward(port as u16)
     } else {
         Outcome::Fault(FaultKind::BadPort)
