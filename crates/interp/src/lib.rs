@@ -713,14 +713,14 @@ impl InterpCode {
         initial: Option<u32>,
         limits: &Limits,
     ) -> Outcome {
-        self.run_inline(code, state, xb, in_port, initial, limits)
+        self.run_inline::<false>(code, state, xb, in_port, initial, limits)
     }
 
     /// Runs `code` on `state`'s scratch (its operand stack and locals),
     /// with `initial` on the stack.
     #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
     #[inline(always)]
-    fn run_inline(
+    fn run_inline<const LEAN: bool>(
         &self,
         code: &Prepared,
         state: &mut PeState,
@@ -742,7 +742,7 @@ impl InterpCode {
         let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("split above");
         let locals: &mut [u32; LOCAL_SLOTS] = locals.try_into().expect("split above");
         let mut machine = Machine { data, copros, budget_used, xb, in_port, info_size: self.info_size, out_ports: self.out_ports };
-        execute(code, stack, locals, &mut machine, initial, limits)
+        execute::<LEAN>(code, stack, locals, &mut machine, initial, limits)
     }
 }
 
@@ -804,7 +804,7 @@ impl PeCode for InterpCode {
 
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         let initial = if self.entry_pop { None } else { Some(u32::from(in_port)) };
-        self.run_inline(&self.push, state, xb, in_port, initial, limits)
+        self.run_inline::<true>(&self.push, state, xb, in_port, initial, limits)
     }
 }
 
@@ -883,7 +883,7 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbVi
 /// reference semantics of docs/netil.md, in one place, with no call per
 /// instruction on the hot path).
 #[inline(always)]
-fn execute(
+fn execute<const LEAN: bool>(
     code: &Prepared,
     stack: &mut [u32; STACK_SLOTS],
     locals: &mut [u32; LOCAL_SLOTS],
@@ -933,6 +933,17 @@ fn execute(
                 },
             }
         }};
+    }
+    // A handler of the machine's state: called out of line on the lean
+    // path, inlined elsewhere.
+    macro_rules! lean {
+        ($f:ident($($arg:expr),*)) => {
+            if LEAN {
+                out_of_line::$f($($arg),*)
+            } else {
+                $f($($arg),*)
+            }
+        };
     }
     // The instructions run out of line (`machine_op`).
     macro_rules! out_of_line {
@@ -1038,19 +1049,39 @@ fn execute(
                 Some(v) => tos = v,
                 None => fault!(Bounds),
             },
-            Op::Load(..)
-            | Op::Store(..)
-            | Op::Mcopy(..)
-            | Op::Crc32(_)
-            | Op::Hash(_)
-            | Op::Csum(_)
-            | Op::Wirelen
-            | Op::Inport
-            | Op::TstampS
-            | Op::TstampNs
-            | Op::CoproIn(..)
-            | Op::CoproOut(..)
-            | Op::CoproInvoke(..) => out_of_line!(),
+            // Frequent in capsules and applications: on the lean path each
+            // in a small function of its own, called with what it needs.
+            Op::Load(mem_kind, w) => match lean!(load_mem(m, mem_kind, tos, w)) {
+                Some(v) => tos = v,
+                None => fault!(Bounds),
+            },
+            Op::Store(mem_kind, w) => {
+                let v = pop!(tos, stack, sp);
+                let off = pop!(tos, stack, sp);
+                if !lean!(store_mem(m, mem_kind, off, w, v)) {
+                    fault!(Bounds);
+                }
+            }
+            Op::CoproIn(c, r) => {
+                let v = pop!(tos, stack, sp);
+                if !lean!(copro_write(m, c, r, v)) {
+                    fault!(Copro);
+                }
+            }
+            Op::CoproOut(c, r) => match lean!(copro_read(m, c, r)) {
+                Some(v) => push!(tos, stack, sp, v),
+                None => fault!(Copro),
+            },
+            Op::CoproInvoke(c, o) => {
+                if !lean!(copro_invoke(m, c, o)) {
+                    fault!(Copro);
+                }
+            }
+            Op::Wirelen | Op::Inport | Op::TstampS | Op::TstampNs => {
+                let v = lean!(metadata(m, *op));
+                push!(tos, stack, sp, v)
+            }
+            Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => out_of_line!(),
             Op::Pktlen => push!(tos, stack, sp, m.xb.packet.len() as u32),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
@@ -1183,6 +1214,88 @@ fn execute(
     }
 }
 
+/// `load`: the value of `width` bytes at `off` in memory `mem`.
+#[inline(always)]
+fn load_mem(m: &Machine<'_, '_>, mem_kind: Mem, off: u32, width: u8) -> Option<u32> {
+    mem::load_be(memory(mem_kind, m.xb, m.data, m.info_size), off, u32::from(width))
+}
+
+/// `store`: `v` into `width` bytes at `off` in memory `mem`; false when
+/// that is out of bounds.
+#[inline(always)]
+fn store_mem(m: &mut Machine<'_, '_>, mem_kind: Mem, off: u32, width: u8, v: u32) -> bool {
+    mem::store_be(memory_mut(mem_kind, m.xb, m.data, m.info_size), off, u32::from(width), v).is_some()
+}
+
+/// `copro.in`: writes register `r` of coprocessor `c`; false on a fault.
+#[inline(always)]
+fn copro_write(m: &mut Machine<'_, '_>, c: u8, r: u8, v: u32) -> bool {
+    m.copros.get_mut(c as usize).is_some_and(|cp| cp.write(r, v).is_ok())
+}
+
+/// `copro.out`: reads register `r` of coprocessor `c`.
+#[inline(always)]
+fn copro_read(m: &mut Machine<'_, '_>, c: u8, r: u8) -> Option<u32> {
+    m.copros.get_mut(c as usize)?.read(r).ok()
+}
+
+/// `copro.invoke`: operation `o` of coprocessor `c`; false on a fault.
+#[inline(always)]
+fn copro_invoke(m: &mut Machine<'_, '_>, c: u8, o: u8) -> bool {
+    let xb = &*m.xb;
+    let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], m.info_size), now: xb.ts, seq: xb.seq };
+    m.copros.get_mut(c as usize).is_some_and(|cp| cp.invoke(o, &ctx).is_ok())
+}
+
+/// `wirelen`, `inport`, `tstamp.s`, `tstamp.ns`: what the exchange
+/// buffer's metadata says.
+#[inline(always)]
+fn metadata(m: &Machine<'_, '_>, op: Op) -> u32 {
+    match op {
+        Op::Wirelen => m.xb.wire_len,
+        Op::Inport => u32::from(m.in_port),
+        Op::TstampS => m.xb.ts.sec as u32,
+        _ => m.xb.ts.nsec,
+    }
+}
+
+/// Out-of-line forms of the handlers above, for the lean packet path
+/// (`execute::<true>`): there a call per such instruction costs less than
+/// the compiler keeping the machine's state at hand for every packet.
+mod out_of_line {
+    use super::*;
+
+    #[inline(never)]
+    pub(super) fn load_mem(m: &Machine<'_, '_>, mem_kind: Mem, off: u32, width: u8) -> Option<u32> {
+        super::load_mem(m, mem_kind, off, width)
+    }
+
+    #[inline(never)]
+    pub(super) fn store_mem(m: &mut Machine<'_, '_>, mem_kind: Mem, off: u32, width: u8, v: u32) -> bool {
+        super::store_mem(m, mem_kind, off, width, v)
+    }
+
+    #[inline(never)]
+    pub(super) fn copro_write(m: &mut Machine<'_, '_>, c: u8, r: u8, v: u32) -> bool {
+        super::copro_write(m, c, r, v)
+    }
+
+    #[inline(never)]
+    pub(super) fn copro_read(m: &mut Machine<'_, '_>, c: u8, r: u8) -> Option<u32> {
+        super::copro_read(m, c, r)
+    }
+
+    #[inline(never)]
+    pub(super) fn copro_invoke(m: &mut Machine<'_, '_>, c: u8, o: u8) -> bool {
+        super::copro_invoke(m, c, o)
+    }
+
+    #[inline(never)]
+    pub(super) fn metadata(m: &Machine<'_, '_>, op: Op) -> u32 {
+        super::metadata(m, op)
+    }
+}
+
 /// `ret.pop`: the handler ends on the port on top of the stack.
 #[inline(never)]
 fn ret_pop(port: u32, m: &Machine<'_, '_>) -> Outcome {
@@ -1208,15 +1321,6 @@ fn machine_op(
     let info_size = m.info_size;
     let op = *op;
     match op {
-        Op::Load(mem_kind, w) => {
-            tos = mem::load_be(memory(mem_kind, m.xb, m.data, info_size), tos, u32::from(w)).ok_or(FaultKind::Bounds)?;
-        }
-        Op::Store(mem_kind, w) => {
-            let v = pop!(tos, stack, sp);
-            let off = pop!(tos, stack, sp);
-            let target = memory_mut(mem_kind, m.xb, m.data, info_size);
-            mem::store_be(target, off, u32::from(w), v).ok_or(FaultKind::Bounds)?;
-        }
         Op::Mcopy(s, d) => {
             let len = pop!(tos, stack, sp);
             let src = pop!(tos, stack, sp);
@@ -1224,23 +1328,6 @@ fn machine_op(
             if !mcopy(s, d, dst, src, len, m.xb, m.data, info_size) {
                 return Err(FaultKind::Bounds);
             }
-        }
-        Op::Wirelen => push!(tos, stack, sp, m.xb.wire_len),
-        Op::Inport => push!(tos, stack, sp, u32::from(m.in_port)),
-        Op::TstampS => push!(tos, stack, sp, m.xb.ts.sec as u32),
-        Op::TstampNs => push!(tos, stack, sp, m.xb.ts.nsec),
-        Op::CoproIn(c, r) => {
-            let v = pop!(tos, stack, sp);
-            m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.write(r, v).map_err(|_| FaultKind::Copro)?;
-        }
-        Op::CoproOut(c, r) => {
-            let v = m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.read(r).map_err(|_| FaultKind::Copro)?;
-            push!(tos, stack, sp, v)
-        }
-        Op::CoproInvoke(c, o) => {
-            let xb = &*m.xb;
-            let ctx = InvokeContext { packet: xb.packet, info: memory(Mem::Info, xb, &[], info_size), now: xb.ts, seq: xb.seq };
-            m.copros.get_mut(c as usize).ok_or(FaultKind::Copro)?.invoke(o, &ctx).map_err(|_| FaultKind::Copro)?;
         }
         Op::Crc32(mem_kind) | Op::Hash(mem_kind) | Op::Csum(mem_kind) => {
             let len = pop!(tos, stack, sp);
