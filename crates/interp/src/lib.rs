@@ -903,6 +903,14 @@ fn execute<const LEAN: bool>(
         None => (0, 0usize),
     };
     let mut pc = 0;
+    // Packet memory, as the loop reads it; taken again from the exchange
+    // buffer after each handler that may write it.
+    let mut packet: &[u8] = m.xb.packet;
+    macro_rules! packet_may_have_changed {
+        () => {
+            packet = m.xb.packet
+        };
+    }
     macro_rules! take_edge {
         ($e:expr) => {{
             let e: Edge = $e;
@@ -925,9 +933,9 @@ fn execute<const LEAN: bool>(
     macro_rules! field {
         ($off:expr, $width:expr) => {{
             let (off, width): (u32, FieldWidth) = ($off, $width);
-            match m.xb.packet.get(off as usize..(off as usize).wrapping_add(4)) {
+            match packet.get(off as usize..(off as usize).wrapping_add(4)) {
                 Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]) >> width.0,
-                _ => match load_field_near_end(m.xb.packet, off, width) {
+                _ => match load_field_near_end(packet, off, width) {
                     Some(v) => v,
                     None => fault!(Bounds),
                 },
@@ -948,9 +956,12 @@ fn execute<const LEAN: bool>(
     // The instructions run out of line (`machine_op`).
     macro_rules! out_of_line {
         () => {
-            match machine_op(&ops[pc - 1], m, stack, tos, sp) {
-                Ok((t, s)) => (tos, sp) = (t, s),
-                Err(k) => return Outcome::Fault(k),
+            {
+                match machine_op(&ops[pc - 1], m, stack, tos, sp) {
+                    Ok((t, s)) => (tos, sp) = (t, s),
+                    Err(k) => return Outcome::Fault(k),
+                }
+                packet_may_have_changed!();
             }
         };
     }
@@ -1045,7 +1056,7 @@ fn execute<const LEAN: bool>(
             Op::RetPop => return ret_pop(tos, m),
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
-            Op::Load(Mem::Packet, w) => match mem::load_be(m.xb.packet, tos, u32::from(w)) {
+            Op::Load(Mem::Packet, w) => match mem::load_be(packet, tos, u32::from(w)) {
                 Some(v) => tos = v,
                 None => fault!(Bounds),
             },
@@ -1061,28 +1072,35 @@ fn execute<const LEAN: bool>(
                 if !lean!(store_mem(m, mem_kind, off, w, v)) {
                     fault!(Bounds);
                 }
+                packet_may_have_changed!();
             }
             Op::CoproIn(c, r) => {
                 let v = pop!(tos, stack, sp);
                 if !lean!(copro_write(m, c, r, v)) {
                     fault!(Copro);
                 }
+                packet_may_have_changed!();
             }
-            Op::CoproOut(c, r) => match lean!(copro_read(m, c, r)) {
-                Some(v) => push!(tos, stack, sp, v),
-                None => fault!(Copro),
-            },
+            Op::CoproOut(c, r) => {
+                let v = lean!(copro_read(m, c, r));
+                packet_may_have_changed!();
+                match v {
+                    Some(v) => push!(tos, stack, sp, v),
+                    None => fault!(Copro),
+                }
+            }
             Op::CoproInvoke(c, o) => {
                 if !lean!(copro_invoke(m, c, o)) {
                     fault!(Copro);
                 }
+                packet_may_have_changed!();
             }
             Op::Wirelen | Op::Inport | Op::TstampS | Op::TstampNs => {
                 let v = lean!(metadata(m, *op));
                 push!(tos, stack, sp, v)
             }
             Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => out_of_line!(),
-            Op::Pktlen => push!(tos, stack, sp, m.xb.packet.len() as u32),
+            Op::Pktlen => push!(tos, stack, sp, packet.len() as u32),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
             Op::Hash32 => tos = region::hash32(tos),
@@ -1102,7 +1120,7 @@ fn execute<const LEAN: bool>(
                 let v = field!(off, width);
                 take_edge!(code.switches[table as usize].edge(v))
             }
-            Op::UploadMsh(off) => match m.xb.packet.get(off as usize) {
+            Op::UploadMsh(off) => match packet.get(off as usize) {
                 Some(&b) => push!(tos, stack, sp, u32::from(b & 0xf) << 2),
                 None => fault!(Bounds),
             },
@@ -1116,7 +1134,7 @@ fn execute<const LEAN: bool>(
                 if !keep {
                     pop!(tos, stack, sp);
                 }
-                if cond.eval(end, m.xb.packet.len() as u32) {
+                if cond.eval(end, packet.len() as u32) {
                     take_edge!(edge)
                 }
             }
@@ -1125,12 +1143,12 @@ fn execute<const LEAN: bool>(
                 if !keep {
                     pop!(tos, stack, sp);
                 }
-                if end > m.xb.packet.len() as u32 {
+                if end > packet.len() as u32 {
                     pc = to as usize;
                 }
             }
             Op::PktlenJltImm { value, to } => {
-                if (m.xb.packet.len() as u32) < value {
+                if (packet.len() as u32) < value {
                     pc = to as usize;
                 }
             }
@@ -1147,7 +1165,7 @@ fn execute<const LEAN: bool>(
                     pc = to as usize;
                 }
             }
-            Op::UploadMshTee { off, local, add } => match m.xb.packet.get(off as usize) {
+            Op::UploadMshTee { off, local, add } => match packet.get(off as usize) {
                 Some(&b) => {
                     let len = u32::from(b & 0xf) << 2;
                     locals[local as usize & (LOCAL_SLOTS - 1)] = len;
@@ -1156,7 +1174,7 @@ fn execute<const LEAN: bool>(
                 None => fault!(Bounds),
             },
             Op::CheckedFieldJeqImm { width, ne, value, past_end, to } => {
-                if tos.wrapping_add(width.bytes()) > m.xb.packet.len() as u32 {
+                if tos.wrapping_add(width.bytes()) > packet.len() as u32 {
                     pc = past_end as usize;
                 } else {
                     let v = field!(tos, width);
@@ -1188,7 +1206,7 @@ fn execute<const LEAN: bool>(
                 push!(tos, stack, sp, v)
             }
             Op::PktlenJcmpImm(c, v, e) => {
-                if c.eval(m.xb.packet.len() as u32, v) {
+                if c.eval(packet.len() as u32, v) {
                     take_edge!(e)
                 }
             }
