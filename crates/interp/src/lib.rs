@@ -682,6 +682,9 @@ impl InterpCode {
             // dispatch less per packet).
             push.drop_first();
         }
+        // The lean path's instruction fetch needs a power of two
+        // instructions (`execute`); what pads them is never reached.
+        push.ops.resize(push.ops.len().next_power_of_two(), Op::Drop);
         InterpCode {
             init: v.init.as_ref().map(Prepared::new),
             push,
@@ -692,7 +695,8 @@ impl InterpCode {
     }
 
     /// The pre-decoded segment (`.push` without its first instruction
-    /// where that is a `pop` no edge leads back to).
+    /// where that is a `pop` no edge leads back to, and padded with `drop`
+    /// to a power of two instructions).
     pub fn segment(&self, kind: SegmentKind) -> Option<&Prepared> {
         match kind {
             SegmentKind::Init => self.init.as_ref(),
@@ -955,18 +959,24 @@ fn execute<const LEAN: bool>(
     }
     // The instructions run out of line (`machine_op`).
     macro_rules! out_of_line {
-        () => {
-            {
-                match machine_op(&ops[pc - 1], m, stack, tos, sp) {
-                    Ok((t, s)) => (tos, sp) = (t, s),
-                    Err(k) => return Outcome::Fault(k),
-                }
-                packet_may_have_changed!();
+        ($op:expr) => {{
+            match machine_op($op, m, stack, tos, sp) {
+                Ok((t, s)) => (tos, sp) = (t, s),
+                Err(k) => return Outcome::Fault(k),
             }
-        };
+            packet_may_have_changed!();
+        }};
     }
+    // On the lean path the code is padded to a power of two instructions
+    // (`InterpCode::new`), and the program counter is masked: a verified
+    // program never leaves its code, so the mask changes nothing, but it
+    // shows the compiler that each instruction fetch is in bounds (no
+    // check per dispatch).
+    let mask = ops.len().wrapping_sub(1);
+    let ops = if LEAN { &ops[..=mask] } else { ops };
+    debug_assert!(!LEAN || ops.len().is_power_of_two());
     loop {
-        let op = &ops[pc];
+        let op = if LEAN { &ops[pc & mask] } else { &ops[pc] };
         pc += 1;
         match *op {
             Op::Nop => {}
@@ -1099,7 +1109,7 @@ fn execute<const LEAN: bool>(
                 let v = lean!(metadata(m, *op));
                 push!(tos, stack, sp, v)
             }
-            Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => out_of_line!(),
+            Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => out_of_line!(op),
             Op::Pktlen => push!(tos, stack, sp, packet.len() as u32),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
