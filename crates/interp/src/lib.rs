@@ -928,6 +928,21 @@ fn execute<const LEAN: bool>(
             pc = e.to as usize;
         }};
     }
+    // A superinstruction's forward jump, as a branch: the predictor
+    // learns it and fetches ahead. The compiler would otherwise make it a
+    // conditional move of the program counter, which chains each
+    // instruction's fetch to the test before it (a filter's test of four
+    // fields, the whole path predictable: 35 ns a packet against 22 with
+    // the branch). The hint keeps the compiler from the move; a filter's
+    // forward jumps lead away from its longest path.
+    macro_rules! jump_if {
+        ($c:expr, $to:expr) => {
+            if $c {
+                std::hint::cold_path();
+                pc = $to as usize;
+            }
+        };
+    }
     macro_rules! fault {
         ($k:ident) => {
             return Outcome::Fault(FaultKind::$k)
@@ -1153,27 +1168,19 @@ fn execute<const LEAN: bool>(
                 if !keep {
                     pop!(tos, stack, sp);
                 }
-                if end > packet.len() as u32 {
-                    pc = to as usize;
-                }
+                jump_if!(end > packet.len() as u32, to);
             }
             Op::PktlenJltImm { value, to } => {
-                if (packet.len() as u32) < value {
-                    pc = to as usize;
-                }
+                jump_if!((packet.len() as u32) < value, to);
             }
             Op::UploadTopJeqImm { width, ne, value, to } => {
                 let v = field!(tos, width);
                 pop!(tos, stack, sp);
-                if (v != value) == ne {
-                    pc = to as usize;
-                }
+                jump_if!((v != value) == ne, to);
             }
             Op::UploadJset { width, set, off, mask, to } => {
                 let v = field!(off, width);
-                if (v & mask != 0) == set {
-                    pc = to as usize;
-                }
+                jump_if!((v & mask != 0) == set, to);
             }
             Op::UploadMshTee { off, local, add } => match packet.get(off as usize) {
                 Some(&b) => {
@@ -1189,9 +1196,7 @@ fn execute<const LEAN: bool>(
                 } else {
                     let v = field!(tos, width);
                     pop!(tos, stack, sp);
-                    if (v != value) == ne {
-                        pc = to as usize;
-                    }
+                    jump_if!((v != value) == ne, to);
                 }
             }
             Op::Tee(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = tos,
@@ -1222,21 +1227,15 @@ fn execute<const LEAN: bool>(
             }
             Op::UploadJcmpImm { width, cond, off, value, to } => {
                 let v = field!(off, width);
-                if cond.eval(v, value) {
-                    pc = to as usize;
-                }
+                jump_if!(cond.eval(v, value), to);
             }
             Op::UploadJeqImm { width, off, value, to } => {
                 let v = field!(off, width);
-                if v == value {
-                    pc = to as usize;
-                }
+                jump_if!(v == value, to);
             }
             Op::UploadJneImm { width, off, value, to } => {
                 let v = field!(off, width);
-                if v != value {
-                    pc = to as usize;
-                }
+                jump_if!(v != value, to);
             }
         }
     }
