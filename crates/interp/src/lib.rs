@@ -907,9 +907,21 @@ fn execute<const LEAN: bool>(
         None => (0, 0usize),
     };
     let mut pc = 0;
-    // Packet memory, as the loop reads it; taken again from the exchange
-    // buffer after each handler that may write it.
+    // Packet memory, as the loop reads it. On the lean path a slice of its
+    // own, taken again from the exchange buffer after each handler that may
+    // write it (one load a field instead of three); elsewhere read through
+    // the machine, which measured faster there (capsules: 64 instructions
+    // of arithmetic, 75 ns against 47).
     let mut packet: &[u8] = m.xb.packet;
+    macro_rules! packet {
+        () => {
+            if LEAN {
+                packet
+            } else {
+                &*m.xb.packet
+            }
+        };
+    }
     macro_rules! packet_may_have_changed {
         () => {
             packet = m.xb.packet
@@ -952,9 +964,9 @@ fn execute<const LEAN: bool>(
     macro_rules! field {
         ($off:expr, $width:expr) => {{
             let (off, width): (u32, FieldWidth) = ($off, $width);
-            match packet.get(off as usize..(off as usize).wrapping_add(4)) {
+            match packet!().get(off as usize..(off as usize).wrapping_add(4)) {
                 Some(&[a, b, c, d]) => u32::from_be_bytes([a, b, c, d]) >> width.0,
-                _ => match load_field_near_end(packet, off, width) {
+                _ => match load_field_near_end(packet!(), off, width) {
                     Some(v) => v,
                     None => fault!(Bounds),
                 },
@@ -1081,7 +1093,7 @@ fn execute<const LEAN: bool>(
             Op::RetPop => return ret_pop(tos, m),
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
-            Op::Load(Mem::Packet, w) => match mem::load_be(packet, tos, u32::from(w)) {
+            Op::Load(Mem::Packet, w) => match mem::load_be(packet!(), tos, u32::from(w)) {
                 Some(v) => tos = v,
                 None => fault!(Bounds),
             },
@@ -1125,7 +1137,7 @@ fn execute<const LEAN: bool>(
                 push!(tos, stack, sp, v)
             }
             Op::Mcopy(..) | Op::Crc32(_) | Op::Hash(_) | Op::Csum(_) => out_of_line!(op),
-            Op::Pktlen => push!(tos, stack, sp, packet.len() as u32),
+            Op::Pktlen => push!(tos, stack, sp, packet!().len() as u32),
             Op::Locload(l) => push!(tos, stack, sp, locals[l as usize & (LOCAL_SLOTS - 1)]),
             Op::Locstore(l) => locals[l as usize & (LOCAL_SLOTS - 1)] = pop!(tos, stack, sp),
             Op::Hash32 => tos = region::hash32(tos),
@@ -1145,7 +1157,7 @@ fn execute<const LEAN: bool>(
                 let v = field!(off, width);
                 take_edge!(code.switches[table as usize].edge(v))
             }
-            Op::UploadMsh(off) => match packet.get(off as usize) {
+            Op::UploadMsh(off) => match packet!().get(off as usize) {
                 Some(&b) => push!(tos, stack, sp, u32::from(b & 0xf) << 2),
                 None => fault!(Bounds),
             },
@@ -1159,7 +1171,7 @@ fn execute<const LEAN: bool>(
                 if !keep {
                     pop!(tos, stack, sp);
                 }
-                if cond.eval(end, packet.len() as u32) {
+                if cond.eval(end, packet!().len() as u32) {
                     take_edge!(edge)
                 }
             }
@@ -1168,10 +1180,10 @@ fn execute<const LEAN: bool>(
                 if !keep {
                     pop!(tos, stack, sp);
                 }
-                jump_if!(end > packet.len() as u32, to);
+                jump_if!(end > packet!().len() as u32, to);
             }
             Op::PktlenJltImm { value, to } => {
-                jump_if!((packet.len() as u32) < value, to);
+                jump_if!((packet!().len() as u32) < value, to);
             }
             Op::UploadTopJeqImm { width, ne, value, to } => {
                 let v = field!(tos, width);
@@ -1182,7 +1194,7 @@ fn execute<const LEAN: bool>(
                 let v = field!(off, width);
                 jump_if!((v & mask != 0) == set, to);
             }
-            Op::UploadMshTee { off, local, add } => match packet.get(off as usize) {
+            Op::UploadMshTee { off, local, add } => match packet!().get(off as usize) {
                 Some(&b) => {
                     let len = u32::from(b & 0xf) << 2;
                     locals[local as usize & (LOCAL_SLOTS - 1)] = len;
@@ -1191,7 +1203,7 @@ fn execute<const LEAN: bool>(
                 None => fault!(Bounds),
             },
             Op::CheckedFieldJeqImm { width, ne, value, past_end, to } => {
-                if tos.wrapping_add(width.bytes()) > packet.len() as u32 {
+                if tos.wrapping_add(width.bytes()) > packet!().len() as u32 {
                     pc = past_end as usize;
                 } else {
                     let v = field!(tos, width);
@@ -1221,7 +1233,7 @@ fn execute<const LEAN: bool>(
                 push!(tos, stack, sp, v)
             }
             Op::PktlenJcmpImm(c, v, e) => {
-                if c.eval(packet.len() as u32, v) {
+                if c.eval(packet!().len() as u32, v) {
                     take_edge!(e)
                 }
             }
