@@ -180,6 +180,34 @@ pub enum Op {
         /// The target instruction (a forward edge).
         to: u32,
     },
+    /// [`Op::UploadJeqImm`] or [`Op::UploadJneImm`] where both ways lead
+    /// to a `ret`: return on one port when the packet value at `off`
+    /// equals `value`, on the other when not (a filter's last test and its
+    /// verdict, in one dispatch).
+    UploadRetImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// The port when the value equals `value`.
+        eq_port: u16,
+        /// The port when it does not.
+        ne_port: u16,
+    },
+    /// [`Op::UploadTopJeqImm`] where both ways lead to a `ret`: the field
+    /// at the offset on top (popped) decides the port.
+    UploadTopRetImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The constant.
+        value: u32,
+        /// The port when the value equals `value`.
+        eq_port: u16,
+        /// The port when it does not.
+        ne_port: u16,
+    },
     /// `upload.N; push v; jcmp.C L`: compare the packet value at the
     /// offset on the stack (popped) with a constant and branch.
     UploadTopJcmpImm {
@@ -425,6 +453,28 @@ fn fuse_at(ops: &[Op], is_target: &[bool]) -> Option<(Op, usize)> {
     })
 }
 
+/// `op` with the `ret` it falls through to and the `ret` it jumps to
+/// folded in, where it is a field test and both are (`ops`: the decoded
+/// code its edges index; `next`: the instruction after it). The two `ret`s
+/// stay in the code for the other edges that may reach them.
+fn fuse_verdict(op: Op, next: Option<&Op>, ops: &[Op]) -> Op {
+    let (Op::UploadJeqImm { to, .. } | Op::UploadJneImm { to, .. } | Op::UploadTopJeqImm { to, .. }) = op else { return op };
+    let (Some(&Op::Ret(fall)), Some(&Op::Ret(jump))) = (next, ops.get(to as usize)) else { return op };
+    // Which way a match goes.
+    let on_match = |jumps_on_match: bool| if jumps_on_match { (jump, fall) } else { (fall, jump) };
+    match op {
+        Op::UploadJeqImm { width, off, value, .. } | Op::UploadJneImm { width, off, value, .. } => {
+            let (eq_port, ne_port) = on_match(matches!(op, Op::UploadJeqImm { .. }));
+            Op::UploadRetImm { width, off, value, eq_port, ne_port }
+        }
+        Op::UploadTopJeqImm { width, ne, value, .. } => {
+            let (eq_port, ne_port) = on_match(!ne);
+            Op::UploadTopRetImm { width, value, eq_port, ne_port }
+        }
+        _ => op,
+    }
+}
+
 /// A decoded switch: sorted case values with their edges, and the default edge.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwitchOp {
@@ -524,6 +574,7 @@ impl Prepared {
         while i < ops.len() {
             new_index[i] = fused.len() as u32;
             let (op, n) = fuse_at(&ops[i..], &is_target[i..]).unwrap_or((ops[i], 1));
+            let op = fuse_verdict(op, ops.get(i + n), ops);
             fused.push(op);
             for k in 1..n {
                 new_index[i + k] = new_index[i];
@@ -1244,6 +1295,14 @@ fn execute<const LEAN: bool>(
             Op::UploadJeqImm { width, off, value, to } => {
                 let v = field!(off, width);
                 jump_if!(v == value, to);
+            }
+            Op::UploadRetImm { width, off, value, eq_port, ne_port } => {
+                let v = field!(off, width);
+                return Outcome::Forward(if v == value { eq_port } else { ne_port });
+            }
+            Op::UploadTopRetImm { width, value, eq_port, ne_port } => {
+                let v = field!(tos, width);
+                return Outcome::Forward(if v == value { eq_port } else { ne_port });
             }
             Op::UploadJneImm { width, off, value, to } => {
                 let v = field!(off, width);

@@ -123,6 +123,17 @@ fn program(r: &mut Rng) -> String {
     for k in 0..1 + r.below(6) as usize {
         text += &idiom(r, k);
     }
+    if r.below(3) == 0 {
+        // A last test and the verdict: both ways end in a `ret`.
+        let w = r.pick(&WIDTHS);
+        let (off, v, c) = (r.below(72), constant(r), r.pick(&["eq", "neq"]));
+        text += &if r.below(2) == 0 {
+            format!("push {off}\nupload.{w}\npush {v}\njcmp.{c} reject\nret 1\n")
+        } else {
+            // The field at an offset computed on the stack.
+            format!("push {}\npush {}\nadd\nupload.{w}\npush {v}\njcmp.{c} reject\nret 1\n", off / 2, off - off / 2)
+        };
+    }
     text += "locload 1\npush 1\nand\nret.pop\nreject_1:\npop\nreject:\nret 0\nends\n";
     text
 }
@@ -178,6 +189,8 @@ fn superinstructions_agree_with_the_instructions_they_replace() {
         "UploadJset",
         "UploadMsh",
         "UploadMshTee",
+        "UploadRetImm",
+        "UploadTopRetImm",
         "UploadSwitch",
         "UploadTopJcmpImm",
         "UploadTopJeqImm",
