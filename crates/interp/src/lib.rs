@@ -32,7 +32,7 @@ const _: () = assert!(std::mem::size_of::<Op>() <= 16, "an Op stays 16 bytes");
 
 /// The width of a packet field a superinstruction reads (1, 2 or 4
 /// bytes), held as the right shift that takes a big-endian 4-byte load to
-/// it: every width is then read by the same code ([`load_field`]).
+/// it: every width is then read by the same code (the loop's `field!`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FieldWidth(u8);
 
@@ -508,7 +508,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Pre-decodes a verified segment, with the superinstructions of
-    /// [`fuse_at`] in place of the sequences they replace.
+    /// `fuse_at` in place of the sequences they replace.
     pub fn new(seg: &SegmentInfo) -> Prepared {
         let (decoded, is_target) = Prepared::decode_with_targets(seg);
         let mut prepared = Prepared { ops: Vec::new(), switches: decoded.switches };
@@ -553,7 +553,7 @@ impl Prepared {
         (Prepared { ops, switches }, is_target)
     }
 
-    /// Sets `self.ops` to `ops` with each sequence that [`fuse_at`] knows
+    /// Sets `self.ops` to `ops` with each sequence that `fuse_at` knows
     /// replaced by its superinstruction where no instruction inside it but
     /// the first is a jump target (`is_target`, by index into `ops`, one
     /// longer than `ops`); edges (here and in `self.switches`) are
@@ -772,7 +772,8 @@ impl InterpCode {
     }
 
     /// Runs `code` on `state`'s scratch (its operand stack and locals),
-    /// with `initial` on the stack.
+    /// with `initial` on the stack; `LEAN` picks the `.push` path's copy
+    /// of the loop ([`execute`]).
     #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
     #[inline(always)]
     fn run_inline<const LEAN: bool>(
@@ -814,9 +815,10 @@ fn size_scratch(scratch: &mut Vec<u32>) {
 
 /// What the less frequent instructions reach: the NetPE's state and the
 /// exchange buffer. The dispatch loop holds it by one reference and hands
-/// it to the out-of-line handlers ([`memory_op`]), so that the loop keeps
-/// only the operand stack, the program counter and the budget in
-/// registers and the call costs no setup for fields a filter never reads.
+/// it to the out-of-line handlers ([`machine_op`], `out_of_line`), so that
+/// the loop keeps only the operand stack, the program counter, the budget
+/// and the packet in registers and the call costs no setup for fields a
+/// filter never reads.
 struct Machine<'a, 'x> {
     data: &'a mut Vec<u8>,
     copros: &'a mut Vec<Box<dyn netvm_vm::Coprocessor>>,
@@ -946,11 +948,13 @@ fn execute<const LEAN: bool>(
     initial: Option<u32>,
     limits: &Limits,
 ) -> Outcome {
-    // The loop reaches the packet and nothing else of `m`; every
-    // instruction that needs more of the machine (other memories, regions,
-    // coprocessors, the exchange buffer's metadata) runs out of line
+    // On the lean (`.push`) path the loop reaches the packet and nothing
+    // else of `m`: every instruction that needs more of the machine (other
+    // memories, coprocessors, the exchange buffer's metadata) calls a small
+    // handler out of line (`lean!`), and the region instructions always do
     // ([`machine_op`]), so that the compiler keeps none of that state at
-    // hand and a call costs no setup for what a filter never reads.
+    // hand and a call costs no setup for what a filter never reads. The
+    // general copy inlines the small handlers.
     let ops = &code.ops[..];
     let mut budget = limits.budget;
     let (mut tos, mut sp) = match initial {
@@ -1404,10 +1408,9 @@ fn ret_pop(port: u32, m: &Machine<'_, '_>) -> Outcome {
     }
 }
 
-/// The instructions that reach more of the machine than the packet (data
-/// or info memory, a memory region, a coprocessor, the exchange buffer's
-/// metadata), out of the dispatch loop: `tos` and `sp` in, their new
-/// values out (`sp` as the loop counts it), or the fault.
+/// The region instructions (`mcopy`, `crc32`, `hash`, `csum`), out of the
+/// dispatch loop: `tos` and `sp` in, their new values out (`sp` as the
+/// loop counts it), or the fault.
 #[inline(never)]
 fn machine_op(
     op: &Op,
