@@ -10,7 +10,9 @@
 //! stack in a local variable and the rest in the NetPE's scratch space; the
 //! instructions that reach more of the machine than the packet (other
 //! memories, regions, coprocessors, metadata) run out of the dispatch loop,
-//! so that a call sets up only what filters use. Every access the verifier did not
+//! so that a call sets up only what filters use; `.push` code with none of
+//! them (a filter) runs on a copy of the loop that sets up nothing but the
+//! packet ([`InterpCode::packet_only`]). Every access the verifier did not
 //! prove safe is checked at run time: memory accesses fault with `bounds`,
 //! division by zero with `div-by-zero`, an exhausted budget with `budget`.
 //! The semantics implemented here are those of docs/netil.md.
@@ -266,6 +268,54 @@ pub enum Op {
         /// The target instruction (a forward edge).
         to: u32,
     },
+    /// [`Op::PktlenJltImm`] and [`Op::UploadJneImm`] to the same target:
+    /// `pktlen; push len; jcmp.lt L; push off; upload.N; push v; jcmp.neq
+    /// L`, a filter's first two tests (the packet holds what the accepting
+    /// path reads, and its link-layer type is the one wanted) in one
+    /// dispatch.
+    GuardUploadJneImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The length the packet must have.
+        len: u16,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// Where both tests lead on failure (a forward edge).
+        to: u32,
+    },
+    /// [`Op::GuardUploadJneImm`] where both ways lead to a `ret`: a filter
+    /// of one test (`ip`, `arp`) whole, in one dispatch.
+    GuardUploadRetImm {
+        /// Access width.
+        width: FieldWidth,
+        /// The length the packet must have.
+        len: u16,
+        /// The packet offset.
+        off: u32,
+        /// The constant.
+        value: u32,
+        /// The port when the packet is long enough and the value equals `value`.
+        eq_port: u16,
+        /// The port otherwise.
+        ne_port: u16,
+    },
+    /// [`Op::PktlenJltImm`] followed by [`Op::UploadSwitch`]: `pktlen; push
+    /// len; jcmp.lt L; push off; upload.N; switch T`, the first tests of a
+    /// filter that accepts both IPv4 and IPv6.
+    GuardUploadSwitch {
+        /// Access width.
+        width: FieldWidth,
+        /// The length the packet must have.
+        len: u16,
+        /// The packet offset.
+        off: u32,
+        /// Where a shorter packet goes (a forward edge).
+        to: u32,
+        /// Index into the code's switch tables.
+        table: u32,
+    },
     /// [`Op::UploadTopJcmpImm`] with `jcmp.eq` (`ne: false`) or `jcmp.neq`
     /// (`ne: true`) to a forward target: a filter's test of a field at a
     /// computed offset (a transport port).
@@ -361,7 +411,9 @@ impl Op {
             | Op::PktlenJltImm { to, .. }
             | Op::UploadTopJeqImm { to, .. }
             | Op::JgtEnd { to, .. }
-            | Op::UploadJset { to, .. } => f(to),
+            | Op::UploadJset { to, .. }
+            | Op::GuardUploadJneImm { to, .. }
+            | Op::GuardUploadSwitch { to, .. } => f(to),
             Op::CheckedFieldJeqImm { past_end, to, .. } => {
                 f(past_end);
                 f(to)
@@ -400,6 +452,16 @@ fn fuse_at(ops: &[Op], is_target: &[bool]) -> Option<(Op, usize)> {
     use Op::*;
     let fused = |op: Op, n: usize| (n <= ops.len() && !is_target[1..n].contains(&true)).then_some((op, n));
     let found = match *ops {
+        [Pktlen, Push(len), Jcmp(Cond::Lt, short), Push(off), Load(Mem::Packet, width), Push(value), Jcmp(Cond::Ne, e), ..]
+            if short.cost == 0 && e == short && len <= u32::from(u16::MAX) =>
+        {
+            fused(GuardUploadJneImm { width: FieldWidth::new(width), len: len as u16, off, value, to: e.to }, 7)
+        }
+        [Pktlen, Push(len), Jcmp(Cond::Lt, short), Push(off), Load(Mem::Packet, width), Switch(table), ..]
+            if short.cost == 0 && len <= u32::from(u16::MAX) =>
+        {
+            fused(GuardUploadSwitch { width: FieldWidth::new(width), len: len as u16, off, to: short.to, table }, 6)
+        }
         [Pktlen, Push(value), Jcmp(Cond::Lt, e), ..] if e.cost == 0 => fused(PktlenJltImm { value, to: e.to }, 3),
         [Pktlen, Push(value), Jcmp(cond, e), ..] => fused(PktlenJcmpImm(cond, value, e), 3),
         [Push(off), Load(Mem::Packet, width), Push(value), Jcmp(cond, e), ..] if e.cost == 0 => {
@@ -458,7 +520,11 @@ fn fuse_at(ops: &[Op], is_target: &[bool]) -> Option<(Op, usize)> {
 /// code its edges index; `next`: the instruction after it). The two `ret`s
 /// stay in the code for the other edges that may reach them.
 fn fuse_verdict(op: Op, next: Option<&Op>, ops: &[Op]) -> Op {
-    let (Op::UploadJeqImm { to, .. } | Op::UploadJneImm { to, .. } | Op::UploadTopJeqImm { to, .. }) = op else { return op };
+    let (Op::UploadJeqImm { to, .. } | Op::UploadJneImm { to, .. } | Op::UploadTopJeqImm { to, .. } | Op::GuardUploadJneImm { to, .. }) =
+        op
+    else {
+        return op;
+    };
     let (Some(&Op::Ret(fall)), Some(&Op::Ret(jump))) = (next, ops.get(to as usize)) else { return op };
     // Which way a match goes.
     let on_match = |jumps_on_match: bool| if jumps_on_match { (jump, fall) } else { (fall, jump) };
@@ -470,6 +536,11 @@ fn fuse_verdict(op: Op, next: Option<&Op>, ops: &[Op]) -> Op {
         Op::UploadTopJeqImm { width, ne, value, .. } => {
             let (eq_port, ne_port) = on_match(!ne);
             Op::UploadTopRetImm { width, value, eq_port, ne_port }
+        }
+        Op::GuardUploadJneImm { width, len, off, value, .. } => {
+            // A short packet goes where a mismatch does.
+            let (eq_port, ne_port) = on_match(false);
+            Op::GuardUploadRetImm { width, len, off, value, eq_port, ne_port }
         }
         _ => op,
     }
@@ -695,6 +766,10 @@ pub struct InterpCode {
     /// `.push` began with a `pop` no edge returns to: `push` holds the code
     /// after it, which starts on an empty stack.
     entry_pop: bool,
+    /// No instruction of `.push` needs more of the machine than the packet
+    /// ([`needs_machine`]): `push` runs it on the packet-only copy of the
+    /// loop.
+    packet_only: bool,
 }
 
 impl Prepared {
@@ -736,13 +811,22 @@ impl InterpCode {
         // The lean path's instruction fetch needs a power of two
         // instructions (`execute`); what pads them is never reached.
         push.ops.resize(push.ops.len().next_power_of_two(), Op::Drop);
+        let packet_only = !push.ops.iter().any(needs_machine);
         InterpCode {
             init: v.init.as_ref().map(Prepared::new),
             push,
             info_size: v.module.info_size as usize,
             out_ports: v.module.out_ports,
             entry_pop,
+            packet_only,
         }
+    }
+
+    /// Whether `.push` runs on the packet-only copy of the loop: none of
+    /// its instructions needs more of the machine than the packet (other
+    /// memories, coprocessors, metadata, region instructions, `ret.pop`).
+    pub fn packet_only(&self) -> bool {
+        self.packet_only
     }
 
     /// The pre-decoded segment (`.push` without its first instruction
@@ -768,15 +852,32 @@ impl InterpCode {
         initial: Option<u32>,
         limits: &Limits,
     ) -> Outcome {
-        self.run_inline::<false>(code, state, xb, in_port, initial, limits)
+        self.run_inline::<false, false>(code, state, xb, in_port, initial, limits)
+    }
+
+    /// `.push` on the packet-only copy of the loop ([`execute`] with
+    /// `PACKET_ONLY`): code that needs no more of the machine than the
+    /// packet (a filter), which then is not set up.
+    #[inline(never)]
+    fn push_packet_only(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
+        let initial = if self.entry_pop { None } else { Some(u32::from(in_port)) };
+        self.run_inline::<true, true>(&self.push, state, xb, in_port, initial, limits)
+    }
+
+    /// `.push` on the lean copy of the loop ([`execute`] with `LEAN`).
+    #[inline(never)]
+    fn push_lean(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
+        let initial = if self.entry_pop { None } else { Some(u32::from(in_port)) };
+        self.run_inline::<true, false>(&self.push, state, xb, in_port, initial, limits)
     }
 
     /// Runs `code` on `state`'s scratch (its operand stack and locals),
     /// with `initial` on the stack; `LEAN` picks the `.push` path's copy
-    /// of the loop ([`execute`]).
+    /// of the loop and `PACKET_ONLY` its copy for code that needs no more
+    /// of the machine than the packet ([`execute`]).
     #[allow(clippy::too_many_arguments)] // the machine state, as `execute` takes it
     #[inline(always)]
-    fn run_inline<const LEAN: bool>(
+    fn run_inline<const LEAN: bool, const PACKET_ONLY: bool>(
         &self,
         code: &Prepared,
         state: &mut PeState,
@@ -798,7 +899,7 @@ impl InterpCode {
         let stack: &mut [u32; STACK_SLOTS] = stack.try_into().expect("split above");
         let locals: &mut [u32; LOCAL_SLOTS] = locals.try_into().expect("split above");
         let mut machine = Machine { data, copros, budget_used, xb, in_port, info_size: self.info_size, out_ports: self.out_ports };
-        execute::<LEAN>(code, stack, locals, &mut machine, initial, limits)
+        execute::<LEAN, PACKET_ONLY>(code, stack, locals, &mut machine, initial, limits)
     }
 }
 
@@ -847,8 +948,15 @@ pub fn run_prepared(
     info_size: usize,
     out_ports: u16,
 ) -> Outcome {
-    InterpCode { init: None, push: Prepared { ops: Vec::new(), switches: Vec::new() }, info_size, out_ports, entry_pop: false }
-        .run(code, state, xb, in_port, initial, limits)
+    InterpCode {
+        init: None,
+        push: Prepared { ops: Vec::new(), switches: Vec::new() },
+        info_size,
+        out_ports,
+        entry_pop: false,
+        packet_only: false,
+    }
+    .run(code, state, xb, in_port, initial, limits)
 }
 
 impl PeCode for InterpCode {
@@ -859,9 +967,15 @@ impl PeCode for InterpCode {
         }
     }
 
+    #[inline]
     fn push(&self, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
-        let initial = if self.entry_pop { None } else { Some(u32::from(in_port)) };
-        self.run_inline::<true>(&self.push, state, xb, in_port, initial, limits)
+        // Two functions, each with the registers and stack frame of its
+        // own copy of the loop; this one only picks (a jump, no frame).
+        if self.packet_only {
+            self.push_packet_only(state, xb, in_port, limits)
+        } else {
+            self.push_lean(state, xb, in_port, limits)
+        }
     }
 }
 
@@ -940,7 +1054,7 @@ fn mcopy(src: Mem, dst: Mem, dst_off: u32, src_off: u32, len: u32, xb: &mut XbVi
 /// reference semantics of docs/netil.md, in one place, with no call per
 /// instruction on the hot path).
 #[inline(always)]
-fn execute<const LEAN: bool>(
+fn execute<const LEAN: bool, const PACKET_ONLY: bool>(
     code: &Prepared,
     stack: &mut [u32; STACK_SLOTS],
     locals: &mut [u32; LOCAL_SLOTS],
@@ -954,7 +1068,10 @@ fn execute<const LEAN: bool>(
     // handler out of line (`lean!`), and the region instructions always do
     // ([`machine_op`]), so that the compiler keeps none of that state at
     // hand and a call costs no setup for what a filter never reads. The
-    // general copy inlines the small handlers.
+    // general copy inlines the small handlers. The packet-only copy
+    // (`PACKET_ONLY`, for code with none of those instructions) has no
+    // call at all, so the machine is never built: only the budget's
+    // counter of it is kept.
     let ops = &code.ops[..];
     let mut budget = limits.budget;
     let (mut tos, mut sp) = match initial {
@@ -1028,11 +1145,22 @@ fn execute<const LEAN: bool>(
             }
         }};
     }
+    // An instruction that needs more of the machine than the packet, in
+    // the packet-only copy of the loop: `InterpCode::new` chose that copy
+    // for code without one (`needs_machine`), so it never runs.
+    macro_rules! needs_machine {
+        () => {{
+            debug_assert!(false, "an instruction that needs the machine in packet-only code");
+            fault!(Bounds)
+        }};
+    }
     // A handler of the machine's state: called out of line on the lean
     // path, inlined elsewhere.
     macro_rules! lean {
         ($f:ident($($arg:expr),*)) => {
-            if LEAN {
+            if PACKET_ONLY {
+                needs_machine!()
+            } else if LEAN {
                 out_of_line::$f($($arg),*)
             } else {
                 $f($($arg),*)
@@ -1042,6 +1170,9 @@ fn execute<const LEAN: bool>(
     // The instructions run out of line (`machine_op`).
     macro_rules! out_of_line {
         ($op:expr) => {{
+            if PACKET_ONLY {
+                needs_machine!()
+            }
             match machine_op($op, m, stack, tos, sp) {
                 Ok((t, s)) => (tos, sp) = (t, s),
                 Err(k) => return Outcome::Fault(k),
@@ -1145,7 +1276,12 @@ fn execute<const LEAN: bool>(
                 take_edge!(code.switches[i as usize].edge(v))
             }
             Op::Ret(p) => return Outcome::Forward(p),
-            Op::RetPop => return ret_pop(tos, m),
+            Op::RetPop => {
+                if PACKET_ONLY {
+                    needs_machine!()
+                }
+                return ret_pop(tos, m);
+            }
             Op::Drop => return Outcome::Drop,
             Op::Exit => return Outcome::Exit,
             Op::Load(Mem::Packet, w) => match mem::load_be(packet!(), tos, u32::from(w)) {
@@ -1312,6 +1448,26 @@ fn execute<const LEAN: bool>(
                 let v = field!(off, width);
                 jump_if!(v != value, to);
             }
+            Op::GuardUploadJneImm { width, len, off, value, to } => {
+                jump_if!(packet!().len() < usize::from(len) || field!(off, width) != value, to);
+            }
+            Op::GuardUploadRetImm { width, len, off, value, eq_port, ne_port } => {
+                if packet!().len() < usize::from(len) {
+                    std::hint::cold_path();
+                    return Outcome::Forward(ne_port);
+                }
+                let v = field!(off, width);
+                return Outcome::Forward(if v == value { eq_port } else { ne_port });
+            }
+            Op::GuardUploadSwitch { width, len, off, to, table } => {
+                if packet!().len() < usize::from(len) {
+                    std::hint::cold_path();
+                    pc = to as usize;
+                } else {
+                    let v = field!(off, width);
+                    take_edge!(code.switches[table as usize].edge(v))
+                }
+            }
         }
     }
 }
@@ -1395,6 +1551,99 @@ mod out_of_line {
     #[inline(never)]
     pub(super) fn metadata(m: &Machine<'_, '_>, op: Op) -> u32 {
         super::metadata(m, op)
+    }
+}
+
+/// Whether `op` reaches more of the machine than the packet, its operand
+/// stack, locals and budget: other memories, coprocessors, the exchange
+/// buffer's metadata, the region instructions and `ret.pop`'s check of the
+/// port. Code without such an instruction runs on the packet-only copy of
+/// the loop. Every op is named, so that a new one is sorted here.
+fn needs_machine(op: &Op) -> bool {
+    use Op::*;
+    match op {
+        Load(mem, _) => *mem != Mem::Packet,
+        Store(..) | Wirelen | Inport | TstampS | TstampNs | Mcopy(..) | Crc32(_) | Hash(_) | Csum(_) | CoproIn(..) | CoproOut(..)
+        | CoproInvoke(..) | RetPop => true,
+        Nop
+        | Push(_)
+        | Pop
+        | Dup
+        | Swap
+        | Over
+        | Pick(_)
+        | Add
+        | Sub
+        | Mul
+        | Div
+        | Mod
+        | Sdiv
+        | Smod
+        | And
+        | Or
+        | Xor
+        | Shl
+        | Shr
+        | Sar
+        | Rotl
+        | Rotr
+        | Not
+        | Neg
+        | Bswap
+        | Bswap16
+        | Popcnt
+        | Clz
+        | Ctz
+        | Btest
+        | Bset
+        | Bclr
+        | Cmp(_)
+        | Jump(_)
+        | Jz(_)
+        | Jnz(_)
+        | Jcmp(..)
+        | Switch(_)
+        | Ret(_)
+        | Drop
+        | Exit
+        | Pktlen
+        | Locload(_)
+        | Locstore(_)
+        | Hash32
+        | CsumUpd
+        | AddImm(_)
+        | SubImm(_)
+        | MulImm(_)
+        | AndImm(_)
+        | OrImm(_)
+        | XorImm(_)
+        | ShlImm(_)
+        | ShrImm(_)
+        | CmpImm(..)
+        | JcmpImm(..)
+        | UploadConst(..)
+        | PktlenJcmpImm(..)
+        | UploadJcmpImm { .. }
+        | UploadJeqImm { .. }
+        | UploadJneImm { .. }
+        | UploadRetImm { .. }
+        | UploadTopRetImm { .. }
+        | UploadTopJcmpImm { .. }
+        | UploadSwitch { .. }
+        | UploadMsh(_)
+        | Jset { .. }
+        | JcmpEnd { .. }
+        | PktlenJltImm { .. }
+        | GuardUploadJneImm { .. }
+        | GuardUploadRetImm { .. }
+        | GuardUploadSwitch { .. }
+        | UploadTopJeqImm { .. }
+        | JgtEnd { .. }
+        | UploadJset { .. }
+        | UploadMshTee { .. }
+        | CheckedFieldJeqImm { .. }
+        | Tee(_)
+        | LocloadAddImm(..) => false,
     }
 }
 

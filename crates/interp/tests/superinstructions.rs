@@ -5,11 +5,13 @@
 //! conditions and constants, jump targets inside the idioms and backward
 //! edges that cost budget, run on packets of every length from empty to
 //! past the largest offset. Outcome, data memory and budget used must be
-//! the same, and fusion must have happened.
+//! the same, on the general copy of the loop and on the packet path
+//! (`PeCode::push`: its lean copy, or the packet-only copy for code that
+//! needs nothing but the packet), and fusion must have happened.
 
-use netvm_interp::{run_prepared, Prepared};
+use netvm_interp::{run_prepared, InterpCode, Prepared};
 use netvm_verify::verify;
-use netvm_vm::{ExchangeBuffer, Limits, Packet, PeState};
+use netvm_vm::{ExchangeBuffer, Limits, Packet, PeCode, PeState};
 
 /// xorshift64*: a small deterministic generator.
 struct Rng(u64);
@@ -49,7 +51,7 @@ fn idiom(r: &mut Rng, k: usize) -> String {
     let w = r.pick(&WIDTHS);
     let off = r.below(72);
     let v = constant(r);
-    match r.below(12) {
+    match r.below(14) {
         0 => format!("pktlen\npush {v}\njcmp.{c} reject\n"),
         1 => format!("push {off}\nupload.{w}\npush {v}\njcmp.{c} reject\n"),
         // ldx msh, then a field at that offset, checked against the length.
@@ -113,8 +115,25 @@ fn idiom(r: &mut Rng, k: usize) -> String {
                 r.pick(&["eq", "neq"])
             )
         }
+        // A filter's first tests: the length it needs, then the link-layer
+        // type (a mismatch to the same place, or a switch; or to another
+        // place, which does not fuse).
+        11 => {
+            let len = r.below(80);
+            match r.below(3) {
+                0 => format!("pktlen\npush {len}\njcmp.lt reject\npush {off}\nupload.{w}\npush {v}\njcmp.neq reject\n"),
+                1 => format!(
+                    "pktlen\npush {len}\njcmp.lt reject\npush {off}\nupload.{w}\nswitch {}: g{k}, {}: reject, default: g{k}\ng{k}:\n",
+                    r.below(4),
+                    4 + r.below(4)
+                ),
+                _ => format!("pktlen\npush {len}\njcmp.lt reject\npush {off}\nupload.{w}\npush {v}\njcmp.neq g{k}\ng{k}:\n"),
+            }
+        }
         // A data-memory store so that state is compared too.
-        _ => format!("push {}\npush {off}\nupload.{w}\ndstore.32\n", 4 * r.below(4)),
+        12 => format!("push {}\npush {off}\nupload.{w}\ndstore.32\n", 4 * r.below(4)),
+        // A field loaded at an offset computed on the stack.
+        _ => format!("push {}\npush {}\nadd\nupload.{w}\npush {v}\njcmp.{c} reject\n", off / 2, off - off / 2),
     }
 }
 
@@ -127,14 +146,20 @@ fn program(r: &mut Rng) -> String {
         // A last test and the verdict: both ways end in a `ret`.
         let w = r.pick(&WIDTHS);
         let (off, v, c) = (r.below(72), constant(r), r.pick(&["eq", "neq"]));
-        text += &if r.below(2) == 0 {
+        text += &if r.below(3) == 0 {
+            // A filter of one test, its length guard first.
+            format!("pktlen\npush {}\njcmp.lt reject\npush {off}\nupload.{w}\npush {v}\njcmp.neq reject\nret 1\n", r.below(80))
+        } else if r.below(2) == 0 {
             format!("push {off}\nupload.{w}\npush {v}\njcmp.{c} reject\nret 1\n")
         } else {
             // The field at an offset computed on the stack.
             format!("push {}\npush {}\nadd\nupload.{w}\npush {v}\njcmp.{c} reject\nret 1\n", off / 2, off - off / 2)
         };
     }
-    text += "locload 1\npush 1\nand\nret.pop\nreject_1:\npop\nreject:\nret 0\nends\n";
+    // The port from a local (`ret.pop`, which needs the machine's port
+    // count), or a constant (code that may need nothing but the packet).
+    text += if r.below(2) == 0 { "locload 1\npush 1\nand\nret.pop\n" } else { "locload 1\njnz accept\nret 0\naccept:\nret 1\n" };
+    text += "reject_1:\npop\nreject:\nret 0\nends\n";
     text
 }
 
@@ -147,12 +172,15 @@ fn superinstructions_agree_with_the_instructions_they_replace() {
     let mut r = Rng(0x5eed_f00d_cafe_1234);
     let (mut programs, mut fused_away) = (0, 0);
     let mut seen = std::collections::BTreeSet::new();
+    // Programs run on the lean and on the packet-only copy of the loop.
+    let mut paths = [0; 2];
     for _ in 0..3000 {
         let text = program(&mut r);
         let module = netil::assemble(&text).unwrap_or_else(|e| panic!("{e}\n{text}")).module;
         let verified = verify(&module).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let fused = Prepared::new(&verified.push);
         let plain = Prepared::decode(&verified.push);
+        let code = InterpCode::new(&verified);
         fused_away += plain.ops.len() - fused.ops.len();
         for op in &fused.ops {
             let name = format!("{op:?}");
@@ -169,12 +197,23 @@ fn superinstructions_agree_with_the_instructions_they_replace() {
             };
             let (a, b) = (run(&plain), run(&fused));
             assert_eq!(a, b, "fused code differs on a {}-byte packet\n{text}", p.data.len());
+            // The packet path (`PeCode::push`: its own copy of the loop,
+            // or the packet-only copy), from the same entry.
+            let mut state = PeState::new(&module);
+            let mut xb = ExchangeBuffer::new(p.clone(), 0);
+            let out = code.push(&mut state, &mut xb.view(), 0, &limits);
+            assert_eq!(a, (out, state.data, state.budget_used), "the packet path differs on a {}-byte packet\n{text}", p.data.len());
         }
+        paths[usize::from(code.packet_only())] += 1;
     }
+    assert!(paths.iter().all(|&n| n > programs / 10), "lean and packet-only programs: {paths:?}");
     assert!(fused_away > programs * 3, "{fused_away} instructions fused away in {programs} programs");
     // Every superinstruction was made, and so run against what it replaces.
     for op in [
         "CheckedFieldJeqImm",
+        "GuardUploadJneImm",
+        "GuardUploadRetImm",
+        "GuardUploadSwitch",
         "JcmpEnd",
         "JgtEnd",
         "Jset",
