@@ -32,7 +32,7 @@ fn linked_applications_agree_with_the_interpreter() {
         ("jit/table", Box::new(JitEngine::with_link(Some(LinkMode::Table)))),
         ("jit/dispatch", Box::new(JitEngine::with_link(None))),
     ];
-    let (mut built, mut packets_run, mut fanned, mut used) = (0usize, 0usize, 0usize, 0usize);
+    let (mut built, mut packets_run, mut fanned, mut used, mut one_path) = (0usize, 0usize, 0usize, 0usize, 0usize);
     for a in 0..apps {
         let cfg = GenConfig { max_insns: 80, max_ports: 4, max_info_size: 64, max_data_size: 64, ..GenConfig::default() };
         let Some(g) = generate_app(&mut rng, &cfg) else { continue };
@@ -45,17 +45,22 @@ fn linked_applications_agree_with_the_interpreter() {
                 packets_run += packets.len();
                 fanned += verdicts.iter().filter(|v| matches!(v, Verdict::Fanout { .. })).count();
                 let mut app = Application::build(&manifest_of(&g).unwrap(), &InterpEngine, &netvm_copro::registry(), None).unwrap();
+                // Without fan-out the walk takes its one-path loop.
+                one_path += usize::from(!app.has_fanout());
                 used += usize::from(observe_app(&mut app, &packets, batch).stats.netpes.iter().any(|n| n.flow.budget_used > 0));
             }
             Ok(Checked::InitFailed) => {}
             Err(e) => panic!("application {a} (seed {seed:#x}), batch {batch}: {e}\n{}", describe(&g)),
         }
     }
-    println!("{built} applications × 3 engines, {packets_run} packets, {fanned} duplicated, {used} consumed budget");
+    println!(
+        "{built} applications × 3 engines ({one_path} without fan-out), {packets_run} packets, {fanned} duplicated, {used} consumed budget"
+    );
     if apps >= 300 {
         assert!(built >= 200, "only {built} applications built");
         assert!(fanned > 100, "only {fanned} packets duplicated: fan-out is not exercised");
         assert!(used > 20, "only {used} applications consumed budget: loops are not exercised");
+        assert!(one_path > 15, "only {one_path} applications without fan-out: the walk's one-path loop is not exercised");
     }
 }
 

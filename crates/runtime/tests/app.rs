@@ -195,3 +195,24 @@ fn coprocessor_configuration() {
     assert!(build(&unknown, &[("p.nil", prog)]).unwrap_err().to_string().contains("does not declare"));
     let _ = Path::new(".");
 }
+
+#[test]
+fn info_memory_is_zeroed_for_each_packet_and_follows_it_along_its_path() {
+    // `a` sees the packet's info memory zeroed, writes 7 into it and
+    // forwards on 0 (or on 1 if it was not zeroed); `b` forwards on 0 only
+    // if it sees the 7. A graph without fan-out: the walk's one-path loop.
+    let a = ".infosize 4\n.ports 2\nsegment .push\n pop\n push 0\n iload.32\n push 0\n push 7\n istore.32\n jnz seen\n ret 0\nseen:\n ret 1\nends\n";
+    let b = ".infosize 4\n.ports 2\nsegment .push\n pop\n push 0\n iload.32\n push 7\n jcmp.eq carried\n ret 1\ncarried:\n ret 0\nends\n";
+    let m = "[[netpe]]\nname = \"a\"\nprogram = \"a.nil\"\n[[netpe]]\nname = \"b\"\nprogram = \"b.nil\"\n[[source]]\nto = \"a\"\n\
+             [[connect]]\nfrom = \"a.0\"\nto = \"b\"\n[[sink]]\nfrom = \"a.1\"\nport = 9\n[[sink]]\nfrom = \"b.0\"\nport = 1\n[[sink]]\nfrom = \"b.1\"\nport = 2\n";
+    let mut app = build(m, &[("a.nil", a), ("b.nil", b)]).unwrap();
+    assert!(!app.has_fanout());
+    let mut v = Vec::new();
+    for _ in 0..2 {
+        let mut batch = vec![Packet::from_bytes(vec![1]), Packet::default(), Packet::from_bytes(vec![2, 3])];
+        app.process_batch(&mut batch, &mut v, &mut |_, _| {});
+        assert_eq!(v, vec![Verdict::Output(1); 3]);
+    }
+    let s = app.stats();
+    assert_eq!((s.packets, s.ports.get(&1), s.netpes[1].flow.packets_in.clone()), (6, Some(&6), vec![6]));
+}
