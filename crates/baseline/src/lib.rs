@@ -52,12 +52,22 @@ pub struct Shape {
     pub out_ports: u16,
 }
 
+/// A handler's machine code as a function: the context in the first
+/// argument register, the outcome's code returned (System V on x86-64).
+#[cfg(target_arch = "x86_64")]
+type EntryFn = unsafe extern "sysv64" fn(*mut HandlerCtx) -> u32;
+/// A handler's machine code as a function: the context in x0, the
+/// outcome's code in w0 (AAPCS64).
+#[cfg(target_arch = "aarch64")]
+type EntryFn = unsafe extern "C" fn(*mut HandlerCtx) -> u32;
+
 /// One compiled handler: an executable buffer and its entry.
 pub struct Handler {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     buf: dynasmrt::ExecutableBuffer,
+    /// The function at the start of the code, taken once (`Handler::new`).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    entry: dynasmrt::AssemblyOffset,
+    entry: EntryFn,
     /// Bytes of the handler's stack frame (its slots, then its locals).
     frame: usize,
     /// The coprocessor instances the handler uses, one bit each.
@@ -110,6 +120,7 @@ impl BaselineCode {
         self.push.size + self.init.as_ref().map_or(0, |h| h.size)
     }
 
+    #[inline]
     fn run(&self, h: &Handler, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         let mut files = [std::mem::MaybeUninit::uninit(); MAX_FILES];
         let mut ctx = if self.registers != 0 {
@@ -143,33 +154,29 @@ impl Handler {
         &self.buf
     }
 
-    #[cfg(target_arch = "x86_64")]
-    fn call(&self, ctx: &mut HandlerCtx) -> u32 {
-        let f: extern "sysv64" fn(*mut HandlerCtx) -> u32 =
-            // SAFETY: `entry` is the start of the function `compile_segment`
-            // assembled into `buf`, which lives as long as `self`; its
-            // signature is this one (the context in rdi, the outcome's code
-            // in eax: the System V convention). The context describes live
-            // memories and coprocessors (`HandlerCtx::new`); the function
-            // touches no other memory than them and its own stack frame
-            // (probed page by page when it is large).
-            unsafe { std::mem::transmute(self.buf.ptr(self.entry)) };
-        f(ctx)
+    /// The handler whose code `compile_segment` assembled into `buf`,
+    /// starting at `start`.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn new(buf: dynasmrt::ExecutableBuffer, start: dynasmrt::AssemblyOffset, frame: usize, copros: u64) -> Handler {
+        // SAFETY: `start` is the start of the function `compile_segment`
+        // assembled into `buf` (finalized: executable, and on AArch64 its
+        // instruction cache made coherent), whose signature is `EntryFn`.
+        // The pointer stays valid while `buf` lives, which is as long as the
+        // handler that holds both: the mapping does not move.
+        let entry = unsafe { std::mem::transmute::<*const u8, EntryFn>(buf.ptr(start)) };
+        let size = buf.len();
+        Handler { buf, entry, frame, copros, size }
     }
 
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[inline]
     fn call(&self, ctx: &mut HandlerCtx) -> u32 {
-        let f: extern "C" fn(*mut HandlerCtx) -> u32 =
-            // SAFETY: `entry` is the start of the function `compile_segment`
-            // assembled into `buf` (its instruction cache made coherent by
-            // `finalize`), which lives as long as `self`; its signature is
-            // this one (the context in x0, the outcome's code in w0:
-            // AAPCS64). The context describes live memories and
-            // coprocessors (`HandlerCtx::new`); the function touches no other
-            // memory than them and its own stack frame (probed page by page
-            // when it is large).
-            unsafe { std::mem::transmute(self.buf.ptr(self.entry)) };
-        f(ctx)
+        // SAFETY: `entry` is this handler's code (`Handler::new`), and `buf`
+        // holding it lives as long as `self`. The context describes live
+        // memories and coprocessors (`HandlerCtx::new`); the function touches
+        // no other memory than them and its own stack frame (probed page by
+        // page when it is large).
+        unsafe { (self.entry)(ctx) }
     }
 
     #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]

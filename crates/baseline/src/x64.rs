@@ -490,6 +490,5 @@ pub fn compile_segment(seg: &SegmentInfo, shape: Shape) -> Result<Handler, Strin
         dynasm!(ops ; .arch x64 ; =>fault(k) ; mov eax, k.code() as i32 ; jmp =>epilogue);
     }
     let buf = ops.finalize().map_err(|_| "the assembler could not finish".to_string())?;
-    let size = buf.len();
-    Ok(Handler { buf, entry: start, frame, copros, size })
+    Ok(Handler::new(buf, start, frame, copros))
 }
