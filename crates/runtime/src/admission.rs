@@ -177,24 +177,27 @@ impl Calibration {
     }
 
     /// The figures `netvm calibrate` measured for `engine` (`jit`,
-    /// `baseline`, else the interpreter's) on the development machine (a
-    /// 2-vCPU VM, 2026-11-25, the baseline compiler's 2026-11-28,
-    /// docs/applications.md): what admission control uses unless given a
-    /// calibration of its own machine.
+    /// `baseline`, else the interpreter's) on the development machines,
+    /// each the larger of two machines' (a 2-vCPU Intel Xeon VM, 2026-11-25
+    /// and for the baseline compiler 2026-11-28; a 2-vCPU AMD EPYC VM,
+    /// 2026-11-29, the largest of four runs of the interpreter and three of
+    /// the others; docs/applications.md): what admission control uses
+    /// unless given a calibration of its own machine. The larger figure,
+    /// since admission control wants what a packet costs at most.
     pub fn builtin(engine: &str) -> Calibration {
         // (class, jit, interp, baseline)
         let classes: [(&str, f64, f64, f64); 11] = [
-            ("alu", 0.150, 0.843, 0.331),
-            ("compare", 0.313, 0.932, 0.553),
-            ("control", 0.055, 1.346, 0.251),
-            ("copro", 0.265, 2.399, 2.009),
-            ("data", 0.123, 2.293, 0.357),
-            ("info", 0.113, 1.994, 0.389),
-            ("local", 0.055, 2.194, 0.335),
-            ("meta", 0.055, 1.713, 0.354),
-            ("packet", 0.091, 1.590, 0.342),
-            ("region", 0.465, 2.880, 1.180),
-            ("stack", 0.055, 2.049, 0.199),
+            ("alu", 0.268, 0.843, 0.331),
+            ("compare", 0.371, 1.108, 0.553),
+            ("control", 0.070, 1.346, 0.251),
+            ("copro", 0.265, 4.035, 2.009),
+            ("data", 0.123, 2.585, 0.357),
+            ("info", 0.119, 2.130, 0.389),
+            ("local", 0.070, 2.194, 0.335),
+            ("meta", 0.070, 2.715, 0.354),
+            ("packet", 0.175, 1.590, 0.342),
+            ("region", 0.465, 3.787, 1.180),
+            ("stack", 0.070, 2.049, 0.199),
         ];
         let which = match engine {
             "jit" => 0,
@@ -205,16 +208,12 @@ impl Calibration {
         Calibration {
             engine: ["jit", "interp", "baseline"][which].to_string(),
             class_ns: classes.iter().map(|&(c, j, i, b)| (c.to_string(), pick([j, i, b]))).collect(),
-            region_byte_ns: pick([0.267, 0.094, 0.096]),
-            copro_op_ns: pick([6.171, 1.333, 4.184]),
-            packet_ns: pick([13.553, 71.725, 69.077]),
-            netpe_ns: pick([0.0, 23.598, 22.267]),
-            measured: if which == 2 {
-                "built in: netvm calibrate --engine baseline on a 2-vCPU VM, 2026-11-28"
-            } else {
-                "built in: netvm calibrate on a 2-vCPU Intel Xeon VM, 2026-11-25"
-            }
-            .to_string(),
+            region_byte_ns: pick([0.267, 0.190, 0.115]),
+            copro_op_ns: pick([6.171, 8.038, 5.410]),
+            packet_ns: pick([16.659, 71.725, 69.077]),
+            netpe_ns: pick([4.471, 23.598, 22.267]),
+            measured: "built in: the larger of netvm calibrate on two 2-vCPU VMs (Intel Xeon, 2026-11-25/28; AMD EPYC, 2026-11-29)"
+                .to_string(),
         }
     }
 
