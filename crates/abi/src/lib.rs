@@ -69,6 +69,7 @@ impl FaultKind {
     }
 
     /// The kind numbered `n`.
+    #[inline]
     pub fn from_number(n: usize) -> Option<FaultKind> {
         FaultKind::ALL.get(n).copied()
     }
@@ -79,6 +80,7 @@ impl FaultKind {
     }
 
     /// The kind of a fault code ([`FaultKind::code`]); `None` for other codes.
+    #[inline]
     pub fn from_code(code: u32) -> Option<FaultKind> {
         if code & !0xff == VERDICT_FAULT {
             FaultKind::from_number((code & 0xff) as usize)

@@ -443,6 +443,7 @@ impl JitCode {
         &self.code_size
     }
 
+    #[inline]
     fn call(&self, f: HandlerFn, state: &mut PeState, xb: &mut XbView<'_>, in_port: u16, limits: &Limits) -> Outcome {
         let mut files = [std::mem::MaybeUninit::uninit(); netvm_rt::handler::MAX_FILES];
         let mut ctx = if self.registers != 0 {

@@ -115,6 +115,7 @@ impl Verdict {
     /// kind in [`FaultKind::ALL`], or [`VERDICT_FANOUT`] `|` the copies that
     /// left (at most `2^31 - 1` counted). The first three are the codes
     /// `netvm_run` writes (include/netvm.h).
+    #[inline]
     pub fn encode(self) -> u32 {
         match self {
             Verdict::Output(p) => u32::from(p),

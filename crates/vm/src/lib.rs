@@ -239,6 +239,7 @@ impl Outcome {
     }
 
     /// Decodes [`Outcome::code`]; a code no engine produces is a drop.
+    #[inline]
     pub fn from_code(code: u32) -> Outcome {
         match code {
             0..=0xffff => Outcome::Forward(code as u16),
