@@ -109,15 +109,26 @@ pub fn parse_routes(text: &str, family: Family) -> Result<Vec<Route>, String> {
 pub(crate) fn parse_numbered(text: &str, family: Family) -> Result<Vec<(usize, Route)>, String> {
     let mut routes: Vec<(usize, Route)> = Vec::new();
     let mut index: HashMap<(IpAddr, u8), usize> = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let n = i + 1;
-        let Some(r) = parse_line(line, family).map_err(|e| format!("line {n}: {e}"))? else { continue };
+    for (n, r) in parse_lines(text, family)? {
         match index.get(&(r.addr, r.len)) {
             Some(&at) => routes[at] = (n, r),
             None => {
                 index.insert((r.addr, r.len), routes.len());
                 routes.push((n, r));
             }
+        }
+    }
+    Ok(routes)
+}
+
+/// Every route line of a route file for a table of `family`, in file
+/// order, with its line number: a prefix that appears twice is there twice.
+pub(crate) fn parse_lines(text: &str, family: Family) -> Result<Vec<(usize, Route)>, String> {
+    let mut routes = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if let Some(r) = parse_line(line, family).map_err(|e| format!("line {n}: {e}"))? {
+            routes.push((n, r));
         }
     }
     Ok(routes)
