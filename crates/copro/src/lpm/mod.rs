@@ -649,13 +649,8 @@ mod tests {
     fn a_loaded_file_is_its_routes_whatever_their_order() {
         // Prefixes drawn from a few /8s so that they nest and repeat; a
         // prefix on several lines keeps its last next hop.
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut g = netvm_traffic::SplitMix64::new(0x6c70_6d6c);
+        let mut next = move || g.next_u64();
         let mut text = String::new();
         for _ in 0..3000 {
             let len = [8, 12, 16, 20, 23, 24, 25, 28, 32][(next() % 9) as usize];
