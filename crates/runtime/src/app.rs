@@ -1344,7 +1344,7 @@ struct Walk<'a> {
     exits: &'a mut Vec<(u16, Option<PacketBuf>)>,
 }
 
-impl Walk<'_> {
+impl<'a> Walk<'a> {
     /// Runs packet `idx` (descriptor `d`) through the graph; returns its verdict code.
     ///
     /// # Safety
@@ -1400,45 +1400,21 @@ impl Walk<'_> {
                     };
                     let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut info[..] };
                     let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &self.limits);
-                    let counters = &mut self.counters[node];
-                    match outcome {
-                        Outcome::Forward(p) => {
-                            if let Some(c) = counters.flow.packets_out.get_mut(p as usize) {
-                                *c += 1;
-                            }
-                            match meta.graph.out[node].get(p as usize) {
-                                Some(ds) if !ds.is_empty() => {
-                                    copies += ds.len() as u32 - 1;
-                                    let bytes: &[u8] = match &buf {
-                                        // SAFETY: the caller's contract for `d`; the handler
-                                        // that wrote these bytes has returned.
-                                        Buf::Orig => unsafe { d.bytes() },
-                                        Buf::Copy(b) => b.bytes(),
-                                    };
-                                    // Copies are made from a snapshot of `bytes` before `buf` moves on.
-                                    let bytes = bytes as *const [u8];
-                                    // SAFETY: `bytes` stays valid: `buf` (or the batch) owns it.
-                                    self.fan_out(&mut work, &mut next, ds, buf, info, unsafe { &*bytes }, pool);
-                                    continue;
-                                }
-                                _ => {
-                                    counters.flow.unconnected += 1;
-                                    self.stats.dropped += 1;
-                                    last = Verdict::Drop;
-                                }
-                            }
-                        }
-                        Outcome::Drop | Outcome::Exit => {
-                            counters.flow.dropped += 1;
-                            self.stats.dropped += 1;
-                            last = Verdict::Drop;
-                        }
-                        Outcome::Fault(k) => {
-                            counters.flow.faults.record(k);
-                            self.fault_counts.record(k);
-                            last = Verdict::Fault(k);
-                        }
+                    if let Some(ds) = self.forward(node, outcome) {
+                        copies += ds.len() as u32 - 1;
+                        let bytes: &[u8] = match &buf {
+                            // SAFETY: the caller's contract for `d`; the handler
+                            // that wrote these bytes has returned.
+                            Buf::Orig => unsafe { d.bytes() },
+                            Buf::Copy(b) => b.bytes(),
+                        };
+                        // Copies are made from a snapshot of `bytes` before `buf` moves on.
+                        let bytes = bytes as *const [u8];
+                        // SAFETY: `bytes` stays valid: `buf` (or the batch) owns it.
+                        self.fan_out(&mut work, &mut next, ds, buf, info, unsafe { &*bytes }, pool);
+                        continue;
                     }
+                    last = self.end(node, outcome);
                     true
                 }
             };
@@ -1499,31 +1475,46 @@ impl Walk<'_> {
             let packet = unsafe { d.bytes_mut() };
             let mut xb = XbView { packet, wire_len: d.wirelen, ts: d.ts(), seq: d.seq, info: &mut *info };
             let outcome = codes[node].push(&mut self.states[node], &mut xb, in_port, &self.limits);
-            let counters = &mut self.counters[node];
-            match outcome {
-                Outcome::Forward(p) => {
-                    if let Some(c) = counters.flow.packets_out.get_mut(p as usize) {
-                        *c += 1;
-                    }
-                    match meta.graph.out[node].get(p as usize).and_then(|ds| ds.first()) {
-                        Some(&next) => dest = next,
-                        None => {
-                            counters.flow.unconnected += 1;
-                            self.stats.dropped += 1;
-                            return Verdict::Drop.encode();
-                        }
-                    }
-                }
-                Outcome::Drop | Outcome::Exit => {
-                    counters.flow.dropped += 1;
-                    self.stats.dropped += 1;
-                    return Verdict::Drop.encode();
-                }
-                Outcome::Fault(k) => {
-                    counters.flow.faults.record(k);
-                    self.fault_counts.record(k);
-                    return Verdict::Fault(k).encode();
-                }
+            match self.forward(node, outcome) {
+                Some(ds) => dest = ds[0],
+                None => return self.end(node, outcome).encode(),
+            }
+        }
+    }
+
+    /// Counts what NetPE `node` did with a packet (`outcome`) and, when it
+    /// forwarded it on a port connected to something, returns the
+    /// destinations (never empty).
+    #[inline(always)]
+    fn forward(&mut self, node: usize, outcome: Outcome) -> Option<&'a [Dest]> {
+        let Outcome::Forward(p) = outcome else { return None };
+        if let Some(c) = self.counters[node].flow.packets_out.get_mut(p as usize) {
+            *c += 1;
+        }
+        self.meta.graph.out[node].get(p as usize).map(Vec::as_slice).filter(|ds| !ds.is_empty())
+    }
+
+    /// Counts the end of a packet's walk at NetPE `node` and returns its
+    /// verdict: a drop or exit, a fault, or a forward on a port
+    /// [`Walk::forward`] found connected to nothing.
+    #[inline(always)]
+    fn end(&mut self, node: usize, outcome: Outcome) -> Verdict {
+        let counters = &mut self.counters[node];
+        match outcome {
+            Outcome::Forward(_) => {
+                counters.flow.unconnected += 1;
+                self.stats.dropped += 1;
+                Verdict::Drop
+            }
+            Outcome::Drop | Outcome::Exit => {
+                counters.flow.dropped += 1;
+                self.stats.dropped += 1;
+                Verdict::Drop
+            }
+            Outcome::Fault(k) => {
+                counters.flow.faults.record(k);
+                self.fault_counts.record(k);
+                Verdict::Fault(k)
             }
         }
     }
