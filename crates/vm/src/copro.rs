@@ -554,11 +554,13 @@ impl<'a> AheadKeys<'a> {
         let below = 1u32.checked_shl(u32::from(reg)).map_or(u32::MAX, |b| b - 1);
         let at = (self.regs & below).count_ones() as usize;
         let has = reg < 32 && (self.regs >> reg) & 1 != 0;
-        let packets = self.packets;
-        self.words.chunks_exact(stride).enumerate().filter(|(_, w)| w[0] != 0).filter_map(move |(i, w)| {
-            let p = packets.get(i)?;
-            Some((if has { w[1 + at] } else { 0 }, p))
-        })
+        // The word's index in a record (none: a register not computed reads as 0).
+        let word = if has { 1 + at } else { usize::MAX };
+        self.words
+            .chunks_exact(stride)
+            .zip(self.packets.iter())
+            .filter(|(w, _)| w[0] != 0)
+            .map(move |(w, p)| (w.get(word).copied().unwrap_or(0), p))
     }
 }
 
@@ -799,5 +801,30 @@ impl CoproRegistry {
 impl fmt::Debug for CoproRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.kinds.keys()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AheadKeys;
+
+    /// Per packet with a valid key, the register asked for (0 if the stage
+    /// did not compute it) and the packet; records past the packets are
+    /// ignored.
+    #[test]
+    fn ahead_keys_pair_each_valid_record_with_its_packet() {
+        let mut pkts: Vec<crate::Packet> = (0..3u8).map(|i| crate::Packet::from_bytes(vec![i; 4])).collect();
+        let descs: Vec<crate::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| crate::XbDesc::of(p, i as u64)).collect();
+        // Registers 2 and 8 computed; the second packet's key is not valid;
+        // a fourth record without a packet.
+        let words = [1, 20, 80, 0, 21, 81, 1, 22, 82, 1, 23, 83];
+        // SAFETY: the descriptors point at the packets' bytes, which nothing writes meanwhile.
+        let packets = unsafe { crate::buffer::Packets::new(&descs) };
+        let keys = AheadKeys { words: &words, regs: 1 << 2 | 1 << 8, packets };
+        let got = |reg| keys.keys(reg).map(|(w, p)| (w, p[0])).collect::<Vec<_>>();
+        assert_eq!(got(2), vec![(20, 0), (22, 2)]);
+        assert_eq!(got(8), vec![(80, 0), (82, 2)]);
+        assert_eq!(got(0), vec![(0, 0), (0, 2)]);
+        assert_eq!(got(40), vec![(0, 0), (0, 2)]);
     }
 }

@@ -333,10 +333,11 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
         }
     }
 
-    /// IPv4: prefetches every address's first-level entry (one load; the
-    /// few tbl8 steps still wait): a bulk walk costs more than it saves
-    /// there, even with its answers kept (measured: the router 60 -> 80
-    /// ns/frame). IPv6 (a /48 is three dependent loads past the first level,
+    /// IPv4: prefetches every address's first-level entry, then the
+    /// second-level entry of those that point to a group
+    /// ([`Lpm::prefetch_batch`]); the data path's own walk (compiled inline)
+    /// then hits the cache. A bulk walk keeping its answers cost more than
+    /// it saved there (measured: the router 60 -> 80 ns/frame). IPv6 (a /48 is three dependent loads past the first level,
     /// which no single prefetch covers): walks the lookups in bulk
     /// ([`Lpm::lookup_bulk`], level by level over 32 addresses, their
     /// misses in flight together) and, for `lookup_pkt`, keeps the answers
@@ -349,31 +350,27 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             return;
         }
         if A::BYTES == 4 {
-            // Every first-level entry, then (those loads in flight together)
-            // the second-level entry of each that points to a group.
-            let mut addrs = [A::from_words([0; 4]); MAX_AHEAD];
+            // The addresses first, then their first-level entries, then
+            // (those loads in flight together) the second-level entry of
+            // each that points to a group: tight loops.
+            let mut addrs = [A::ZERO; MAX_AHEAD];
             let mut n = 0;
-            let mut add = |a: A| {
-                if n < MAX_AHEAD {
-                    self.table.prefetch(a);
-                    addrs[n] = a;
-                    n += 1;
-                }
-            };
             match op {
-                0 => keys.keys(0).for_each(|(w, _)| add(A::from_words([w, 0, 0, 0]))),
-                3 => {
-                    for (off, p) in keys.keys(8) {
-                        if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice) {
-                            add(a);
-                        }
+                0 => keys.keys(0).for_each(|(w, _)| {
+                    if n < MAX_AHEAD {
+                        addrs[n] = A::from_words([w, 0, 0, 0]);
+                        n += 1;
                     }
-                }
+                }),
+                3 => keys.keys(8).for_each(|(off, p)| {
+                    if let (Some(a), true) = (p.get(off as usize..).and_then(A::from_be_slice), n < MAX_AHEAD) {
+                        addrs[n] = a;
+                        n += 1;
+                    }
+                }),
                 _ => {}
             }
-            for &a in &addrs[..n] {
-                self.table.prefetch_second(a);
-            }
+            self.table.prefetch_batch(&addrs[..n]);
             return;
         }
         if op != 3 {

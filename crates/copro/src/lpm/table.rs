@@ -610,20 +610,22 @@ impl<A: LpmAddress> Lpm<A> {
         (self.root.as_ptr(), self.groups.tbl8.as_ptr(), self.default)
     }
 
-    /// Prefetches the first-level entry `addr` will read (a hint; no effect on results).
-    #[inline]
-    pub fn prefetch(&self, addr: A) {
-        prefetch(self.root.as_ptr().wrapping_add(addr.root_index()));
-    }
-
-    /// Prefetches the entry of the second level that `addr`'s walk reads
-    /// next, where its first-level entry (read now: prefetch it first)
-    /// points to a group.
-    #[inline]
-    pub fn prefetch_second(&self, addr: A) {
-        let e = self.root_array()[addr.root_index()];
-        if is_ext(e) {
-            prefetch(self.groups.tbl8.as_ptr().wrapping_add(((e & VALUE) as usize) * GROUP + addr.level_index(1)));
+    /// Prefetches what the lookups of `addrs` will read (a hint; no effect
+    /// on results): every first-level entry, then, those misses in flight
+    /// together, each entry read in a tight loop and the second-level
+    /// entry prefetched where it points to a group. The pre-lookup stage
+    /// of a batch (IPv4: a walk of two levels).
+    pub fn prefetch_batch(&self, addrs: &[A]) {
+        let root = self.root_array();
+        let tbl8 = self.groups.tbl8.as_ptr();
+        for a in addrs {
+            prefetch(root.as_ptr().wrapping_add(a.root_index()));
+        }
+        for &a in addrs {
+            let e = root[a.root_index()];
+            if is_ext(e) {
+                prefetch(tbl8.wrapping_add(((e & VALUE) as usize) * GROUP + a.level_index(1)));
+            }
         }
     }
 

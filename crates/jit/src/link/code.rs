@@ -489,7 +489,60 @@ impl SubBatchTuner {
 
 #[cfg(test)]
 mod tests {
-    use super::SubBatchTuner;
+    use super::{SubBatchTuner, MAX_PACKETS};
+
+    /// `netvm_ahead` writes, per enabled site and packet, 1 and the key
+    /// registers (a packet load past the capture: 0), and leaves the
+    /// words of the sites not enabled alone.
+    #[test]
+    fn the_pre_lookup_stage_computes_the_keys_of_the_enabled_sites_only() {
+        use netvm_vm::graph::{AppGraph, Dest};
+        let src = ".copro t table\n.copro c counters\n.ports 1\nsegment .push\n    pop\n    push 12\n    upload.16\n    copro.in t, 0\n    push 26\n    copro.in t, 8\n    copro.invoke t, 3\n    push 5\n    copro.in c, 0\n    copro.invoke c, 0\n    ret 0\nends\n";
+        let v = netvm_verify::verify(&netil::assemble(src).expect("assembles").module).expect("verifies");
+        let pe = Dest::Pe { node: 0, in_port: 0 };
+        let graph = AppGraph {
+            out: vec![vec![vec![Dest::Sink(0)]]],
+            sources: vec![vec![pe]],
+            sink_ports: 1,
+            order: vec![0],
+            walk_shapes: Vec::new(),
+        };
+        let app = super::LinkedApp::compile(
+            &graph,
+            &[v],
+            &netvm_vm::Limits::default(),
+            super::super::LinkMode::Direct,
+            crate::JitOptions::default(),
+        )
+        .expect("compiles");
+        let (ahead, sites) = app.prog.ahead.as_ref().expect("a stage");
+        assert_eq!(sites.iter().map(|s| (s.copro, s.op, s.regs)).collect::<Vec<_>>(), vec![(0, 3, 1 | 1 << 8), (1, 0, 1)]);
+        let mut frame = vec![0u8; 64];
+        frame[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let mut pkts: Vec<netvm_vm::Packet> =
+            [frame.clone(), frame[..13].to_vec(), frame[..14].to_vec()].into_iter().map(netvm_vm::Packet::from_bytes).collect();
+        let descs: Vec<netvm_vm::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| netvm_vm::XbDesc::of(p, i as u64)).collect();
+        let words_end = sites[1].words_at + sites[1].stride() * MAX_PACKETS;
+        for enabled in [0b01u64, 0b10, 0b11, 0] {
+            let mut words = vec![7u32; words_end];
+            // SAFETY: the descriptors point at the packets' bytes; `words`
+            // has room for MAX_PACKETS packets of every site.
+            unsafe { ahead(descs.as_ptr(), descs.len() as u32, words.as_mut_ptr(), enabled) };
+            let rec = |s: usize, i: usize| {
+                let at = sites[s].words_at + i * sites[s].stride();
+                words[at..at + sites[s].stride()].to_vec()
+            };
+            if enabled & 1 != 0 {
+                assert_eq!((rec(0, 0), rec(0, 1)[0], rec(0, 2)), (vec![1, 0x86dd, 26], 0, vec![1, 0x86dd, 26]));
+            } else {
+                assert_eq!(rec(0, 0), vec![7, 7, 7]);
+            }
+            let want = if enabled & 2 != 0 { vec![1, 5] } else { vec![7, 7] };
+            assert_eq!((rec(1, 0), rec(1, 1), rec(1, 2)), (want.clone(), want.clone(), want), "enabled {enabled:#b}");
+            // Nothing past the batch's packets.
+            assert_eq!(rec(0, 3), vec![7, 7, 7]);
+        }
+    }
 
     /// Runs `batches` batches of 256 packets costing `ns_per_packet(size, batch)`.
     fn run(t: &mut SubBatchTuner, batches: usize, ns_per_packet: impl Fn(usize, usize) -> u64) {
