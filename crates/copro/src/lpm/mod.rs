@@ -413,20 +413,21 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     fn load(&mut self, text: &str) -> Result<usize, String> {
         self.ahead.get_mut().clear();
-        let mut routes: Vec<(A, usize, routes::Route)> = routes::parse_lines(text, A::FAMILY)?
+        // (address, length, next hop, line), 16 bytes a route for IPv4.
+        let mut routes: Vec<(A, u8, u32, usize)> = routes::parse_lines(text, A::FAMILY)?
             .into_iter()
-            .map(|(line, r)| (A::from_ip(r.addr).expect("parsed for this family"), line, r))
+            .map(|(line, r)| (A::from_ip(r.addr).expect("parsed for this family"), r.len, r.next_hop, line))
             .collect();
-        // In address order, so that the first level is filled front to back
-        // and the rules are appended, rather than a cache miss for each of a
-        // large table's routes (the table is the same in any order); each
+        // In address order (`Lpm::insert_sorted` writes the first level in
+        // one pass, and the rules are built from the sorted list); each
         // prefix once, with the next hop of its last line.
-        routes.sort_unstable_by_key(|&(addr, line, ref r)| (addr, r.len, std::cmp::Reverse(line)));
-        routes.dedup_by_key(|&mut (addr, _, ref r)| (addr, r.len));
+        routes.sort_unstable_by_key(|&(addr, len, _, line)| (addr, len, std::cmp::Reverse(line)));
+        routes.dedup_by_key(|&mut (addr, len, _, _)| (addr, len));
         let table = Arc::get_mut(&mut self.table).ok_or(SHARED_LOAD)?;
-        for (addr, line, r) in &routes {
-            table.insert(*addr, r.len, r.next_hop).map_err(|e| format!("line {line}: {}: {e}; raise `tbl8_groups`", r))?;
-        }
+        table.insert_sorted(routes.iter().map(|&(addr, len, next_hop, _)| (addr, len, next_hop))).map_err(|(i, e)| {
+            let (addr, len, next_hop, line) = routes[i];
+            format!("line {line}: {}/{len} {next_hop}: {e}; raise `tbl8_groups`", addr.to_ip())
+        })?;
         Ok(routes.len())
     }
 

@@ -517,6 +517,64 @@ impl<A: LpmAddress> Lpm<A> {
         Ok(())
     }
 
+    /// Adds `routes` (in ascending order of address, then length, each
+    /// prefix once) as [`Lpm::insert`] of each in turn would, into the same
+    /// table. Into an empty table the first level is written in one pass
+    /// over the routes of at most `ROOT_BITS` bits: each entry once, with
+    /// the longest of them that covers it, rather than once for every
+    /// route covering it (500,000 routes: 16.8M writes rather than 79M),
+    /// and their rules are built from the sorted list; the longer routes
+    /// are then inserted one by one. The order makes the two the same: a
+    /// route that covers another sorts before it. On error, the route's
+    /// index and why; routes may have been added, as by `insert` before it.
+    pub fn insert_sorted<I>(&mut self, routes: I) -> Result<(), (usize, LpmError)>
+    where
+        I: Iterator<Item = (A, u8, u32)> + Clone,
+    {
+        debug_assert!(routes.clone().zip(routes.clone().skip(1)).all(|(x, y)| (x.0, x.1) < (y.0, y.1)), "sorted, each prefix once");
+        let empty = self.rules.is_empty() && self.groups.used == 0;
+        if !empty {
+            return routes.enumerate().try_for_each(|(i, (a, l, nh))| self.insert(a, l, nh).map_err(|e| (i, e)));
+        }
+        routes.clone().enumerate().try_for_each(|(i, (a, l, nh))| Self::validate(a, l, nh).map_err(|e| (i, e)))?;
+        let short = |r: &(A, u8, u32)| (1..=A::ROOT_BITS).contains(&r.1);
+        // The routes covering the current entry, innermost last: where
+        // each ends and its entry. An empty table's first level is all
+        // zero, so the entries no route covers are not written (untouched
+        // pages stay unallocated).
+        let mut open: Vec<(usize, u32)> = Vec::with_capacity(usize::from(A::ROOT_BITS) + 1);
+        let mut at = 0;
+        let root = &mut self.root[..];
+        let mut fill = |from: usize, to: usize, e: u32| {
+            if e != 0 && from < to {
+                root[from..to].fill(e);
+            }
+        };
+        for (a, l, nh) in routes.clone().filter(short) {
+            let start = a.root_index();
+            while let Some(&(end, e)) = open.last().filter(|(end, _)| *end <= start) {
+                fill(at, end, e);
+                at = end;
+                open.pop();
+            }
+            fill(at, start, open.last().map_or(0, |o| o.1));
+            at = start;
+            open.push((start + (1usize << (A::ROOT_BITS - l)), entry(l, nh)));
+        }
+        while let Some((end, e)) = open.pop() {
+            fill(at, end, e);
+            at = end;
+        }
+        self.rules = routes.clone().filter(short).map(|(a, l, nh)| ((a, l), nh)).collect();
+        for (_, l, _) in routes.clone().filter(short) {
+            self.per_len[usize::from(l)] += 1;
+        }
+        for (i, (a, l, nh)) in routes.enumerate().filter(|(_, r)| !short(r)) {
+            self.insert(a, l, nh).map_err(|e| (i, e))?;
+        }
+        Ok(())
+    }
+
     fn set_rule(&mut self, addr: A, len: u8, next_hop: u32) {
         if self.rules.insert((addr, len), next_hop).is_none() {
             self.per_len[usize::from(len)] += 1;
@@ -815,6 +873,84 @@ mod tests {
     /// The naive reference: a linear scan, the longest match wins.
     fn naive<A: LpmAddress>(rules: &BTreeMap<(A, u8), u32>, addr: A) -> Option<u32> {
         rules.iter().filter(|((a, l), _)| addr & A::mask(*l) == *a).max_by_key(|((_, l), _)| *l).map(|(_, &nh)| nh)
+    }
+
+    /// The same table, field for field, as `insert` of each route in turn.
+    fn assert_same<A: LpmAddress>(bulk: &Lpm<A>, one_by_one: &Lpm<A>) {
+        assert!(bulk.root[..] == one_by_one.root[..], "first level");
+        assert_eq!(bulk.groups.tbl8, one_by_one.groups.tbl8, "groups");
+        assert_eq!((bulk.groups.used, &bulk.groups.free), (one_by_one.groups.used, &one_by_one.groups.free));
+        assert_eq!(bulk.rules, one_by_one.rules);
+        assert_eq!(bulk.per_len, one_by_one.per_len);
+        assert_eq!(bulk.default, one_by_one.default);
+    }
+
+    /// Random nested routes of `lens` under a few top bytes, sorted and
+    /// each prefix once.
+    fn sorted_routes<A: LpmAddress>(seed: u64, n: usize, lens: &[u8], from_u128: impl Fn(u128) -> A) -> Vec<(A, u8, u32)> {
+        let mut g = netvm_traffic::SplitMix64::new(seed);
+        let mut routes: Vec<(A, u8, u32)> = (0..n)
+            .map(|_| {
+                let len = lens[(g.next_u64() % lens.len() as u64) as usize];
+                let top = u128::from(10 + g.next_u64() % 3) << (A::BITS - 8);
+                let low = (u128::from(g.next_u64()) << 64 | u128::from(g.next_u64())) >> (128 - u32::from(A::BITS) + 8);
+                let addr = from_u128(top | low) & A::mask(len);
+                (addr, len, (g.next_u64() % 1000) as u32)
+            })
+            .collect();
+        routes.sort_by_key(|r| (r.0, r.1));
+        routes.dedup_by_key(|r| (r.0, r.1));
+        routes
+    }
+
+    #[test]
+    fn sorted_routes_into_an_empty_table_make_the_table_of_one_by_one_inserts() {
+        let lens4 = [0, 1, 8, 12, 16, 20, 23, 24, 25, 28, 32];
+        let routes = sorted_routes(0x6c70_6d34, 4000, &lens4, |a| a as u32);
+        let mut bulk = Lpm4::new(1 << 12);
+        bulk.insert_sorted(routes.iter().copied()).unwrap();
+        let mut one = Lpm4::new(1 << 12);
+        for &(a, l, nh) in routes.iter().rev() {
+            one.insert(a, l, nh).unwrap();
+        }
+        // Another order numbers the groups otherwise: field for field, the
+        // table of the same order.
+        let mut sorted_one = Lpm4::new(1 << 12);
+        for &(a, l, nh) in &routes {
+            sorted_one.insert(a, l, nh).unwrap();
+        }
+        assert_same(&bulk, &sorted_one);
+        assert_eq!(bulk.rules, one.rules);
+        for (a, _, _) in routes.iter().take(500) {
+            for probe in [*a, *a | 0x55, *a | 0xff_ffff] {
+                assert_eq!(bulk.lookup(probe), naive(&one.rules, probe), "{probe:#x}");
+            }
+        }
+        let lens6 = [0, 16, 20, 24, 32, 48, 56, 64, 128];
+        let routes6 = sorted_routes(0x6c70_6d36, 2000, &lens6, |a| a);
+        let (mut bulk6, mut one6) = (Lpm6::new(1 << 14), Lpm6::new(1 << 14));
+        bulk6.insert_sorted(routes6.iter().copied()).unwrap();
+        for &(a, l, nh) in &routes6 {
+            one6.insert(a, l, nh).unwrap();
+        }
+        assert_same(&bulk6, &one6);
+        // Into a table that holds routes already: one by one.
+        let mut more = Lpm4::new(1 << 12);
+        more.insert(v4("10.0.0.0"), 8, 7).unwrap();
+        more.insert_sorted(routes.iter().copied()).unwrap();
+        assert_eq!(more.len(), routes.len() + usize::from(!routes.iter().any(|r| r.0 == v4("10.0.0.0") && r.1 == 8)));
+    }
+
+    /// An error names the route; too few groups for the long routes.
+    #[test]
+    fn sorted_routes_report_the_route_that_fails() {
+        let routes = [(v4("10.0.0.0"), 8, 1), (v4("10.1.0.0"), 16, 2), (v4("10.1.2.0"), 25, 3), (v4("10.1.3.0"), 25, 4)];
+        let mut t = Lpm4::new(1);
+        assert_eq!(t.insert_sorted(routes.into_iter()), Err((3, LpmError::Full { groups: 1 })));
+        assert_eq!((t.lookup(v4("10.1.2.1")), t.lookup(v4("10.1.3.1")), t.lookup(v4("10.9.0.0"))), (Some(3), Some(2), Some(1)));
+        let mut t = Lpm4::new(1);
+        assert_eq!(t.insert_sorted([(v4("10.0.0.0"), 8, 1), (v4("10.0.0.1"), 8, 2)].into_iter()), Err((1, LpmError::HostBits)));
+        assert!(t.is_empty(), "checked before anything is added");
     }
 
     #[test]
