@@ -363,7 +363,7 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
                     }
                 }),
                 3 => keys.keys(8).for_each(|(off, p)| {
-                    if let (Some(a), true) = (p.get(off as usize..).and_then(A::from_be_slice), n < MAX_AHEAD) {
+                    if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice).filter(|_| n < MAX_AHEAD) {
                         addrs[n] = a;
                         n += 1;
                     }

@@ -525,15 +525,18 @@ impl<A: LpmAddress> Lpm<A> {
     /// route covering it (500,000 routes: 16.8M writes rather than 79M),
     /// and their rules are built from the sorted list; the longer routes
     /// are then inserted one by one. The order makes the two the same: a
-    /// route that covers another sorts before it. On error, the route's
-    /// index and why; routes may have been added, as by `insert` before it.
+    /// route that covers another sorts before it (routes not in that order
+    /// are inserted one by one). On error, the route's index and why;
+    /// routes may have been added, as by `insert` before it.
     pub fn insert_sorted<I>(&mut self, routes: I) -> Result<(), (usize, LpmError)>
     where
         I: Iterator<Item = (A, u8, u32)> + Clone,
     {
-        debug_assert!(routes.clone().zip(routes.clone().skip(1)).all(|(x, y)| (x.0, x.1) < (y.0, y.1)), "sorted, each prefix once");
         let empty = self.rules.is_empty() && self.groups.used == 0;
-        if !empty {
+        // Routes out of order (or repeated) would make the one pass wrong:
+        // they go one by one, as into a table that holds routes.
+        let sorted = routes.clone().zip(routes.clone().skip(1)).all(|(x, y)| (x.0, x.1) < (y.0, y.1));
+        if !empty || !sorted {
             return routes.enumerate().try_for_each(|(i, (a, l, nh))| self.insert(a, l, nh).map_err(|e| (i, e)));
         }
         routes.clone().enumerate().try_for_each(|(i, (a, l, nh))| Self::validate(a, l, nh).map_err(|e| (i, e)))?;
@@ -939,6 +942,11 @@ mod tests {
         more.insert(v4("10.0.0.0"), 8, 7).unwrap();
         more.insert_sorted(routes.iter().copied()).unwrap();
         assert_eq!(more.len(), routes.len() + usize::from(!routes.iter().any(|r| r.0 == v4("10.0.0.0") && r.1 == 8)));
+        // Out of order into an empty table: one by one too, the same routes.
+        let mut unsorted = Lpm4::new(1 << 12);
+        unsorted.insert_sorted(routes.iter().rev().copied()).unwrap();
+        assert_eq!((unsorted.rules.clone(), &unsorted.per_len), (one.rules.clone(), &one.per_len));
+        assert!(unsorted.root[..] == one.root[..], "first level");
     }
 
     /// An error names the route; too few groups for the long routes.
