@@ -172,6 +172,31 @@ pub struct Dir24Walk {
     pub has_default: u32,
 }
 
+impl Dir24Walk {
+    /// Prefetches what the walks of `addrs` will read (a hint; no effect
+    /// on results): every first-level entry, then, those misses in flight
+    /// together, each entry read in a tight loop and the group entry
+    /// prefetched where it points to a group. The pre-lookup stage of a
+    /// batch of walks (the paper's prefetch of the `tbl24` entry).
+    ///
+    /// # Safety
+    /// `root` and `groups` must be live tables as the type's contract says
+    /// (`root` of 2^24 entries, every group an entry points to inside
+    /// `groups`), unchanged during the call.
+    pub unsafe fn prefetch(&self, addrs: &[u32]) {
+        for &a in addrs {
+            crate::prefetch(self.root.wrapping_add((a >> 8) as usize));
+        }
+        for &a in addrs {
+            // SAFETY: `a >> 8 < 2^24`, inside the first level (the caller's contract).
+            let e = unsafe { self.root.add((a >> 8) as usize).read() };
+            if e >= 0xff00_0000 {
+                crate::prefetch(self.groups.wrapping_add((e & 0xff_ffff) as usize * 256 + (a & 0xff) as usize));
+            }
+        }
+    }
+}
+
 /// An exact-match lookup, or the replace of a stored key's value, that
 /// compiled code may perform itself (`struct netvm_bucketwalk`,
 /// [`WalkForm::Bucket`]): the probe of a bucketized cuckoo hash table (the

@@ -272,8 +272,8 @@ pub(crate) fn create(cfg: &CoproConfig) -> Result<Box<dyn Coprocessor>, String> 
     })
 }
 
-/// Most lookups of a sub-batch whose second level the pre-lookup stage prefetches.
-const MAX_AHEAD: usize = 256;
+/// Addresses the IPv4 pre-lookup stage takes through its loops at a time.
+const AHEAD_BLOCK: usize = 64;
 
 impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
     fn kind(&self) -> &str {
@@ -335,14 +335,16 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
 
     /// IPv4: prefetches every address's first-level entry, then the
     /// second-level entry of those that point to a group
-    /// ([`Lpm::prefetch_batch`]); the data path's own walk (compiled inline)
-    /// then hits the cache. A bulk walk keeping its answers cost more than
-    /// it saved there (measured: the router 60 -> 80 ns/frame). IPv6 (a /48 is three dependent loads past the first level,
-    /// which no single prefetch covers): walks the lookups in bulk
-    /// ([`Lpm::lookup_bulk`], level by level over 32 addresses, their
-    /// misses in flight together) and, for `lookup_pkt`, keeps the answers
-    /// for the lookups of the data path (`crate::ahead`), which then take
-    /// them instead of walking again.
+    /// ([`Dir24Walk::prefetch`] over the table); the data path's own walk
+    /// (compiled inline) then hits the cache. The compiled pre-lookup
+    /// stage does this itself for instances that offer the walk, without
+    /// calling this. A bulk walk keeping its answers cost more than it
+    /// saved there (measured: the router 60 -> 80 ns/frame). IPv6 (a /48
+    /// is three dependent loads past the first level, which no single
+    /// prefetch covers): walks the lookups in bulk ([`Lpm::lookup_bulk`],
+    /// level by level over 32 addresses, their misses in flight together)
+    /// and, for `lookup_pkt`, keeps the answers for the lookups of the data
+    /// path (`crate::ahead`), which then take them instead of walking again.
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
         let mut kept = self.ahead.borrow_mut();
         kept.clear();
@@ -350,27 +352,30 @@ impl<A: LpmAddress> Coprocessor for LpmCoprocessor<A> {
             return;
         }
         if A::BYTES == 4 {
-            // The addresses first, then their first-level entries, then
-            // (those loads in flight together) the second-level entry of
-            // each that points to a group: tight loops.
-            let mut addrs = [A::ZERO; MAX_AHEAD];
+            let reg = match op {
+                0 => 0,
+                3 => 8,
+                _ => return,
+            };
+            let (root, groups, _) = self.table.walk_tables();
+            let walk = Dir24Walk { root, groups, ..NO_WALK };
+            // SAFETY: the table's own levels, which nothing changes while
+            // `self` is borrowed.
+            let prefetch = |addrs: &[u32]| unsafe { walk.prefetch(addrs) };
+            let mut addrs = [0u32; AHEAD_BLOCK];
             let mut n = 0;
-            match op {
-                0 => keys.keys(0).for_each(|(w, _)| {
-                    if n < MAX_AHEAD {
-                        addrs[n] = A::from_words([w, 0, 0, 0]);
-                        n += 1;
-                    }
-                }),
-                3 => keys.keys(8).for_each(|(off, p)| {
-                    if let Some(a) = p.get(off as usize..).and_then(A::from_be_slice).filter(|_| n < MAX_AHEAD) {
-                        addrs[n] = a;
-                        n += 1;
-                    }
-                }),
-                _ => {}
+            for (w, p) in keys.keys(reg) {
+                // lookup (0): the address itself; lookup_pkt (3): at its offset in the packet.
+                let a = if op == 0 { Some(w) } else { p.get(w as usize..).and_then(|b| b.first_chunk()).map(|b| u32::from_be_bytes(*b)) };
+                let Some(a) = a else { continue };
+                addrs[n] = a;
+                n += 1;
+                if n == AHEAD_BLOCK {
+                    prefetch(&addrs);
+                    n = 0;
+                }
             }
-            self.table.prefetch_batch(&addrs[..n]);
+            prefetch(&addrs[..n]);
             return;
         }
         if op != 3 {
@@ -561,6 +566,30 @@ mod tests {
         assert!(matches!(call(c, &[&regs(a)[..], &[(4, 64), (5, 1)]].concat(), 1, &[]), Err(CoproError::BadArgument(_))));
         assert!(matches!(call(c, &[&regs(a)[..], &[(4, 129)]].concat(), 2, &[]), Err(CoproError::BadArgument(_))));
         assert_eq!(c.dump(), "2001:db8::/32 7\n2001:db8:1::1/128 8\n");
+    }
+
+    /// The IPv4 pre-lookup stage prefetches (first levels and groups, over
+    /// more addresses than one block) and changes no answer.
+    #[test]
+    fn ipv4_prefetch_ahead_changes_no_answer() {
+        let mut c = create(&cfg(&[])).unwrap();
+        c.load("10.0.0.0/8 1\n10.1.2.3/32 2\n192.0.2.0/25 3\n").unwrap();
+        let addrs: Vec<[u8; 4]> = (0..150u32).map(|i| [[10, 1, 2, 3], [192, 0, 2, 200], [10, 9, 9, 9]][i as usize % 3]).collect();
+        let mut pkts: Vec<netvm_vm::Packet> = addrs.iter().map(|a| netvm_vm::Packet::from_bytes(a.to_vec())).collect();
+        pkts.push(netvm_vm::Packet::from_bytes(vec![10, 1])); // shorter than an address: skipped
+        let descs: Vec<netvm_vm::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| netvm_vm::XbDesc::of(p, i as u64)).collect();
+        let words: Vec<u32> = descs.iter().flat_map(|_| [1, 0]).collect();
+        // SAFETY: the descriptors point at the packets' bytes, which nothing
+        // writes while `descs` lives.
+        let packets = unsafe { netvm_vm::buffer::Packets::new(&descs) };
+        c.ahead(3, &netvm_vm::AheadKeys { words: &words, regs: 1 << 8, packets }, true);
+        let words: Vec<u32> = addrs.iter().flat_map(|a| [1, u32::from_be_bytes(*a)]).collect();
+        c.ahead(0, &netvm_vm::AheadKeys { words: &words, regs: 1, packets }, true);
+        drop(descs);
+        let c = c.as_mut();
+        assert_eq!(call(c, &[(8, 0)], 3, &[10, 1, 2, 3]), Ok([1, 2]));
+        assert_eq!(call(c, &[(8, 0)], 3, &[192, 0, 2, 200]), Ok([0, 0]));
+        assert_eq!(call(c, &[(0, 0x0A09_0909)], 0, &[]), Ok([1, 1]));
     }
 
     /// The IPv6 pre-lookup stage keeps its answers for `lookup_pkt`; a

@@ -35,7 +35,6 @@ use std::ops::{BitAnd, BitOr, Not};
 
 use super::routes::Family;
 use crate::huge::{advise_huge, HUGE};
-use netvm_vm::prefetch;
 
 /// Largest next hop (next hops are 24-bit values).
 pub const MAX_NEXT_HOP: u32 = (1 << 24) - 1;
@@ -669,25 +668,6 @@ impl<A: LpmAddress> Lpm<A> {
     /// next changes.
     pub(crate) fn walk_tables(&self) -> (*const u32, *const u32, Option<u32>) {
         (self.root.as_ptr(), self.groups.tbl8.as_ptr(), self.default)
-    }
-
-    /// Prefetches what the lookups of `addrs` will read (a hint; no effect
-    /// on results): every first-level entry, then, those misses in flight
-    /// together, each entry read in a tight loop and the second-level
-    /// entry prefetched where it points to a group. The pre-lookup stage
-    /// of a batch (IPv4: a walk of two levels).
-    pub fn prefetch_batch(&self, addrs: &[A]) {
-        let root = self.root_array();
-        let tbl8 = self.groups.tbl8.as_ptr();
-        for a in addrs {
-            prefetch(root.as_ptr().wrapping_add(a.root_index()));
-        }
-        for &a in addrs {
-            let e = root[a.root_index()];
-            if is_ext(e) {
-                prefetch(tbl8.wrapping_add(((e & VALUE) as usize) * GROUP + a.level_index(1)));
-            }
-        }
     }
 
     /// The next hop of the longest rule matching `addr`.

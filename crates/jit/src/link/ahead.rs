@@ -13,6 +13,13 @@
 //! then runs the batch through `netvm_run`: key extraction and hashing,
 //! prefetch, then lookup and the rest, stage by stage over the batch.
 //!
+//! Where a site's instance offers its operation as a DIR-24-8 walk
+//! ([`netvm_vm::Dir24Walk`], the `lpm` kind's IPv4 lookups), the stage also
+//! lists the addresses the walks will take, and the runtime prefetches
+//! their entries from the walk's tables itself
+//! ([`Dir24Walk::prefetch`](netvm_vm::Dir24Walk::prefetch)) instead of
+//! calling the instance's `ahead`.
+//!
 //! The stage is advisory, which keeps the semantics: it runs on the packets
 //! as they arrive, stores nothing any NetPE can see, and a key it gets
 //! wrong (a packet the data path changes first, a branch that never
@@ -25,6 +32,7 @@ use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, S
 use cranelift_frontend::FunctionBuilder;
 use netil::{Opcode, Operands};
 use netvm_verify::Verified;
+use netvm_vm::{WalkForm, WalkKey, WalkKind};
 
 use super::build::off;
 use crate::translate::{ctx_flags, I32, I64};
@@ -63,6 +71,23 @@ pub struct Site {
     /// `1 + regs.count_ones()` words (valid flag, registers), for
     /// [`MAX_PACKETS`] packets.
     pub words_at: usize,
+    /// Where the operation is a DIR-24-8 walk of its kind whose key the
+    /// stage computes: the stage walks the first levels itself.
+    pub dir24: Option<Dir24Stage>,
+}
+
+/// How the pre-lookup stage walks a site's DIR-24-8 levels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dir24Stage {
+    /// Which of the site's `exprs` holds the key (the address itself), or
+    /// the packet offset of the big-endian address (`in_packet`).
+    pub expr: usize,
+    /// Whether the key is in the packet at that offset.
+    pub in_packet: bool,
+    /// Where the walk's addresses start in `netvm_ahead`'s output: their
+    /// number, then the addresses (at most [`MAX_PACKETS`]), in packet
+    /// order, of the packets whose address lies within the captured bytes.
+    pub walk_at: usize,
 }
 
 impl Site {
@@ -70,6 +95,13 @@ impl Site {
     pub fn stride(&self) -> usize {
         1 + self.regs.count_ones() as usize
     }
+}
+
+/// The words `netvm_ahead` writes for `sites`: the room its output needs.
+pub fn output_words(sites: &[Site]) -> usize {
+    let records = sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS);
+    let walks = sites.iter().filter_map(|s| s.dir24).map(|d| d.walk_at + 1 + MAX_PACKETS).max();
+    walks.unwrap_or(0).max(records)
 }
 
 /// What a basic block has computed so far, symbolically.
@@ -126,9 +158,26 @@ pub fn find_sites(modules: &[Verified]) -> Vec<Site> {
                 let words_at = sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS);
                 let regs = known.iter().fold(0u32, |m, (r, _)| m | 1 << r);
                 let exprs = known.into_iter().map(|(_, e)| e).collect();
-                sites.push(Site { node, copro, op, regs, exprs, words_at });
+                sites.push(Site { node, copro, op, regs, exprs, words_at, dir24: None });
             });
         }
+    }
+    // The DIR-24-8 walks, their scratch words after every record.
+    let mut walk_at = sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS);
+    for s in &mut sites {
+        let kind = modules[s.node].module.copros.get(usize::from(s.copro)).and_then(|c| WalkKind::of(&c.kind));
+        let Some(kind) = kind.filter(|k| k.form == WalkForm::Dir24) else { continue };
+        let (reg, in_packet) = match kind.key(s.op) {
+            WalkKey::Register(r) => (r, false),
+            WalkKey::Packet(r) => (r, true),
+            WalkKey::None => continue,
+        };
+        if reg >= 32 || s.regs & (1 << reg) == 0 {
+            continue;
+        }
+        let expr = (s.regs & ((1u32 << reg) - 1)).count_ones() as usize;
+        s.dir24 = Some(Dir24Stage { expr, in_packet, walk_at });
+        walk_at += 1 + MAX_PACKETS;
     }
     sites
 }
@@ -200,12 +249,13 @@ fn step(sym: &mut Sym, insn: &netil::Insn, mut site: impl FnMut(u8, u8, &[Option
     }
 }
 
-/// The signature of `netvm_ahead(descs, n, out, enabled)`.
+/// The signature of `netvm_ahead(descs, n, out, enabled, walk)`.
 pub fn ahead_signature(ptr: types::Type, call_conv: cranelift_codegen::isa::CallConv) -> Signature {
     let mut s = Signature::new(call_conv);
     s.params.push(AbiParam::new(ptr));
     s.params.push(AbiParam::new(I32));
     s.params.push(AbiParam::new(ptr));
+    s.params.push(AbiParam::new(I64));
     s.params.push(AbiParam::new(I64));
     s
 }
@@ -217,27 +267,39 @@ pub fn ahead_signature(ptr: types::Type, call_conv: cranelift_codegen::isa::Call
 /// over the packets per site, entered only if the site is enabled: the
 /// sites no instance takes (a drop counter's `invoke`) cost nothing per
 /// packet.
+///
+/// A site with a [`Dir24Stage`] whose bit is also set in `walk` gets the
+/// list of its walks' addresses at `out + walk_at`, in the same loop:
+/// their number, then the addresses.
 pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
     b.switch_to_block(entry);
     let p = b.block_params(entry).to_vec();
-    let (descs, n, out, enabled) = (p[0], p[1], p[2], p[3]);
+    let (descs, n, out, enabled, walk) = (p[0], p[1], p[2], p[3], p[4]);
     let n = b.ins().uextend(I64, n);
     let zero = b.ins().iconst(I64, 0);
     for (k, s) in sites.iter().enumerate() {
-        let (head, body, next) = (b.create_block(), b.create_block(), b.create_block());
+        // head(i, listed): packet i, addresses listed so far.
+        let (pre, head, body, after, next) = (b.create_block(), b.create_block(), b.create_block(), b.create_block(), b.create_block());
+        b.append_block_param(head, I64);
         b.append_block_param(head, I64);
         let on = b.ins().band_imm_u(enabled, 1i64 << k);
-        b.ins().brif(on, head, &[zero.into()], next, &[]);
+        b.ins().brif(on, pre, &[], next, &[]);
+
+        b.switch_to_block(pre);
+        let walking = b.ins().band_imm_u(walk, 1i64 << k);
+        b.ins().jump(head, &[zero.into(), zero.into()]);
 
         b.switch_to_block(head);
-        let i = b.block_params(head)[0];
+        let hp = b.block_params(head).to_vec();
+        let (i, listed) = (hp[0], hp[1]);
         let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
-        b.ins().brif(more, body, &[], next, &[]);
+        b.ins().brif(more, body, &[], after, &[]);
 
         b.switch_to_block(body);
         let (invalid, step) = (b.create_block(), b.create_block());
+        let listed_now = b.append_block_param(step, I64);
         let d = b.ins().imul_imm_s(i, off::XB_SIZE);
         let d = b.ins().iadd(descs, d);
         let data = b.ins().load(ptr, ctx_flags(), d, off::XB_DATA);
@@ -248,25 +310,70 @@ pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
         let vals: Vec<Value> = s.exprs.iter().map(|e| eval(b, &pkt, e)).collect();
         let one = b.ins().iconst(I32, 1);
         b.ins().store(MemFlagsData::trusted(), one, rec, 0);
-        for (j, v) in vals.into_iter().enumerate() {
-            b.ins().store(MemFlagsData::trusted(), v, rec, 4 * (1 + j as i32));
+        for (j, v) in vals.iter().enumerate() {
+            b.ins().store(MemFlagsData::trusted(), *v, rec, 4 * (1 + j as i32));
         }
-        b.ins().jump(step, &[]);
+        match s.dir24 {
+            Some(d24) => list_address(b, &pkt, d24, vals[d24.expr], out, walking, listed, step),
+            None => {
+                b.ins().jump(step, &[listed.into()]);
+            }
+        }
 
         b.switch_to_block(invalid);
         let z = b.ins().iconst(I32, 0);
         let at = rec_of(b, i, out, s);
         b.ins().store(MemFlagsData::trusted(), z, at, 0);
-        b.ins().jump(step, &[]);
+        b.ins().jump(step, &[listed.into()]);
 
         b.switch_to_block(step);
         let i1 = b.ins().iadd_imm_s(i, 1);
-        b.ins().jump(head, &[i1.into()]);
+        b.ins().jump(head, &[i1.into(), listed_now.into()]);
+
+        b.switch_to_block(after);
+        if let Some(d24) = s.dir24 {
+            let count = b.ins().ireduce(I32, listed);
+            b.ins().store(MemFlagsData::trusted(), count, out, 4 * d24.walk_at as i32);
+        }
+        b.ins().jump(next, &[]);
 
         b.switch_to_block(next);
     }
     b.ins().return_(&[]);
     b.seal_all_blocks();
+}
+
+/// In a packet's loop body, its key computed as `key`: where `walking`,
+/// the walk's address (read from the packet where the key is its offset)
+/// appended to the site's list (`listed` so far), unless it lies past the
+/// captured bytes; then a jump to `step(listed now)`.
+#[allow(clippy::too_many_arguments)]
+fn list_address(b: &mut FunctionBuilder, pkt: &Pkt, d24: Dir24Stage, key: Value, out: Value, walking: Value, listed: Value, step: Block) {
+    let (list, append) = (b.create_block(), b.create_block());
+    let addr = b.append_block_param(append, I32);
+    b.ins().brif(walking, list, &[], step, &[listed.into()]);
+    b.switch_to_block(list);
+    if d24.in_packet {
+        let o = b.ins().uextend(I64, key);
+        let end = b.ins().iadd_imm_s(o, 4);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, end, pkt.caplen);
+        let read = b.create_block();
+        b.ins().brif(fits, read, &[], step, &[listed.into()]);
+        b.switch_to_block(read);
+        let at = b.ins().iadd(pkt.data, o);
+        let raw = b.ins().load(I32, MemFlagsData::new().with_notrap(), at, 0);
+        let a = b.ins().bswap(raw);
+        b.ins().jump(append, &[a.into()]);
+    } else {
+        b.ins().jump(append, &[key.into()]);
+    }
+    b.switch_to_block(append);
+    // out[walk_at + 1 + listed] = addr
+    let x = b.ins().ishl_imm_u(listed, 2);
+    let x = b.ins().iadd(out, x);
+    b.ins().store(MemFlagsData::trusted(), addr, x, 4 * (d24.walk_at as i32 + 1));
+    let listed1 = b.ins().iadd_imm_s(listed, 1);
+    b.ins().jump(step, &[listed1.into()]);
 }
 
 /// The address of packet `i`'s record of site `s` in `out`.
@@ -347,7 +454,12 @@ mod tests {
         let read = |p: &str| verified(&std::fs::read_to_string(format!("{root}/{p}")).expect("example"));
         let sites = find_sites(&[read("ipv4-router/ttl.nil"), read("ipv4-router/lookup.nil")]);
         // lpm lookup_pkt at offset 30 (instance 0, op 3); the drop counters' invokes are sites too.
-        assert_eq!(sites[0], Site { node: 1, copro: 0, op: 3, regs: 1 << 8, exprs: vec![KeyExpr::Const(30)], words_at: 0 });
+        // Its DIR-24-8 walk's addresses come after every site's records.
+        let walk_at = sites.last().map(|s| s.words_at + s.stride() * MAX_PACKETS).expect("sites");
+        let dir24 = Some(Dir24Stage { expr: 0, in_packet: true, walk_at });
+        assert_eq!(sites[0], Site { node: 1, copro: 0, op: 3, regs: 1 << 8, exprs: vec![KeyExpr::Const(30)], words_at: 0, dir24 });
+        assert!(sites[1..].iter().all(|s| s.dir24.is_none()));
+        assert_eq!(output_words(&sites), walk_at + 1 + MAX_PACKETS);
         assert!(sites.iter().all(|s| s.node == 1));
         let sites = find_sites(&[read("l2-bridge/bridge.nil")]);
         let fib: Vec<_> = sites.iter().filter(|s| s.copro == 0).map(|s| (s.op, s.regs, s.exprs.clone())).collect();

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use netvm_vm::buffer::{Batch, PacketPool, Packets};
 use netvm_vm::graph::{BatchOutput, FlowCounts, LinkedCode, Verdict};
-use netvm_vm::{AheadKeys, FaultKind, Outcome, PeState, RegisterFile};
+use netvm_vm::{AheadKeys, Dir24Walk, FaultKind, Outcome, PeState, RegisterFile};
 
 use super::ahead::{Site, MAX_PACKETS};
 use super::loader::LinkedProgram;
@@ -73,10 +73,7 @@ impl LinkedApp {
             fanout: Box::default(),
             budget: prog.budget,
             batching: Batching::default(),
-            ahead_words: prog
-                .ahead
-                .as_ref()
-                .map_or(Vec::new(), |(_, sites)| vec![0; sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS)]),
+            ahead_words: prog.ahead.as_ref().map_or(Vec::new(), |(_, sites)| vec![0; super::ahead::output_words(sites)]),
             tuner: SubBatchTuner::default(),
             prog,
         }
@@ -114,6 +111,29 @@ impl LinkedApp {
         mask
     }
 
+    /// The DIR-24-8 walk site `s`'s instance offers for its operation, if
+    /// the site has a [`Dir24Stage`](super::ahead::Dir24Stage) (from the
+    /// register files `bind` took).
+    fn dir24_walk(&self, s: &Site) -> Option<*const Dir24Walk> {
+        s.dir24?;
+        let node = self.node_mem.get(s.node)?;
+        if node.regs.is_null() || s.copro as u64 >= node.ncopros {
+            return None;
+        }
+        // SAFETY: `bind` pointed `regs` at `ncopros` register files in
+        // `reg_files`, which `self` holds.
+        let file = unsafe { &*node.regs.add(usize::from(s.copro)) };
+        let offered = file.walk_ops & (1 << s.op) != 0 && !file.walk.is_null();
+        // A site has a `Dir24Stage` only where its kind's walk is DIR-24-8.
+        offered.then_some(file.walk.cast::<Dir24Walk>())
+    }
+
+    /// The enabled sites (of `enabled`) whose instance offers the walk, one bit each.
+    fn dir24_walks(&self, sites: &[Site], enabled: u64) -> u64 {
+        let walked = sites.iter().enumerate().filter(|(k, s)| enabled & (1 << k) != 0 && self.dir24_walk(s).is_some());
+        walked.fold(0, |m, (k, _)| m | 1 << k)
+    }
+
     /// Runs packets `descs` (the batch's from position `base` on) stage by
     /// stage: the pre-lookup stage, the instances' `ahead`, then `netvm_run`.
     ///
@@ -137,13 +157,27 @@ impl LinkedApp {
                 prefetch_read(d.data);
             }
         }
+        // The sites whose instance offers their operation as a DIR-24-8
+        // walk: the stage lists the walks' addresses, and their entries are
+        // prefetched here from the walk's tables.
+        let walks = if prefetch { self.dir24_walks(sites, enabled) } else { 0 };
         // SAFETY: the descriptors are live (the caller's contract);
-        // `ahead_words` has room for MAX_PACKETS packets of every site.
-        unsafe { ahead(descs.as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), enabled) };
+        // `ahead_words` has room for MAX_PACKETS packets of every site
+        // (`output_words`).
+        unsafe { ahead(descs.as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), enabled, walks) };
         // SAFETY: the caller's contract: the packets are readable, and
         // nothing writes them until `netvm_run` below.
         let packets = unsafe { Packets::new(descs) };
-        for (_, s) in sites.iter().enumerate().filter(|(k, _)| enabled & (1 << k) != 0) {
+        for (k, s) in sites.iter().enumerate().filter(|(k, _)| enabled & (1 << k) != 0) {
+            if let (true, Some(d24), Some(walk)) = (walks & (1 << k) != 0, s.dir24, self.dir24_walk(s)) {
+                let listed = (self.ahead_words[d24.walk_at] as usize).min(MAX_PACKETS);
+                let addrs = &self.ahead_words[d24.walk_at + 1..d24.walk_at + 1 + listed];
+                // SAFETY: the register file of a bound instance that offers
+                // the walk points to its live tables (the walk's contract),
+                // which nothing changes until the batch has run.
+                unsafe { (*walk).prefetch(addrs) };
+                continue;
+            }
             let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
             states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
         }
@@ -527,7 +561,7 @@ mod tests {
             let mut words = vec![7u32; words_end];
             // SAFETY: the descriptors point at the packets' bytes; `words`
             // has room for MAX_PACKETS packets of every site.
-            unsafe { ahead(descs.as_ptr(), descs.len() as u32, words.as_mut_ptr(), enabled) };
+            unsafe { ahead(descs.as_ptr(), descs.len() as u32, words.as_mut_ptr(), enabled, enabled) };
             let rec = |s: usize, i: usize| {
                 let at = sites[s].words_at + i * sites[s].stride();
                 words[at..at + sites[s].stride()].to_vec()
@@ -541,6 +575,77 @@ mod tests {
             assert_eq!((rec(1, 0), rec(1, 1), rec(1, 2)), (want.clone(), want.clone(), want), "enabled {enabled:#b}");
             // Nothing past the batch's packets.
             assert_eq!(rec(0, 3), vec![7, 7, 7]);
+        }
+    }
+
+    #[test]
+    fn the_pre_lookup_stage_lists_the_addresses_of_the_dir24_walks() {
+        use netvm_vm::graph::{AppGraph, Dest};
+        // lookup_pkt of the address at offset 30, and lookup of the address at 26 in in0.
+        let src = ".copro r lpm\n.ports 1\nsegment .push\n    pop\n    push 30\n    copro.in r, 8\n    copro.invoke r, 3\n    push 26\n    upload.32\n    copro.in r, 0\n    copro.invoke r, 0\n    ret 0\nends\n";
+        let v = netvm_verify::verify(&netil::assemble(src).expect("assembles").module).expect("verifies");
+        let graph = AppGraph {
+            out: vec![vec![vec![Dest::Sink(0)]]],
+            sources: vec![vec![Dest::Pe { node: 0, in_port: 0 }]],
+            sink_ports: 1,
+            order: vec![0],
+            walk_shapes: Vec::new(),
+        };
+        let app = super::LinkedApp::compile(
+            &graph,
+            std::slice::from_ref(&v),
+            &netvm_vm::Limits::default(),
+            super::super::LinkMode::Direct,
+            crate::JitOptions::default(),
+        )
+        .expect("compiles");
+        // The runtime walks where the instance offers the walk: IPv4, not IPv6.
+        let mut app = app;
+        for (family, walks) in [("ipv4", 0b11), ("ipv6", 0)] {
+            let cfg = netvm_vm::CoproConfig::from([("family".to_string(), family.to_string())]);
+            let mut st = netvm_vm::PeState::new(&v.module);
+            st.copros.push(netvm_copro::registry().create("lpm", &cfg).expect("an lpm"));
+            let mut states = vec![st];
+            app.bind(&mut states);
+            let sites = app.lookup_sites().to_vec();
+            assert_eq!(app.dir24_walks(&sites, 0b11), walks, "{family}");
+            assert_eq!(app.dir24_walks(&sites, 0b10), walks & 0b10, "{family}");
+        }
+        let (ahead, sites) = app.prog.ahead.as_ref().expect("a stage");
+        let d24: Vec<_> = sites.iter().map(|s| s.dir24.map(|d| (d.expr, d.in_packet))).collect();
+        assert_eq!(d24, vec![Some((0, true)), Some((0, false))]);
+        let frame = |src: [u8; 4], dst: [u8; 4]| {
+            let mut f = vec![0u8; 34];
+            f[26..30].copy_from_slice(&src);
+            f[30..34].copy_from_slice(&dst);
+            f
+        };
+        let (a, b) = (frame([10, 0, 0, 1], [192, 0, 2, 7]), frame([10, 0, 0, 2], [198, 51, 100, 9]));
+        // The second packet ends inside the destination; the third before the source.
+        let mut pkts: Vec<netvm_vm::Packet> =
+            [a, b[..32].to_vec(), b[..27].to_vec(), b].into_iter().map(netvm_vm::Packet::from_bytes).collect();
+        let descs: Vec<netvm_vm::XbDesc> = pkts.iter_mut().enumerate().map(|(i, p)| netvm_vm::XbDesc::of(p, i as u64)).collect();
+        let listed = |words: &[u32], s: usize| {
+            let at = sites[s].dir24.expect("a walk").walk_at;
+            words[at + 1..at + 1 + words[at] as usize].to_vec()
+        };
+        for (enabled, walk) in [(0b11u64, 0b11u64), (0b11, 0b01), (0b11, 0), (0b10, 0b11)] {
+            let mut words = vec![7u32; super::super::ahead::output_words(sites)];
+            // SAFETY: the descriptors point at the packets' bytes; `words`
+            // has room for every site's records and walks.
+            unsafe { ahead(descs.as_ptr(), descs.len() as u32, words.as_mut_ptr(), enabled, walk) };
+            let ip = |a: [u8; 4]| u32::from_be_bytes(a);
+            if enabled & walk & 1 != 0 {
+                assert_eq!(listed(&words, 0), vec![ip([192, 0, 2, 7]), ip([198, 51, 100, 9])], "walk {walk:#b}");
+            } else if enabled & 1 != 0 {
+                assert_eq!(listed(&words, 0), Vec::<u32>::new(), "walk {walk:#b}");
+            }
+            if enabled & walk & 2 != 0 {
+                let src = [ip([10, 0, 0, 1]), ip([10, 0, 0, 2]), ip([10, 0, 0, 2])];
+                assert_eq!(listed(&words, 1), src, "walk {walk:#b}");
+            } else {
+                assert_eq!(listed(&words, 1), Vec::<u32>::new(), "walk {walk:#b}");
+            }
         }
     }
 

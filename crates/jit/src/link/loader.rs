@@ -22,7 +22,7 @@ type RunFn = unsafe extern "C" fn(*mut AppCtx, *mut XbDesc, u32, *mut u32) -> u3
 /// `netvm_init` as a Rust function pointer.
 type InitFn = unsafe extern "C" fn(*mut AppCtx) -> u32;
 /// `netvm_ahead` (see [`ahead`](super::ahead)) as a Rust function pointer.
-pub(super) type AheadFn = unsafe extern "C" fn(*const XbDesc, u32, *mut u32, u64);
+pub(super) type AheadFn = unsafe extern "C" fn(*const XbDesc, u32, *mut u32, u64, u64);
 
 /// The fan-out hooks' symbols and their addresses in this process.
 fn hook_symbols() -> Vec<(&'static str, *const u8)> {
@@ -103,7 +103,7 @@ impl LinkedApp {
         };
         module.finalize_definitions().map_err(|e| JitError::Codegen(e.to_string()))?;
         // SAFETY: `netvm_ahead` was just compiled with `ahead_signature`,
-        // `(ptr, i32, ptr, i64)` with no result in the host's default
+        // `(ptr, i32, ptr, i64, i64)` with no result in the host's default
         // calling convention: `AheadFn`.
         let ahead = ahead_id.map(|id| (unsafe { std::mem::transmute::<*const u8, AheadFn>(module.get_finalized_function(id)) }, sites));
         // SAFETY: `netvm_run` and `netvm_init` were just compiled with the
