@@ -127,6 +127,12 @@ pub(crate) fn parse_lines(text: &str, family: Family) -> Result<Vec<(usize, Rout
     let mut routes = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
+        if family == Family::Ipv4 {
+            if let Some(r) = plain_ipv4_line(line.as_bytes()) {
+                routes.push((n, r));
+                continue;
+            }
+        }
         if let Some(r) = parse_line(line, family).map_err(|e| format!("line {n}: {e}"))? {
             routes.push((n, r));
         }
@@ -178,6 +184,55 @@ fn parse_line(line: &str, family: Family) -> Result<Option<Route>, String> {
     Ok(Some(Route { addr, len, next_hop }))
 }
 
+/// The common IPv4 route line, `a.b.c.d/len hop` (the octets without
+/// leading zeros; blanks after the prefix and at the end; no comment), in
+/// one pass over its bytes: a route file of half a million lines spent
+/// most of its load here through [`parse_line`]'s general path (about
+/// 90 ns a line). `None` for any other line, which [`parse_line`] then
+/// takes: it accepts every line this does, with the same route.
+fn plain_ipv4_line(line: &[u8]) -> Option<Route> {
+    // 1 to `max` digits from `*at` (no leading zero where `strict`), as a number.
+    fn number(line: &[u8], at: &mut usize, max: usize, strict: bool) -> Option<u32> {
+        let start = *at;
+        let mut v = 0u32;
+        while *at < line.len() && line[*at].is_ascii_digit() && *at - start < max {
+            v = v * 10 + u32::from(line[*at] - b'0');
+            *at += 1;
+        }
+        let digits = *at - start;
+        let more = line.get(*at).is_some_and(u8::is_ascii_digit);
+        (digits > 0 && !more && !(strict && digits > 1 && line[start] == b'0')).then_some(v)
+    }
+    let mut at = 0;
+    let mut addr = 0u32;
+    for k in 0..4 {
+        let o = number(line, &mut at, 3, true).filter(|&o| o <= 255)?;
+        addr = addr << 8 | o;
+        if k < 3 {
+            (line.get(at) == Some(&b'.')).then_some(())?;
+            at += 1;
+        }
+    }
+    let len = match line.get(at) {
+        Some(b'/') => {
+            at += 1;
+            number(line, &mut at, 3, false).filter(|&l| l <= 32)? as u8
+        }
+        _ => 32,
+    };
+    if addr & !(prefix_mask(32, len) as u32) != 0 {
+        return None;
+    }
+    let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\r');
+    let gap = line[at..].iter().take_while(|b| blank(b)).count();
+    if gap == 0 {
+        return None;
+    }
+    at += gap;
+    let next_hop = number(line, &mut at, 8, false).filter(|&h| h <= MAX_NEXT_HOP)?;
+    line[at..].iter().all(blank).then_some(Route { addr: IpAddr::V4(Ipv4Addr::from(addr)), len, next_hop })
+}
+
 /// A string of 1 to `max_digits` ASCII digits as a number.
 fn decimal(s: &str, max_digits: usize) -> Option<u32> {
     if s.is_empty() || s.len() > max_digits || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -213,6 +268,73 @@ mod tests {
         assert!(route("2001:db8::", 32, 1).matches("2001:db8:ffff::1".parse().unwrap()));
         assert!(route("::1", 128, 1).matches("::1".parse().unwrap()));
         assert!(!route("::1", 128, 1).matches("::2".parse().unwrap()));
+    }
+
+    /// The one-pass IPv4 line parser takes the usual lines, and agrees with
+    /// the general one on every line it takes.
+    #[test]
+    fn the_plain_ipv4_line_parser_agrees_with_the_general_one() {
+        let mut lines: Vec<String> = [
+            "10.0.0.0/8 1",
+            "0.0.0.0/0 0",
+            "10.1.2.3 5",
+            "10.1.2.3\t5\r",
+            "192.168.0.0/16 16777215",
+            "192.168.0.0/16 16777216",
+            "10.0.0.1/8 1",
+            "010.0.0.0/8 1",
+            "10.0.0.0/08 1",
+            "10.0.0.0/33 1",
+            "10.0.0.0/8 01",
+            "10.0.0.0/8",
+            "10.0.0.0/8 1 2",
+            "10.0.0.0/8 1 # c",
+            "  10.0.0.0/8 1",
+            "10.0.0.0/8  1  ",
+            "10.0.0/8 1",
+            "10.0.0.0.0/8 1",
+            "256.0.0.0/8 1",
+            "10.0.0.0/ 1",
+            "10.0.0.0/+8 1",
+            "10.0.0.0/8 +1",
+            "10.0.0.0/8 123456789",
+            "10.0.0.0/0008 1",
+            "10.0.0.0/8x 1",
+            "10.0.0.0/8 1x",
+            "1.2.3.4/32 0",
+            "0.0.0.0 0",
+            "::/0 1",
+            "",
+            "# only",
+            "10.0.0.0/8\u{a0}1",
+            "1111.0.0.0/8 1",
+            "10.0.0.0/8 000000001",
+        ]
+        .map(String::from)
+        .to_vec();
+        for i in 0..3000u32 {
+            let x = i.wrapping_mul(2_654_435_761);
+            let len = x % 33;
+            let addr = x & (prefix_mask(32, len as u8) as u32);
+            lines.push(format!("{}/{len} {}", Ipv4Addr::from(addr), x >> 12));
+            lines.push(format!("{}/{} {}", Ipv4Addr::from(x), (x >> 7) % 40, x % 1000));
+        }
+        let mut taken = 0;
+        for l in &lines {
+            let general = parse_line(l, Family::Ipv4);
+            match plain_ipv4_line(l.as_bytes()) {
+                Some(r) => {
+                    assert_eq!(general, Ok(Some(r)), "{l:?}");
+                    taken += 1;
+                }
+                // Only the usual form must be taken: a prefix with its length, a blank, a hop.
+                None => assert!(
+                    general.is_err() || l.trim_start() != l || l.contains('#') || !l.contains('/') && !l.contains(' '),
+                    "{l:?}: {general:?}, not taken"
+                ),
+            }
+        }
+        assert!(taken > 3000, "{taken} of {} lines taken", lines.len());
     }
 
     #[test]
