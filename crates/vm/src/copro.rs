@@ -698,7 +698,11 @@ pub trait Coprocessor: Send {
     /// the operation). An instance may also look the keys up in bulk and
     /// keep the answers for the operations that follow (`names` does), as
     /// long as an operation uses one only when the answer provably still
-    /// holds (the same bytes looked up, nothing changed in between).
+    /// holds (the same bytes looked up, nothing changed in between). An
+    /// engine may instead prefetch from the tables of the walk the instance
+    /// offers for `op` ([`RegisterFile::walk`]; [`Dir24Walk::prefetch`])
+    /// without calling this, so an instance keeps no answers for an
+    /// operation it offers as a walk.
     fn ahead(&self, op: u8, keys: &AheadKeys<'_>, prefetch: bool) {
         let _ = (op, keys, prefetch);
     }
