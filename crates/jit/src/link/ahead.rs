@@ -72,11 +72,11 @@ pub struct Site {
     /// [`MAX_PACKETS`] packets.
     pub words_at: usize,
     /// Where the operation is a DIR-24-8 walk of its kind whose key the
-    /// stage computes: the stage walks the first levels itself.
+    /// stage computes: the stage also lists the walks' addresses.
     pub dir24: Option<Dir24Stage>,
 }
 
-/// How the pre-lookup stage walks a site's DIR-24-8 levels.
+/// Where the pre-lookup stage finds, and lists, the addresses of a site's DIR-24-8 walks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dir24Stage {
     /// Which of the site's `exprs` holds the key (the address itself), or
@@ -162,7 +162,7 @@ pub fn find_sites(modules: &[Verified]) -> Vec<Site> {
             });
         }
     }
-    // The DIR-24-8 walks, their scratch words after every record.
+    // The DIR-24-8 walks, their address lists after every record.
     let mut walk_at = sites.last().map_or(0, |s| s.words_at + s.stride() * MAX_PACKETS);
     for s in &mut sites {
         let kind = modules[s.node].module.copros.get(usize::from(s.copro)).and_then(|c| WalkKind::of(&c.kind));
