@@ -381,19 +381,19 @@ fn prefetch_read(p: *const u8) {
 
 /// Chooses the sub-batch size of computation batching by measurement, per
 /// application and worker: it runs the candidate sizes in turn, a batch
-/// each, for [`SubBatchTuner::ROUNDS`] rounds (interleaved, so that a
+/// each, for `SubBatchTuner::ROUNDS` rounds (interleaved, so that a
 /// change in the traffic or the tables during the exploration, such as a
 /// bridge learning its first hosts, weighs on every candidate alike),
 /// keeps the one with the least time per packet over its batches, and
 /// explores again after 64 batches, then after twice as many each time up
-/// to [`SubBatchTuner::EXPLOIT`] batches, since the best
+/// to `SubBatchTuner::EXPLOIT` batches, since the best
 /// size follows what the tables and the traffic do to the caches (the
 /// paper's §3: the best batch fills the cache without evicting what the
 /// next stage needs). One candidate, 0, is no stages at all: where the
 /// tables fit the cache, the pre-lookup stage costs more than the misses
 /// it hides, and the batch then runs in one loop.
 ///
-/// The first exploration, and every [`SubBatchTuner::FULL_EVERY`]th, tries
+/// The first exploration, and every `SubBatchTuner::FULL_EVERY`th, tries
 /// every candidate; the others only the chosen size and its neighbouring
 /// sizes (no stages only where it is the choice), so that exploring costs
 /// little where some candidates are far slower than the best (no stages on
