@@ -289,6 +289,16 @@ struct Tx<'a, 'b, 'm, M: Module> {
     /// each block start and by every `copro.invoke` (an operation, or
     /// another instance sharing the same registers, may change them).
     written_inputs: HashMap<(u8, u8), Value>,
+    /// A stack slot whose value is known to be below a bound in the
+    /// current block: set at the start of the fall-through block of a
+    /// `jcmp.ge`/`jcmp.gt` against a constant that no jump enters (the
+    /// branch is its only predecessor), cleared by any write of the slot
+    /// and at every other block start. `ret.pop` then omits its port check
+    /// where the bound is within the ports (`dup; push 16; jcmp.ge bad;
+    /// ret.pop`).
+    below: Option<(usize, u64)>,
+    /// The fact a conditional jump leaves for its fall-through block (see `below`).
+    fall_below: Option<(usize, u64)>,
 }
 
 impl<M: Module> Tx<'_, '_, '_, M> {
@@ -311,7 +321,21 @@ impl<M: Module> Tx<'_, '_, '_, M> {
     }
 
     fn set(&mut self, slot: usize, v: Value) {
+        if self.below.is_some_and(|(s, _)| s == slot) {
+            self.below = None;
+        }
         self.b.def_var(self.stack[slot], v);
+    }
+
+    /// The constant `v` is, if it is an `iconst`.
+    fn const_of(&self, v: Value) -> Option<u64> {
+        let inst = self.b.func.dfg.value_def(v).inst()?;
+        match self.b.func.dfg.insts[inst] {
+            cranelift_codegen::ir::InstructionData::UnaryImm { opcode: cranelift_codegen::ir::Opcode::Iconst, imm } => {
+                Some(imm.bits() as u64 & 0xffff_ffff)
+            }
+            _ => None,
+        }
     }
 
     fn iconst(&mut self, v: u32) -> Value {
@@ -556,15 +580,24 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         let a = self.b.ins().iadd(a, low);
         let e2 = self.b.ins().load(I32, mem, a, 0);
         self.b.ins().jump(resolve, &[e2.into()]);
-        // Found where the entry has a depth, else the /0 route if any.
+        // Found where the entry has a depth, else the /0 route if any: a
+        // branch, the miss path apart, so that a hit reads nothing more.
         self.b.switch_to_block(resolve);
+        let (hit, miss, found_at) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
+        let found = self.b.append_block_param(found_at, I32);
+        let hop = self.b.append_block_param(found_at, I32);
         let depth = self.b.ins().ushr_imm_u(entry_v, 24);
-        let hop = self.b.ins().band_imm_u(entry_v, 0xff_ffff);
+        self.b.ins().brif(depth, hit, &[], miss, &[]);
+        self.b.switch_to_block(hit);
+        let one = self.iconst(1);
+        let table_hop = self.b.ins().band_imm_u(entry_v, 0xff_ffff);
+        self.b.ins().jump(found_at, &[one.into(), table_hop.into()]);
+        self.b.switch_to_block(miss);
+        self.b.set_cold_block(miss);
         let default_hop = self.b.ins().load(I32, mem, walk, WALK_DEFAULT_HOP);
         let has_default = self.b.ins().load(I32, mem, walk, WALK_HAS_DEFAULT);
-        let one = self.iconst(1);
-        let hop = self.b.ins().select(depth, hop, default_hop);
-        let found = self.b.ins().select(depth, one, has_default);
+        self.b.ins().jump(found_at, &[has_default.into(), default_hop.into()]);
+        self.b.switch_to_block(found_at);
         self.b.ins().store(mem, found, output, 0);
         self.b.ins().store(mem, hop, output, 4);
         let counters = self.b.ins().load(ptr, mem, walk, WALK_COUNTERS);
@@ -1242,6 +1275,8 @@ pub fn translate_segment<M: Module>(
     // Block starts: instruction 0, jump targets of reachable instructions,
     // and the fall-through successors of conditional branches.
     let mut starts: BTreeSet<usize> = BTreeSet::from([0]);
+    // The instructions some jump enters (not only a fall-through).
+    let mut targets: BTreeSet<usize> = BTreeSet::from([0]);
     let mut back_edges = false;
     for (i, insn) in insns.iter().enumerate() {
         if !reachable(i) {
@@ -1251,6 +1286,7 @@ pub fn translate_segment<M: Module>(
             let to = index(t);
             back_edges |= seg.edge_cost(i, to) != 0;
             starts.insert(to);
+            targets.insert(to);
         }
         if insn.op.is_jump() && insn.op != Opcode::Jump {
             starts.insert(i + 1);
@@ -1298,6 +1334,8 @@ pub fn translate_segment<M: Module>(
         walk_kinds,
         walk_outputs: HashMap::new(),
         written_inputs: HashMap::new(),
+        below: None,
+        fall_below: None,
     };
 
     let mut open = false; // whether the current block is still unterminated
@@ -1308,8 +1346,12 @@ pub fn translate_segment<M: Module>(
             }
             tx.b.switch_to_block(blk);
             tx.written_inputs.clear();
+            // A fact of the previous instruction's fall-through edge holds
+            // where that edge is the block's only way in.
+            tx.below = tx.fall_below.take().filter(|_| !targets.contains(&i));
             open = true;
         }
+        tx.fall_below = None;
         let Some(d) = seg.depth[i] else { continue };
         if !open {
             continue;
@@ -1500,6 +1542,18 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                 _ => {
                     let a = tx.get(d - 2);
                     let b = tx.get(d - 1);
+                    // Falling through `a >= k` (`a > k`) leaves `a < k`
+                    // (`a < k + 1`), and so every slot below holding `a`.
+                    let bound = match (op, tx.const_of(b)) {
+                        (JcmpGe, Some(k)) => Some(k),
+                        (JcmpGt, Some(k)) => Some(k + 1),
+                        _ => None,
+                    };
+                    if let (Some(k), true) = (bound, d >= 3) {
+                        if tx.get(d - 3) == a {
+                            tx.fall_below = Some((d - 3, k));
+                        }
+                    }
                     let c = tx.compare(cond_cc(op).expect("jcmp"), a, b);
                     tx.b.ins().brif(c, taken, &[], fall, &[]);
                 }
@@ -1518,10 +1572,14 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
         (Operands::Port(p), Ret) => tx.leave(u32::from(*p), |tx| tx.port_block(*p)),
         (_, RetPop) => {
             let p = tx.get(d - 1);
+            // The port is known to be in range here (see `Tx::below`).
+            let in_range = tx.below.is_some_and(|(s, k)| s == d - 1 && k <= u64::from(tx.out_ports));
             match tx.env.exits {
                 ExitMode::Return { .. } => {
-                    let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, p, i64::from(tx.out_ports));
-                    tx.check(ok, FaultKind::BadPort);
+                    if !in_range {
+                        let ok = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, p, i64::from(tx.out_ports));
+                        tx.check(ok, FaultKind::BadPort);
+                    }
                     tx.ret(p);
                 }
                 ExitMode::Jump { indexed } => {
@@ -1534,6 +1592,11 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                             tx.b.append_block_param(blk, I32);
                             blk
                         });
+                        if in_range && lo == 0 && hi == tx.out_ports {
+                            // Every port in range is indexed: no compare.
+                            tx.b.ins().jump(blk, &[p.into()]);
+                            return;
+                        }
                         let at = tx.b.ins().iadd_imm_s(p, -i64::from(lo));
                         let inside = tx.b.ins().icmp_imm_u(IntCC::UnsignedLessThan, at, i64::from(hi - lo));
                         tx.b.ins().brif(inside, blk, &[p.into()], rest, &[]);

@@ -268,9 +268,9 @@ pub fn ahead_signature(ptr: types::Type, call_conv: cranelift_codegen::isa::Call
 /// sites no instance takes (a drop counter's `invoke`) cost nothing per
 /// packet.
 ///
-/// A site with a [`Dir24Stage`] whose bit is also set in `walk` gets the
-/// list of its walks' addresses at `out + walk_at`, in the same loop:
-/// their number, then the addresses.
+/// A site with a [`Dir24Stage`] whose bit is also set in `walk` gets,
+/// instead of its records, the list of its walks' addresses at
+/// `out + walk_at`: their number, then the addresses.
 pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -305,20 +305,24 @@ pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
         let data = b.ins().load(ptr, ctx_flags(), d, off::XB_DATA);
         let caplen = b.ins().load(I32, ctx_flags(), d, off::XB_CAPLEN);
         let caplen = b.ins().uextend(I64, caplen);
-        let rec = rec_of(b, i, out, s);
         let pkt = Pkt { data, caplen, invalid };
         let vals: Vec<Value> = s.exprs.iter().map(|e| eval(b, &pkt, e)).collect();
+        // A walked site's records go unread (the engine prefetches from
+        // the walk's tables): only its list is written.
+        if let Some(d24) = s.dir24 {
+            let (records, list) = (b.create_block(), b.create_block());
+            b.ins().brif(walking, list, &[], records, &[]);
+            b.switch_to_block(list);
+            list_address(b, &pkt, d24, vals[d24.expr], out, listed, step);
+            b.switch_to_block(records);
+        }
+        let rec = rec_of(b, i, out, s);
         let one = b.ins().iconst(I32, 1);
         b.ins().store(MemFlagsData::trusted(), one, rec, 0);
         for (j, v) in vals.iter().enumerate() {
             b.ins().store(MemFlagsData::trusted(), *v, rec, 4 * (1 + j as i32));
         }
-        match s.dir24 {
-            Some(d24) => list_address(b, &pkt, d24, vals[d24.expr], out, walking, listed, step),
-            None => {
-                b.ins().jump(step, &[listed.into()]);
-            }
-        }
+        b.ins().jump(step, &[listed.into()]);
 
         b.switch_to_block(invalid);
         let z = b.ins().iconst(I32, 0);
@@ -343,16 +347,13 @@ pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
     b.seal_all_blocks();
 }
 
-/// In a packet's loop body, its key computed as `key`: where `walking`,
-/// the walk's address (read from the packet where the key is its offset)
-/// appended to the site's list (`listed` so far), unless it lies past the
-/// captured bytes; then a jump to `step(listed now)`.
-#[allow(clippy::too_many_arguments)]
-fn list_address(b: &mut FunctionBuilder, pkt: &Pkt, d24: Dir24Stage, key: Value, out: Value, walking: Value, listed: Value, step: Block) {
-    let (list, append) = (b.create_block(), b.create_block());
+/// In a packet's loop body, its key computed as `key`, of a site walked
+/// in this call: the walk's address (read from the packet where the key is
+/// its offset) appended to the site's list (`listed` so far), unless it
+/// lies past the captured bytes; then a jump to `step(listed now)`.
+fn list_address(b: &mut FunctionBuilder, pkt: &Pkt, d24: Dir24Stage, key: Value, out: Value, listed: Value, step: Block) {
+    let append = b.create_block();
     let addr = b.append_block_param(append, I32);
-    b.ins().brif(walking, list, &[], step, &[listed.into()]);
-    b.switch_to_block(list);
     if d24.in_packet {
         let o = b.ins().uextend(I64, key);
         let end = b.ins().iadd_imm_s(o, 4);

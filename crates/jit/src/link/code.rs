@@ -44,13 +44,16 @@ pub struct LinkedApp {
     batching: Batching,
     /// The pre-lookup stage's output: every site's words.
     ahead_words: Vec<u32>,
+    /// The sites walked in the current batch ([`LinkedApp::find_walks`]).
+    walked: Vec<(usize, usize, *const Dir24Walk)>,
     /// The sub-batch size, when chosen at run time.
     tuner: SubBatchTuner,
 }
 
-// SAFETY: the raw pointers in `node_mem` are scratch, rebuilt from the
-// borrows passed to every call before compiled code sees them; nothing in
-// a `LinkedApp` refers to another thread's data between calls.
+// SAFETY: the raw pointers in `node_mem` and `walked` are scratch, rebuilt
+// from the borrows passed to every call before compiled code or the stage
+// sees them; nothing in a `LinkedApp` refers to another thread's data
+// between calls.
 unsafe impl Send for LinkedApp {}
 
 impl std::fmt::Debug for LinkedApp {
@@ -74,6 +77,7 @@ impl LinkedApp {
             budget: prog.budget,
             batching: Batching::default(),
             ahead_words: prog.ahead.as_ref().map_or(Vec::new(), |(_, sites)| vec![0; super::ahead::output_words(sites)]),
+            walked: Vec::new(),
             tuner: SubBatchTuner::default(),
             prog,
         }
@@ -128,17 +132,30 @@ impl LinkedApp {
         offered.then_some(file.walk.cast::<Dir24Walk>())
     }
 
-    /// The enabled sites (of `enabled`) whose instance offers the walk, one bit each.
-    fn dir24_walks(&self, sites: &[Site], enabled: u64) -> u64 {
-        let walked = sites.iter().enumerate().filter(|(k, s)| enabled & (1 << k) != 0 && self.dir24_walk(s).is_some());
-        walked.fold(0, |m, (k, _)| m | 1 << k)
+    /// Finds the enabled sites (of `enabled`) whose instance offers the
+    /// walk, in `self.walked` (site, where its list is, the walk), once per
+    /// batch; returns them one bit each.
+    fn find_walks(&mut self, enabled: u64) -> u64 {
+        let mut walked = std::mem::take(&mut self.walked);
+        walked.clear();
+        if let Some((_, sites)) = &self.prog.ahead {
+            for (k, s) in sites.iter().enumerate().filter(|(k, _)| enabled & (1 << k) != 0) {
+                if let (Some(d24), Some(walk)) = (s.dir24, self.dir24_walk(s)) {
+                    walked.push((k, d24.walk_at, walk));
+                }
+            }
+        }
+        self.walked = walked;
+        self.walked.iter().fold(0, |m, &(k, _, _)| m | 1 << k)
     }
 
     /// Runs packets `descs` (the batch's from position `base` on) stage by
-    /// stage: the pre-lookup stage, the instances' `ahead`, then `netvm_run`.
+    /// stage: the pre-lookup stage, the prefetch of the walks (`walks`, as
+    /// `find_walks` left them) or the instances' `ahead`, then `netvm_run`.
     ///
     /// # Safety
     /// As [`LinkedApp::run_descs`]; `ctx` is this worker's context over `states`.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn run_staged(
         &mut self,
         states: &[PeState],
@@ -146,6 +163,7 @@ impl LinkedApp {
         descs: &mut [XbDesc],
         base: usize,
         enabled: u64,
+        walks: u64,
         verdicts: *mut u32,
     ) {
         let (ahead, sites) = self.prog.ahead.as_ref().expect("staged only with a pre-lookup stage");
@@ -157,27 +175,23 @@ impl LinkedApp {
                 prefetch_read(d.data);
             }
         }
-        // The sites whose instance offers their operation as a DIR-24-8
-        // walk: the stage lists the walks' addresses, and their entries are
-        // prefetched here from the walk's tables.
-        let walks = if prefetch { self.dir24_walks(sites, enabled) } else { 0 };
         // SAFETY: the descriptors are live (the caller's contract);
         // `ahead_words` has room for MAX_PACKETS packets of every site
         // (`output_words`).
         unsafe { ahead(descs.as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), enabled, walks) };
+        // The walked sites: the stage listed the walks' addresses, and
+        // their entries are prefetched here from the walk's tables.
+        for &(_, at, walk) in &self.walked {
+            let listed = (self.ahead_words[at] as usize).min(MAX_PACKETS);
+            // SAFETY: the register file of a bound instance that offers
+            // the walk points to its live tables (the walk's contract),
+            // which nothing changes until the batch has run.
+            unsafe { (*walk).prefetch(&self.ahead_words[at + 1..at + 1 + listed]) };
+        }
         // SAFETY: the caller's contract: the packets are readable, and
         // nothing writes them until `netvm_run` below.
         let packets = unsafe { Packets::new(descs) };
-        for (k, s) in sites.iter().enumerate().filter(|(k, _)| enabled & (1 << k) != 0) {
-            if let (true, Some(d24), Some(walk)) = (walks & (1 << k) != 0, s.dir24, self.dir24_walk(s)) {
-                let listed = (self.ahead_words[d24.walk_at] as usize).min(MAX_PACKETS);
-                let addrs = &self.ahead_words[d24.walk_at + 1..d24.walk_at + 1 + listed];
-                // SAFETY: the register file of a bound instance that offers
-                // the walk points to its live tables (the walk's contract),
-                // which nothing changes until the batch has run.
-                unsafe { (*walk).prefetch(addrs) };
-                continue;
-            }
+        for s in sites.iter().enumerate().filter(|(k, _)| enabled & !walks & (1 << k) != 0).map(|(_, s)| s) {
             let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
             states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
         }
@@ -196,6 +210,13 @@ impl LinkedApp {
         let enabled = if self.batching.mode == BatchMode::Off { 0 } else { self.enabled_sites(states) };
         // Sub-batches of `size` (0: the whole batch in one call, without stages).
         let size = if enabled == 0 { 0 } else { self.sub_batch().min(MAX_PACKETS) };
+        // The sites whose instance offers their operation as a DIR-24-8 walk.
+        let walks = if size != 0 && self.batching.mode == BatchMode::Prefetch {
+            self.find_walks(enabled)
+        } else {
+            self.walked.clear();
+            0
+        };
         let timed = (enabled != 0 && self.batching.sub_batch.is_none()).then(Instant::now);
         if size == 0 {
             // SAFETY: the caller's contract; `verdicts` has room for every packet.
@@ -204,7 +225,7 @@ impl LinkedApp {
             for (i, chunk) in descs.chunks_mut(size).enumerate() {
                 let base = i * size;
                 // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
-                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, verdicts[base..].as_mut_ptr()) };
+                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, walks, verdicts[base..].as_mut_ptr()) };
             }
         }
         if let Some(t) = timed {
@@ -607,9 +628,8 @@ mod tests {
             st.copros.push(netvm_copro::registry().create("lpm", &cfg).expect("an lpm"));
             let mut states = vec![st];
             app.bind(&mut states);
-            let sites = app.lookup_sites().to_vec();
-            assert_eq!(app.dir24_walks(&sites, 0b11), walks, "{family}");
-            assert_eq!(app.dir24_walks(&sites, 0b10), walks & 0b10, "{family}");
+            assert_eq!(app.find_walks(0b11), walks, "{family}");
+            assert_eq!(app.find_walks(0b10), walks & 0b10, "{family}");
         }
         let (ahead, sites) = app.prog.ahead.as_ref().expect("a stage");
         let d24: Vec<_> = sites.iter().map(|s| s.dir24.map(|d| (d.expr, d.in_packet))).collect();
@@ -621,6 +641,7 @@ mod tests {
             f
         };
         let (a, b) = (frame([10, 0, 0, 1], [192, 0, 2, 7]), frame([10, 0, 0, 2], [198, 51, 100, 9]));
+        let descs_src = [[10, 0, 0, 1], [10, 0, 0, 2], [0; 4], [10, 0, 0, 2]];
         // The second packet ends inside the destination; the third before the source.
         let mut pkts: Vec<netvm_vm::Packet> =
             [a, b[..32].to_vec(), b[..27].to_vec(), b].into_iter().map(netvm_vm::Packet::from_bytes).collect();
@@ -645,6 +666,23 @@ mod tests {
                 assert_eq!(listed(&words, 1), src, "walk {walk:#b}");
             } else {
                 assert_eq!(listed(&words, 1), Vec::<u32>::new(), "walk {walk:#b}");
+            }
+            // An enabled site's records (valid flag, key) are written
+            // unless it is walked; a walked site's are left as they were.
+            let rec = |s: usize, p: usize| {
+                let at = sites[s].words_at + p * sites[s].stride();
+                words[at..at + 2].to_vec()
+            };
+            if enabled & 1 != 0 && walk & 1 == 0 {
+                assert_eq!((0..4).map(|p| rec(0, p)).collect::<Vec<_>>(), vec![vec![1, 30]; 4], "walk {walk:#b}");
+            } else {
+                assert_eq!(rec(0, 0), vec![7, 7], "walk {walk:#b}");
+            }
+            let src_rec = |p: usize| if p == 2 { vec![0, 7] } else { vec![1, u32::from_be_bytes(descs_src[p])] };
+            if enabled & 2 != 0 && walk & 2 == 0 {
+                assert_eq!((0..4).map(|p| rec(1, p)).collect::<Vec<_>>(), (0..4).map(src_rec).collect::<Vec<_>>(), "walk {walk:#b}");
+            } else if enabled & 2 != 0 {
+                assert_eq!(rec(1, 0), vec![7, 7], "walk {walk:#b}");
             }
         }
     }
