@@ -116,7 +116,17 @@ fn batch_loop_header<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '
 /// zero: sources, then ports and drops, at most [`MAX_SSA_COUNTERS`]. Not
 /// indexed ports and sources (`Build::indexed_ports`, `indexed_sources`):
 /// those are counted in memory at an address computed from the port.
+///
+/// None where the loop calls out (a coprocessor's operation, a fan-out
+/// hook): every value live across a call is then kept on the stack, the
+/// counters with it, so that they cost a load and a store on the way
+/// round the loop, and an update a load, an add and a store, where a
+/// counter in memory costs one add when it changes and nothing otherwise
+/// (the router: 3 instructions a frame fewer).
 fn ssa_counters<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, pv: &mut PacketVars) {
+    if build.hooks.is_some() || build.modules.iter().any(|v| !v.module.copros.is_empty()) {
+        return;
+    }
     let l = build.layout;
     let indexed: &Vec<std::ops::Range<usize>> = &(0..l.node_base.len())
         .map(|nn| build.indexed_ports(nn).map_or(0..0, |x| l.out(nn, x.lo.into())..l.out(nn, x.hi.into())))
