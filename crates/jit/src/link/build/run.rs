@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value};
+use cranelift_codegen::ir::{types, Block, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Value};
 use cranelift_frontend::{FunctionBuilder, Switch};
 use cranelift_module::{DataId, Module};
 use netvm_vm::graph::Dest;
@@ -26,16 +26,46 @@ const MAX_SSA_COUNTERS: usize = 8;
 
 /// The batch loop of `netvm_run`: its parameters and blocks.
 struct BatchLoop {
-    /// The descriptors (`XbDesc *`).
-    descs: Value,
-    /// The verdicts (`uint32_t *`).
-    verdicts: Value,
-    /// The number of packets, as an `I64`.
-    n: Value,
+    /// The descriptors (`XbDesc *`), the verdicts (`uint32_t *`) and the
+    /// number of packets (`I64`).
+    params: LoopParams,
     /// One packet.
     body: Block,
     /// After the last packet.
     exit: Block,
+}
+
+/// Where the batch loop finds its parameters.
+enum LoopParams {
+    /// In SSA values (a loop that does not call out: they stay in registers).
+    Values([Value; 3]),
+    /// In a stack slot of their own, at `8 * LOOP_*`, loaded where the loop
+    /// uses them: where the loop calls out ([`calls_out`]), the register
+    /// allocator puts values live across it on the stack anyway, and then
+    /// stored them back on every packet as well as reloading them.
+    Slot(StackSlot),
+}
+
+/// Which parameter of [`LoopParams`].
+const LOOP_DESCS: usize = 0;
+const LOOP_VERDICTS: usize = 1;
+const LOOP_N: usize = 2;
+
+impl BatchLoop {
+    /// Parameter `which` (`ty`: the pointer type `ptr`, or `I64` for the count).
+    fn param(&self, b: &mut FunctionBuilder, ptr: types::Type, ty: types::Type, which: usize) -> Value {
+        match &self.params {
+            LoopParams::Values(v) => v[which],
+            LoopParams::Slot(slot) => b.ins().stack_load(ptr, ty, *slot, 8 * which as i32),
+        }
+    }
+}
+
+/// Whether the packet loop calls out of the function: a coprocessor's
+/// operation, a fan-out hook. Values live across the loop are then kept
+/// on the stack by the register allocator.
+fn calls_out<M: Module>(build: &Build<'_, '_, M>) -> bool {
+    build.hooks.is_some() || build.modules.iter().any(|v| !v.module.copros.is_empty())
 }
 
 /// What the parts of `netvm_run` share besides the builder.
@@ -75,7 +105,7 @@ pub(super) fn build_run<M: Module>(
     if let Some(h) = build.hooks {
         pending_copies(b, build, &pv, &mut run, h);
     }
-    next_packet(b, &pv, &lp);
+    next_packet(b, &pv, &lp, build.ptr);
     flush_counters(b, build, &pv, lp.exit);
 }
 
@@ -89,6 +119,15 @@ fn batch_loop_header<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '
     let params = b.block_params(entry).to_vec();
     let (ctx, descs, n, verdicts) = (params[0], params[1], params[2], params[3]);
     let n64 = b.ins().uextend(I64, n);
+    let params = if calls_out(build) {
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 24, 3));
+        for (which, v) in [(LOOP_DESCS, descs), (LOOP_VERDICTS, verdicts), (LOOP_N, n64)] {
+            b.ins().stack_store(build.ptr, v, slot, 8 * which as i32);
+        }
+        LoopParams::Slot(slot)
+    } else {
+        LoopParams::Values([descs, verdicts, n64])
+    };
     let mut pv = PacketVars::load(b, ctx, build.ptr, build.hooks.is_some());
     if mode == LinkMode::Direct {
         ssa_counters(b, build, &mut pv);
@@ -109,7 +148,7 @@ fn batch_loop_header<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '
     let i = b.use_var(pv.idx);
     let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n64);
     b.ins().brif(more, body, &[], exit, &[]);
-    (pv, BatchLoop { descs, verdicts, n: n64, body, exit })
+    (pv, BatchLoop { params, body, exit })
 }
 
 /// Declares the counters kept in registers (direct mode), each starting at
@@ -124,7 +163,7 @@ fn batch_loop_header<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '
 /// counter in memory costs one add when it changes and nothing otherwise
 /// (the router: 3 instructions a frame fewer).
 fn ssa_counters<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>, pv: &mut PacketVars) {
-    if build.hooks.is_some() || build.modules.iter().any(|v| !v.module.copros.is_empty()) {
+    if calls_out(build) {
         return;
     }
     let l = build.layout;
@@ -150,7 +189,8 @@ fn packet_prologue<M: Module>(b: &mut FunctionBuilder, build: &Build<'_, '_, M>,
     b.switch_to_block(lp.body);
     let i = b.use_var(pv.idx);
     let o = b.ins().imul_imm_s(i, off::XB_SIZE);
-    let d = b.ins().iadd(lp.descs, o);
+    let descs = lp.param(b, build.ptr, build.ptr, LOOP_DESCS);
+    let d = b.ins().iadd(descs, o);
     b.def_var(pv.desc, d);
     let data = b.ins().load(build.ptr, ctx_flags(), d, off::XB_DATA);
     let caplen = b.ins().load(I32, ctx_flags(), d, off::XB_CAPLEN);
@@ -302,16 +342,18 @@ fn pending_copies<M: Module>(b: &mut FunctionBuilder, build: &mut Build<'_, '_, 
 
 /// The loop's latch, at the current block: stores the packet's verdict and
 /// goes on to the next packet or leaves the loop.
-fn next_packet(b: &mut FunctionBuilder, pv: &PacketVars, lp: &BatchLoop) {
+fn next_packet(b: &mut FunctionBuilder, pv: &PacketVars, lp: &BatchLoop, ptr: types::Type) {
     let i = b.use_var(pv.idx);
     let v = b.use_var(pv.verdict);
     let o = b.ins().ishl_imm_u(i, 2);
-    let a = b.ins().iadd(lp.verdicts, o);
+    let verdicts = lp.param(b, ptr, ptr, LOOP_VERDICTS);
+    let a = b.ins().iadd(verdicts, o);
     b.ins().store(MemFlagsData::trusted(), v, a, 0);
     let i1 = b.ins().iadd_imm_s(i, 1);
     b.def_var(pv.idx, i1);
     // The loop is rotated: the test at its bottom saves a jump per packet.
-    let more = b.ins().icmp(IntCC::UnsignedLessThan, i1, lp.n);
+    let n = lp.param(b, ptr, I64, LOOP_N);
+    let more = b.ins().icmp(IntCC::UnsignedLessThan, i1, n);
     b.ins().brif(more, lp.body, &[], lp.exit, &[]);
 }
 
