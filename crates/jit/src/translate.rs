@@ -327,17 +327,6 @@ impl<M: Module> Tx<'_, '_, '_, M> {
         self.b.def_var(self.stack[slot], v);
     }
 
-    /// The constant `v` is, if it is an `iconst`.
-    fn const_of(&self, v: Value) -> Option<u64> {
-        let inst = self.b.func.dfg.value_def(v).inst()?;
-        match self.b.func.dfg.insts[inst] {
-            cranelift_codegen::ir::InstructionData::UnaryImm { opcode: cranelift_codegen::ir::Opcode::Iconst, imm } => {
-                Some(imm.bits() as u64 & 0xffff_ffff)
-            }
-            _ => None,
-        }
-    }
-
     fn iconst(&mut self, v: u32) -> Value {
         self.b.ins().iconst(I32, i64::from(v))
     }
@@ -1544,7 +1533,7 @@ fn translate_insn<M: Module>(tx: &mut Tx<'_, '_, '_, M>, i: usize, insn: &netil:
                     let b = tx.get(d - 1);
                     // Falling through `a >= k` (`a > k`) leaves `a < k`
                     // (`a < k + 1`), and so every slot below holding `a`.
-                    let bound = match (op, tx.const_of(b)) {
+                    let bound = match (op, tx.consts.get(&b).map(|&k| u64::from(k))) {
                         (JcmpGe, Some(k)) => Some(k),
                         (JcmpGt, Some(k)) => Some(k + 1),
                         _ => None,
