@@ -1,7 +1,9 @@
 //! Applications compiled whole by the JIT (`netvm_jit::link`), run the way a
-//! benchmark wants them: descriptors prepared once, batches handed straight
-//! to the compiled per-batch function `netvm_run` with
-//! [`LinkedApp::run_descs`], no runtime in between.
+//! benchmark wants them: batches handed straight to the compiled per-batch
+//! function `netvm_run` with [`LinkedApp::run_descs`], no runtime in
+//! between, on descriptors prepared once for the whole trace
+//! ([`Linked::pass_ports`]) or written burst by burst from flat arrays, as
+//! a port writes them ([`Linked::pass_ports_burst`]).
 
 use netvm_jit::link::{Batching, LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
@@ -17,6 +19,8 @@ pub struct Linked {
     app: LinkedApp,
     states: Vec<PeState>,
     verdicts: Vec<u32>,
+    /// The descriptors of the burst [`Linked::pass_ports_burst`] is running.
+    burst: Vec<XbDesc>,
 }
 
 impl Linked {
@@ -45,7 +49,7 @@ impl Linked {
             states[pe].copros[i].load(text).map_err(|e| format!("loading {name}: {e}"))?;
         }
         app.init(&mut states).map_err(|(n, o)| format!(".init of NetPE {n}: {o:?}"))?;
-        Ok(Linked { app, states, verdicts: vec![0; BATCH] })
+        Ok(Linked { app, states, verdicts: vec![0; BATCH], burst: Vec::with_capacity(BATCH) })
     }
 
     /// The sub-batch size the application runs with now: the fixed one,
@@ -63,18 +67,42 @@ impl Linked {
             let v = &mut self.verdicts[..chunk.len()];
             // SAFETY: as in `pass`.
             unsafe { self.app.run_descs(&mut self.states, chunk, v) };
-            check += v
-                .iter()
-                .map(|&r| {
-                    if r <= 0xffff {
-                        u64::from(r) + 1
-                    } else if r & 0x8000_0000 != 0 {
-                        10
-                    } else {
-                        0
-                    }
-                })
-                .sum::<u64>();
+            check += port_check(v);
+        }
+        check
+    }
+
+    /// As [`Linked::pass_ports`], but as a packet engine runs: the
+    /// descriptors of each burst of [`BATCH`] packets are written, in one
+    /// array reused for every burst, from the flat arrays of the packets'
+    /// slots, lengths and input ports (what the C peers' loops read), the
+    /// way a port writes a batch's descriptors from its receive ring.
+    /// Writing them is part of the work timed. The descriptors prepared
+    /// once in `descs` are not read.
+    pub fn pass_ports_burst(&mut self, descs: &mut Descs) -> u64 {
+        let mut check = 0u64;
+        let base = descs.bytes.as_mut_ptr().wrapping_add(descs.start);
+        let n = descs.caplens.len();
+        for at in (0..n).step_by(BATCH) {
+            let m = BATCH.min(n - at);
+            self.burst.clear();
+            self.burst.extend((at..at + m).map(|i| XbDesc {
+                data: base.wrapping_add(i * descs.slot),
+                caplen: descs.caplens[i],
+                wirelen: descs.caplens[i],
+                ts_sec: 0,
+                ts_nsec: 0,
+                in_port: descs.in_ports[i],
+                reserved: 0,
+                seq: i as u64,
+            }));
+            let v = &mut self.verdicts[..m];
+            // SAFETY: every descriptor points at its own slot of the buffer
+            // owned by `descs` (as `Descs::with_slot` laid them out),
+            // borrowed exclusively here, `caplen` bytes long; nothing else
+            // touches it during the call.
+            unsafe { self.app.run_descs(&mut self.states, &mut self.burst, v) };
+            check += port_check(v);
         }
         check
     }
@@ -98,6 +126,22 @@ impl Linked {
     }
 }
 
+/// The check of a batch's raw verdicts (see [`Linked::pass_ports`]).
+fn port_check(verdicts: &[u32]) -> u64 {
+    verdicts
+        .iter()
+        .map(|&r| {
+            if r <= 0xffff {
+                u64::from(r) + 1
+            } else if r & 0x8000_0000 != 0 {
+                10
+            } else {
+                0
+            }
+        })
+        .sum()
+}
+
 /// Copies of packets and one descriptor per packet, pointing at its bytes.
 /// The copies lie in one buffer of equal slots, one per packet, the first
 /// on a cache line, as the C peers hold a trace: [`SLOT`]-byte slots as
@@ -111,6 +155,10 @@ pub struct Descs {
     start: usize,
     slot: usize,
     descs: Vec<XbDesc>,
+    /// Per packet, its captured length and input port: the flat arrays
+    /// [`Linked::pass_ports_burst`] writes descriptors from.
+    caplens: Vec<u32>,
+    in_ports: Vec<u16>,
 }
 
 /// Bytes per packet slot of [`Descs::new`]: the filter peers' slot, the traces' snap length.
@@ -155,7 +203,9 @@ impl Descs {
                 d
             })
             .collect();
-        Descs { bytes, start, slot, descs }
+        let caplens = packets.iter().map(|p| p.data.len() as u32).collect();
+        let in_ports = packets.iter().map(|p| p.in_port).collect();
+        Descs { bytes, start, slot, descs, caplens, in_ports }
     }
 
     /// Copies `packets` (those the descriptors were made from) over the slots again.

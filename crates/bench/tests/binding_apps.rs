@@ -7,7 +7,8 @@
 //! agree on. Packets: `mixed::edge_cases` and 20,000 mixed-trace frames.
 //! benches/apps/bridge-c.toml, the bridge's decision alone that
 //! `coprobench app DIR bridge-c` sets against the C loop, decides as
-//! examples/l2-bridge does.
+//! examples/l2-bridge does. Descriptors written burst by burst
+//! (`Linked::pass_ports_burst`) run as those prepared once.
 
 use std::path::PathBuf;
 
@@ -180,4 +181,27 @@ fn bridge_c_decides_as_the_example_bridge() {
         }
     }
     assert!(forwarded > 1_000 && flooded > 10, "{forwarded} forwarded, {flooded} flooded");
+}
+
+/// `Linked::pass_ports_burst`, which writes each burst's descriptors from
+/// the packets' lengths and input ports, gives the answers of the
+/// descriptors prepared once: on f4 and on bridge-c, which learns and
+/// forwards by input port, over several passes (its table carries over).
+#[test]
+fn burst_descriptors_run_as_prepared_ones() {
+    use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
+    let traffic = BridgeTraffic { ports: 4, hosts: 40, frames: 3_000, long_gaps: 0, moves: 3, gap_seconds: 0 };
+    let frames = bridge_trace(&mut netvm_traffic::SplitMix64::new(9), &traffic);
+    let mixed = packets();
+    let bridge = Manifest::load(&benches("apps/bridge-c.toml")).expect("manifest");
+    for (app, m, packets) in [("f4", f4(), &mixed), ("bridge-c", bridge, &frames)] {
+        let (mut once, mut burst) = (Descs::packed(packets), Descs::packed(packets));
+        let mut a = Linked::build(&m, LinkMode::Direct).expect("links");
+        let mut b = Linked::build(&m, LinkMode::Direct).expect("links");
+        for pass in 0..3 {
+            let want = a.pass_ports(&mut once);
+            assert!(want > packets.len() as u64 / 10, "{app}: the packets leave on ports ({want})");
+            assert_eq!(b.pass_ports_burst(&mut burst), want, "{app}, pass {pass}");
+        }
+    }
 }

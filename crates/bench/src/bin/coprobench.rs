@@ -27,9 +27,12 @@
 //!                                         batch function, with computation batching off, on and
 //!                                         prefetch (sub-batch chosen at run time), and prefetch
 //!                                         and on at each fixed sub-batch size (the sweep); the
-//!                                         compiled batch function alone (`linked-off`,
-//!                                         `linked-on-auto`, `linked-prefetch-auto`, and any
-//!                                         `linked-SETTING` named in --only)
+//!                                         compiled batch function alone on descriptors
+//!                                         prepared once (`linked-off`, `linked-on-auto`,
+//!                                         `linked-prefetch-auto`, and any `linked-SETTING`
+//!                                         named in --only) and on descriptors written per
+//!                                         burst of 256 from flat arrays, as a port writes
+//!                                         them (`burst-SETTING`, the same settings)
 //! ```
 //!
 //! Every measurement prints one JSON line: engine, bench, mode, ns_median,
@@ -896,35 +899,43 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
         }
     }
     let n = frames.len() as u64;
-    // The compiled batch function alone, on descriptors prepared once (as
-    // the C loops run): no runtime between the packets and the code.
+    // The compiled batch function alone, no runtime between the packets
+    // and the code: `linked-SETTING` on descriptors prepared once for the
+    // whole trace; `burst-SETTING` on descriptors written burst by burst
+    // from the flat arrays the C loops read, as a port writes them (timed).
     let loads: Vec<(&str, &str)> = load.zip(routes.as_deref()).into_iter().collect();
     // Fixed sub-batches (`linked-prefetch-32`) when named: their counts
     // of instructions do not depend on the tuner's timing.
-    let named = |name: &str| only.split(',').any(|o| o.strip_prefix("linked-") == Some(name));
-    for (name, batching) in settings.iter().filter(|(name, _)| matches!(name.as_str(), "off" | "on-auto" | "prefetch-auto") || named(name))
-    {
-        let name = format!("linked-{name}");
-        if !only.is_empty() && !only.split(',').any(|o| o == name) {
-            continue;
-        }
-        let mut l = netvm_bench::linked::Linked::build_with(&manifest, netvm_jit::link::LinkMode::Direct, *batching, &loads)
-            .unwrap_or_else(|e| die(e));
-        let mut descs = netvm_bench::linked::Descs::packed(&frames);
-        let check = l.pass_ports(&mut descs);
-        let mut ns = Vec::with_capacity(reps);
-        for _ in 0..reps {
-            descs.restore(&frames);
-            let t = Instant::now();
-            let c = std::hint::black_box(l.pass_ports(&mut descs));
-            ns.push(t.elapsed().as_nanos() as f64 / n as f64);
-            if !bench.starts_with("bridge64") {
-                assert_eq!(c, check, "two passes gave different answers");
+    let named = |how: &str, name: &str| only.split(',').any(|o| o.strip_prefix(how).and_then(|o| o.strip_prefix('-')) == Some(name));
+    let defaults = |name: &str| matches!(name, "off" | "on-auto" | "prefetch-auto");
+    for how in ["linked", "burst"] {
+        for (name, batching) in settings.iter().filter(|(name, _)| (only.is_empty() && defaults(name)) || named(how, name)) {
+            let name = format!("{how}-{name}");
+            let mut l = netvm_bench::linked::Linked::build_with(&manifest, netvm_jit::link::LinkMode::Direct, *batching, &loads)
+                .unwrap_or_else(|e| die(e));
+            let mut descs = netvm_bench::linked::Descs::packed(&frames);
+            let pass = |l: &mut netvm_bench::linked::Linked, descs: &mut netvm_bench::linked::Descs| {
+                if how == "burst" {
+                    l.pass_ports_burst(descs)
+                } else {
+                    l.pass_ports(descs)
+                }
+            };
+            let check = pass(&mut l, &mut descs);
+            let mut ns = Vec::with_capacity(reps);
+            for _ in 0..reps {
+                descs.restore(&frames);
+                let t = Instant::now();
+                let c = std::hint::black_box(pass(&mut l, &mut descs));
+                ns.push(t.elapsed().as_nanos() as f64 / n as f64);
+                if !bench.starts_with("bridge64") {
+                    assert_eq!(c, check, "two passes gave different answers");
+                }
             }
-        }
-        emit(engine_name, bench, &format!("app-{name}"), &ns, n, check);
-        if batching.sub_batch.is_none() && batching.mode != BatchMode::Off {
-            eprintln!("coprobench: {bench} {name}: the tuner's sub-batch at the end: {}", l.sub_batch());
+            emit(engine_name, bench, &format!("app-{name}"), &ns, n, check);
+            if batching.sub_batch.is_none() && batching.mode != BatchMode::Off {
+                eprintln!("coprobench: {bench} {name}: the tuner's sub-batch at the end: {}", l.sub_batch());
+            }
         }
     }
     // The runtime's settings in an order rotated by `rotate` (the round),
