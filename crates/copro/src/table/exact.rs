@@ -463,32 +463,59 @@ impl ExactTable {
     pub fn prefetch_keys<'k>(&self, keys: impl IntoIterator<Item = &'k [u8]>) {
         let both = self.len * 2 > self.nbuckets * SLOTS;
         let mut probes = [Probe::default(); BATCH];
-        let mut keys = keys.into_iter().filter(|k| k.len() == self.key_size).peekable();
-        while keys.peek().is_some() {
+        let mut keys = keys.into_iter();
+        loop {
+            // A group: hash each key and prefetch its first bucket's tags
+            // (both buckets' where the table is fuller) ...
             let mut n = 0;
-            for k in keys.by_ref().take(BATCH) {
+            while n < BATCH {
+                let Some(k) = keys.next() else { break };
+                if k.len() != self.key_size {
+                    continue;
+                }
                 let p = if both { self.probe(k) } else { self.probe_first(k) };
-                prefetch(&self.tags[p.b1]);
+                self.prefetch_tags(p.b1);
                 if both {
-                    prefetch(&self.tags[p.b2]);
+                    self.prefetch_tags(p.b2);
                 }
                 probes[n] = p;
                 n += 1;
             }
+            // ... then, their tags on the way, the entries they point to.
             for p in &probes[..n] {
-                let m = match_tags(&self.tags[p.b1], p.tag);
+                let m = self.tags.get(p.b1).map_or(0, |t| match_tags(t, p.tag));
                 if m != 0 {
-                    prefetch(&self.entries[(p.b1 * SLOTS + m.trailing_zeros() as usize) * self.stride]);
+                    self.prefetch_entry(p.b1, m);
                 }
                 if both {
-                    let m = match_tags(&self.tags[p.b2], p.tag);
+                    let m = self.tags.get(p.b2).map_or(0, |t| match_tags(t, p.tag));
                     if m != 0 {
-                        prefetch(&self.entries[(p.b2 * SLOTS + m.trailing_zeros() as usize) * self.stride]);
+                        self.prefetch_entry(p.b2, m);
                     }
                 } else if m == 0 {
-                    prefetch(&self.tags[self.alt(p.b1, p.tag)]);
+                    self.prefetch_tags(self.alt(p.b1, p.tag));
                 }
             }
+            if n < BATCH {
+                return;
+            }
+        }
+    }
+
+    /// Prefetches bucket `b`'s tags (a hint: nothing where `b` is out of range).
+    #[inline(always)]
+    fn prefetch_tags(&self, b: usize) {
+        if let Some(t) = self.tags.get(b) {
+            prefetch(t);
+        }
+    }
+
+    /// Prefetches the entry of bucket `b` in the lowest slot of `matched`
+    /// (one bit per slot, not 0).
+    #[inline(always)]
+    fn prefetch_entry(&self, b: usize, matched: u32) {
+        if let Some(e) = self.entries.get((b * SLOTS + matched.trailing_zeros() as usize) * self.stride) {
+            prefetch(e);
         }
     }
 
