@@ -16,7 +16,9 @@
 #   apps      computation batching (issue 16): examples/ipv4-router and
 #             examples/l2-bridge (and its decision alone, `bridge-c`, engine
 #             netvm-jit/bridge-c) through `coprobench app` (the compiled batch
-#             function alone, and through the runtime's batch function) with
+#             function alone, on descriptors prepared once, `app-linked-*`, and
+#             written per burst as a port writes them, `app-burst-*`; and
+#             through the runtime's batch function) with
 #             --batching off, on and prefetch, and the sub-batch sweep (8 to
 #             256, the paper's Fig. 4); the C loops of router and bridge
 #   l2fwdN    examples/l2-fwd with an N-entry table (N = 2000, 16000,
@@ -177,7 +179,7 @@ for round in $(seq "$ROUNDS"); do
             "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" | record "$round"
         done
         # The bridge's decision alone (benches/apps/bridge-c.toml): the C loop's work.
-        "${PIN[@]}" "$REL/coprobench" app "$WORK" bridge-c --reps "$REPS" --only linked-off,linked-prefetch-auto,off,prefetch-auto | record "$round"
+        "${PIN[@]}" "$REL/coprobench" app "$WORK" bridge-c --reps "$REPS" --only linked-off,linked-prefetch-auto,burst-off,burst-prefetch-auto,off,prefetch-auto | record "$round"
         wants router || "${PIN[@]}" "$WORK/peers/copropeers" router "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
         wants bridge || "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
     fi
