@@ -9,7 +9,7 @@ use netvm_jit::link::{Batching, LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
 use netvm_runtime::{Application, Manifest};
 use netvm_vm::graph::LinkedCode;
-use netvm_vm::{Packet, PeState};
+use netvm_vm::{Packet, PeState, Timestamp};
 
 /// Descriptors per call of the compiled batch function.
 pub const BATCH: usize = 256;
@@ -75,8 +75,9 @@ impl Linked {
     /// As [`Linked::pass_ports`], but as a packet engine runs: the
     /// descriptors of each burst of [`BATCH`] packets are written, in one
     /// array reused for every burst, from the flat arrays of the packets'
-    /// slots, lengths and input ports (what the C peers' loops read), the
-    /// way a port writes a batch's descriptors from its receive ring.
+    /// slots, lengths, timestamps and input ports (the C peers' loops read
+    /// the slots, lengths and ports), the way a port writes a batch's
+    /// descriptors from its receive ring.
     /// Writing them is part of the work timed. The descriptors prepared
     /// once in `descs` are not read.
     pub fn pass_ports_burst(&mut self, descs: &mut Descs) -> u64 {
@@ -89,9 +90,9 @@ impl Linked {
             self.burst.extend((at..at + m).map(|i| XbDesc {
                 data: base.wrapping_add(i * descs.slot),
                 caplen: descs.caplens[i],
-                wirelen: descs.caplens[i],
-                ts_sec: 0,
-                ts_nsec: 0,
+                wirelen: descs.wirelens[i],
+                ts_sec: descs.times[i].sec,
+                ts_nsec: descs.times[i].nsec,
                 in_port: descs.in_ports[i],
                 reserved: 0,
                 seq: i as u64,
@@ -155,9 +156,12 @@ pub struct Descs {
     start: usize,
     slot: usize,
     descs: Vec<XbDesc>,
-    /// Per packet, its captured length and input port: the flat arrays
-    /// [`Linked::pass_ports_burst`] writes descriptors from.
+    /// Per packet, its captured and wire lengths, timestamp and input
+    /// port: the flat arrays [`Linked::pass_ports_burst`] writes
+    /// descriptors from.
     caplens: Vec<u32>,
+    wirelens: Vec<u32>,
+    times: Vec<Timestamp>,
     in_ports: Vec<u16>,
 }
 
@@ -204,8 +208,10 @@ impl Descs {
             })
             .collect();
         let caplens = packets.iter().map(|p| p.data.len() as u32).collect();
+        let wirelens = packets.iter().map(|p| p.wire_len).collect();
+        let times = packets.iter().map(|p| p.ts).collect();
         let in_ports = packets.iter().map(|p| p.in_port).collect();
-        Descs { bytes, start, slot, descs, caplens, in_ports }
+        Descs { bytes, start, slot, descs, caplens, wirelens, times, in_ports }
     }
 
     /// Copies `packets` (those the descriptors were made from) over the slots again.

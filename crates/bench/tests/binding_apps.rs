@@ -184,17 +184,22 @@ fn bridge_c_decides_as_the_example_bridge() {
 }
 
 /// `Linked::pass_ports_burst`, which writes each burst's descriptors from
-/// the packets' lengths and input ports, gives the answers of the
-/// descriptors prepared once: on f4 and on bridge-c, which learns and
-/// forwards by input port, over several passes (its table carries over).
+/// the packets' lengths, timestamps and input ports, gives the answers of
+/// the descriptors prepared once: on f4, on bridge-c, which learns and
+/// forwards by input port, and on examples/l2-bridge, whose entries age
+/// (time jumps past the aging limit in the trace), over several passes
+/// (the tables carry over).
 #[test]
 fn burst_descriptors_run_as_prepared_ones() {
     use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
     let traffic = BridgeTraffic { ports: 4, hosts: 40, frames: 3_000, long_gaps: 0, moves: 3, gap_seconds: 0 };
     let frames = bridge_trace(&mut netvm_traffic::SplitMix64::new(9), &traffic);
+    let aging = BridgeTraffic { long_gaps: 2, gap_seconds: 400, ..traffic };
+    let aged = bridge_trace(&mut netvm_traffic::SplitMix64::new(10), &aging);
     let mixed = packets();
-    let bridge = Manifest::load(&benches("apps/bridge-c.toml")).expect("manifest");
-    for (app, m, packets) in [("f4", f4(), &mixed), ("bridge-c", bridge, &frames)] {
+    let bridge_c = Manifest::load(&benches("apps/bridge-c.toml")).expect("manifest");
+    let bridge = Manifest::load(&benches("../examples/l2-bridge/app.toml")).expect("manifest");
+    for (app, m, packets) in [("f4", f4(), &mixed), ("bridge-c", bridge_c, &frames), ("l2-bridge", bridge, &aged)] {
         let (mut once, mut burst) = (Descs::packed(packets), Descs::packed(packets));
         let mut a = Linked::build(&m, LinkMode::Direct).expect("links");
         let mut b = Linked::build(&m, LinkMode::Direct).expect("links");
