@@ -30,7 +30,11 @@
  * frame and its length (and the bridge its input port) through a
  * descriptor of netvm's layout (`struct netvm_xb` of include/netvm.h, 40
  * bytes a frame, built once), as netvm's compiled batch function gets its
- * packets; "bulk" reads flat arrays of frames and 2-byte lengths.
+ * packets; "bulk" reads flat arrays of frames and 2-byte lengths. The
+ * router also runs "staged" and "staged-xb": netvm's stage structure
+ * written in C (per 64 frames: prefetch the headers, take the destination
+ * addresses, prefetch then read the tbl24 entries and prefetch the tbl8
+ * ones, then the whole frame with a single lookup that hits the cache).
  *
  * Checks:
  *   lpm     sum of (next hop + 1) over the lookups, 0 for a miss
@@ -86,6 +90,7 @@
 #define MAYBE_UNUSED __attribute__((unused))
 
 #define BATCH 32
+#define STAGE 64 /* frames per sub-batch of the "staged" loops */
 #define NPORTS 16 /* router output ports: a next hop is a port, 0 to 15 */
 
 static int reps = 7;
@@ -725,6 +730,18 @@ static inline __attribute__((always_inline)) int router_frame(uint8_t *f, uint32
     return 1;
 }
 
+/* A frame's output: its port counted and (port + 1) added to the check
+ * where a route was found to a port the router has, else a drop. */
+static inline __attribute__((always_inline)) void router_out(struct router_ctx *c, int found, uint32_t nh, uint64_t *s,
+                                                             uint64_t *dropped)
+{
+    if (found && nh < NPORTS) {
+        c->port[nh]++;
+        *s += nh + 1;
+    } else
+        (*dropped)++; /* a check failed, no_route or bad_port */
+}
+
 static __attribute__((noinline)) uint64_t router_single(void *v)
 {
     struct router_ctx *c = v;
@@ -732,13 +749,9 @@ static __attribute__((noinline)) uint64_t router_single(void *v)
     const struct frames *fr = c->fr;
     uint64_t s = 0, dropped = 0;
     for (size_t i = 0; i < fr->n; i++) {
-        uint32_t dst, nh;
-        if (router_frame(fr->work + i * fr->slot, fr->len[i], &dst) && rte_lpm_lookup(lpm, dst, &nh) == 0 &&
-            nh < NPORTS) {
-            c->port[nh]++;
-            s += nh + 1;
-        } else
-            dropped++; /* a check failed, no_route or bad_port */
+        uint32_t dst, nh = 0;
+        int found = router_frame(fr->work + i * fr->slot, fr->len[i], &dst) && rte_lpm_lookup(lpm, dst, &nh) == 0;
+        router_out(c, found, nh, &s, &dropped);
     }
     c->dropped += dropped;
     return s;
@@ -759,28 +772,59 @@ static inline __attribute__((always_inline)) uint64_t router_bulk_via(void *v, c
         if (k == 0)
             continue;
         rte_lpm_lookup_bulk(lpm, ips, hop, k);
-        for (unsigned j = 0; j < k; j++) {
-            uint32_t nh = hop[j] & 0x00ffffff;
-            if ((hop[j] & RTE_LPM_LOOKUP_SUCCESS) && nh < NPORTS) {
-                c->port[nh]++;
-                s += nh + 1;
-            } else
-                dropped++;
+        for (unsigned j = 0; j < k; j++)
+            router_out(c, (hop[j] & RTE_LPM_LOOKUP_SUCCESS) != 0, hop[j] & 0x00ffffff, &s, &dropped);
+    }
+    c->dropped += dropped;
+    return s;
+}
+
+/* The loop `name` on flat arrays and `name`_xb through descriptors, each
+ * compiled on its own. */
+#define FLAT_AND_XB(name)                                                                                              \
+    static __attribute__((noinline)) uint64_t name(void *v) { return name##_via(v, 0); }                              \
+    static __attribute__((noinline)) uint64_t name##_xb(void *v) { return name##_via(v, 1); }
+
+FLAT_AND_XB(router_bulk)
+
+/* netvm's stage structure in C (`LinkedApp::run_staged`, sub-batches of
+ * 64): what the structure costs apart from the code netvm generates. The
+ * answers are the single loop's (each frame's own lookup). */
+static inline __attribute__((always_inline)) uint64_t router_staged_via(void *v, const int via_xb)
+{
+    struct router_ctx *c = v;
+    const struct rte_lpm *lpm = c->lpm;
+    const struct frames *fr = c->fr;
+    uint64_t s = 0, dropped = 0;
+    uint32_t key[STAGE];
+    for (size_t i = 0; i < fr->n; i += STAGE) {
+        unsigned b = fr->n - i < STAGE ? (unsigned)(fr->n - i) : STAGE;
+        for (unsigned j = 0; j < b; j++)
+            __builtin_prefetch(frame_at(fr, i + j, via_xb));
+        /* The key stage: the destination where the frame holds one (0 is a harmless guess). */
+        for (unsigned j = 0; j < b; j++)
+            key[j] = len_at(fr, i + j, via_xb) >= 34 ? be32(frame_at(fr, i + j, via_xb) + 30) : 0;
+        /* The prefetch stage: every tbl24 entry, then each read and its tbl8 entry prefetched. */
+        for (unsigned j = 0; j < b; j++)
+            __builtin_prefetch(&lpm->tbl24[key[j] >> 8]);
+        for (unsigned j = 0; j < b; j++) {
+            struct rte_lpm_tbl_entry e = lpm->tbl24[key[j] >> 8];
+            if (e.valid && e.valid_group)
+                __builtin_prefetch(&lpm->tbl8[e.next_hop * RTE_LPM_TBL8_GROUP_NUM_ENTRIES + (key[j] & 0xff)]);
+        }
+        /* The data path. */
+        for (unsigned j = 0; j < b; j++) {
+            uint32_t dst, nh = 0;
+            int found = router_frame(frame_at(fr, i + j, via_xb), len_at(fr, i + j, via_xb), &dst) &&
+                        rte_lpm_lookup(lpm, dst, &nh) == 0;
+            router_out(c, found, nh, &s, &dropped);
         }
     }
     c->dropped += dropped;
     return s;
 }
 
-static __attribute__((noinline)) uint64_t router_bulk(void *v)
-{
-    return router_bulk_via(v, 0);
-}
-
-static __attribute__((noinline)) uint64_t router_bulk_xb(void *v)
-{
-    return router_bulk_via(v, 1);
-}
+FLAT_AND_XB(router_staged)
 
 static void router_extra(const struct router_ctx *c, const double *ns, char *buf, size_t len)
 {
@@ -801,15 +845,18 @@ static int bench_router(const char *dir)
     struct router_ctx c = {.lpm = build_lpm(dir, "c-router/dpdk-rte_lpm", "router64"), .fr = &fr};
     double *ns = calloc(reps, sizeof *ns);
     char extra[256];
-    uint64_t check = timed("router single", router_single, router_prep, &c, fr.n, ns);
-    router_extra(&c, ns, extra, sizeof extra);
-    emit("c-router/dpdk-rte_lpm", "router64", "single", ns, fr.n, check, extra);
-    check = timed("router bulk", router_bulk, router_prep, &c, fr.n, ns);
-    router_extra(&c, ns, extra, sizeof extra);
-    emit("c-router/dpdk-rte_lpm", "router64", "bulk", ns, fr.n, check, extra);
-    check = timed("router bulk-xb", router_bulk_xb, router_prep, &c, fr.n, ns);
-    router_extra(&c, ns, extra, sizeof extra);
-    emit("c-router/dpdk-rte_lpm", "router64", "bulk-xb", ns, fr.n, check, extra);
+    const struct {
+        const char *mode;
+        uint64_t (*run)(void *);
+    } loops[] = {{"single", router_single}, {"bulk", router_bulk},       {"bulk-xb", router_bulk_xb},
+                 {"staged", router_staged}, {"staged-xb", router_staged_xb}};
+    for (size_t k = 0; k < sizeof loops / sizeof loops[0]; k++) {
+        char what[32];
+        snprintf(what, sizeof what, "router %s", loops[k].mode);
+        uint64_t check = timed(what, loops[k].run, router_prep, &c, fr.n, ns);
+        router_extra(&c, ns, extra, sizeof extra);
+        emit("c-router/dpdk-rte_lpm", "router64", loops[k].mode, ns, fr.n, check, extra);
+    }
     return 0;
 }
 
@@ -908,15 +955,7 @@ static inline __attribute__((always_inline)) uint64_t bridge_bulk_via(void *v, c
     return s;
 }
 
-static __attribute__((noinline)) uint64_t bridge_bulk(void *v)
-{
-    return bridge_bulk_via(v, 0);
-}
-
-static __attribute__((noinline)) uint64_t bridge_bulk_xb(void *v)
-{
-    return bridge_bulk_via(v, 1);
-}
+FLAT_AND_XB(bridge_bulk)
 
 static void bridge_extra(const struct bridge_ctx *c, const double *ns, char *buf, size_t len)
 {
@@ -1158,15 +1197,7 @@ static inline __attribute__((always_inline)) uint64_t l2fwd_bulk_via(void *v, co
     return s;
 }
 
-static __attribute__((noinline)) uint64_t l2fwd_bulk(void *v)
-{
-    return l2fwd_bulk_via(v, 0);
-}
-
-static __attribute__((noinline)) uint64_t l2fwd_bulk_xb(void *v)
-{
-    return l2fwd_bulk_via(v, 1);
-}
+FLAT_AND_XB(l2fwd_bulk)
 
 static int bench_l2fwd(const char *dir, size_t n)
 {
