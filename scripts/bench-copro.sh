@@ -16,8 +16,10 @@
 #   apps      computation batching (issue 16): examples/ipv4-router and
 #             examples/l2-bridge (and its decision alone, `bridge-c`, engine
 #             netvm-jit/bridge-c) through `coprobench app` (the compiled batch
-#             function alone, on descriptors prepared once, `app-linked-*`, and
-#             written per burst as a port writes them, `app-burst-*`; and
+#             function alone, on descriptors prepared once, `app-linked-*`,
+#             written per burst as a port writes them from the C loops'
+#             inputs, `app-burst-*`, and with every packet's lengths and
+#             time as a capture's records carry them, `app-records-*`; and
 #             through the runtime's batch function) with
 #             --batching off, on and prefetch, and the sub-batch sweep (8 to
 #             256, the paper's Fig. 4); the C loops of router and bridge
@@ -179,7 +181,7 @@ for round in $(seq "$ROUNDS"); do
             "${PIN[@]}" "$REL/coprobench" app "$WORK" "$app" --reps "$REPS" | record "$round"
         done
         # The bridge's decision alone (benches/apps/bridge-c.toml): the C loop's work.
-        "${PIN[@]}" "$REL/coprobench" app "$WORK" bridge-c --reps "$REPS" --only linked-off,linked-prefetch-auto,burst-off,burst-prefetch-auto,off,prefetch-auto | record "$round"
+        "${PIN[@]}" "$REL/coprobench" app "$WORK" bridge-c --reps "$REPS" --only linked-off,linked-prefetch-auto,burst-off,burst-prefetch-auto,records-prefetch-auto,off,prefetch-auto | record "$round"
         wants router || "${PIN[@]}" "$WORK/peers/copropeers" router "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
         wants bridge || "${PIN[@]}" "$WORK/peers/copropeers" bridge "$WORK" --reps "$REPS" --cpu "$PIN_CPU" | record "$round"
     fi

@@ -3,7 +3,8 @@
 //! function `netvm_run` with [`LinkedApp::run_descs`], no runtime in
 //! between, on descriptors prepared once for the whole trace
 //! ([`Linked::pass_ports`]) or written burst by burst from flat arrays, as
-//! a port writes them ([`Linked::pass_ports_burst`]).
+//! a port writes them ([`Linked::pass_ports_burst`], with the metadata of
+//! [`Metadata`]).
 
 use netvm_jit::link::{Batching, LinkMode, LinkedApp, XbDesc};
 use netvm_jit::JitOptions;
@@ -13,6 +14,22 @@ use netvm_vm::{Packet, PeState, Timestamp};
 
 /// Descriptors per call of the compiled batch function.
 pub const BATCH: usize = 256;
+
+/// The packet metadata a port has when it writes a burst's descriptors
+/// ([`Linked::pass_ports_burst`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metadata {
+    /// What the C peers' loops read (`benches/peers/copropeers.c`): each
+    /// frame's slot and 2-byte length (captured = wire: whole frames), and
+    /// its input port where the trace interleaves several ports ([`Descs`]);
+    /// the time, which their inputs do not have, once per burst (the
+    /// burst's first packet's), as a live port stamps a burst on receive.
+    /// 2 or 4 bytes a packet beside the frames.
+    PerBurst,
+    /// Also every packet's wire length and time, as a capture's records
+    /// carry them: 22 or 24 bytes a packet beside the frames.
+    PerPacket,
+}
 
 /// A linked application with its NetPEs' states, ready to run descriptors.
 pub struct Linked {
@@ -74,35 +91,30 @@ impl Linked {
 
     /// As [`Linked::pass_ports`], but as a packet engine runs: the
     /// descriptors of each burst of [`BATCH`] packets are written, in one
-    /// array reused for every burst, from the flat arrays of the packets'
-    /// slots, lengths, timestamps and input ports (the C peers' loops read
-    /// the slots, lengths and ports), the way a port writes a batch's
-    /// descriptors from its receive ring.
-    /// Writing them is part of the work timed. The descriptors prepared
-    /// once in `descs` are not read.
-    pub fn pass_ports_burst(&mut self, descs: &mut Descs) -> u64 {
+    /// array reused for every burst, by a port that gets the packets'
+    /// metadata as `metadata` says, the way a port writes a batch's
+    /// descriptors from its receive ring. Writing them is part of the work
+    /// timed. The descriptors prepared once in `descs` are not read.
+    pub fn pass_ports_burst(&mut self, descs: &mut Descs, metadata: Metadata) -> u64 {
         let mut check = 0u64;
+        let n = descs.lens.len();
         let base = descs.bytes.as_mut_ptr().wrapping_add(descs.start);
-        let n = descs.caplens.len();
+        let empty = XbDesc { data: std::ptr::null_mut(), caplen: 0, wirelen: 0, ts_sec: 0, ts_nsec: 0, in_port: 0, reserved: 0, seq: 0 };
+        self.burst.resize(BATCH, empty);
         for at in (0..n).step_by(BATCH) {
             let m = BATCH.min(n - at);
-            self.burst.clear();
-            self.burst.extend((at..at + m).map(|i| XbDesc {
-                data: base.wrapping_add(i * descs.slot),
-                caplen: descs.caplens[i],
-                wirelen: descs.wirelens[i],
-                ts_sec: descs.times[i].sec,
-                ts_nsec: descs.times[i].nsec,
-                in_port: descs.in_ports[i],
-                reserved: 0,
-                seq: i as u64,
-            }));
+            let burst = &mut self.burst[..m];
+            // Each packet's input port, or the one port of every packet.
+            match descs.in_ports.get(at..at + m) {
+                Some(each) => write_burst(burst, base, descs, at, each.iter().copied(), metadata),
+                None => write_burst(burst, base, descs, at, std::iter::repeat(descs.port), metadata),
+            }
             let v = &mut self.verdicts[..m];
             // SAFETY: every descriptor points at its own slot of the buffer
             // owned by `descs` (as `Descs::with_slot` laid them out),
             // borrowed exclusively here, `caplen` bytes long; nothing else
             // touches it during the call.
-            unsafe { self.app.run_descs(&mut self.states, &mut self.burst, v) };
+            unsafe { self.app.run_descs(&mut self.states, burst, v) };
             check += port_check(v);
         }
         check
@@ -124,6 +136,33 @@ impl Linked {
             }
         }
         (acc, faults)
+    }
+}
+
+/// Writes the descriptors of `descs`' packets from `at` on into `burst`
+/// (`base`: the first slot), with input ports `ports`, as
+/// [`Linked::pass_ports_burst`] describes.
+#[inline(always)]
+fn write_burst(burst: &mut [XbDesc], base: *mut u8, descs: &Descs, at: usize, ports: impl Iterator<Item = u16>, metadata: Metadata) {
+    let m = burst.len();
+    let slots = (at..at + m).map(|i| (base.wrapping_add(i * descs.slot), i as u64));
+    let lens = &descs.lens[at..at + m];
+    match metadata {
+        Metadata::PerBurst => {
+            let t = descs.times[at];
+            for ((d, (data, seq)), (&len, in_port)) in burst.iter_mut().zip(slots).zip(lens.iter().zip(ports)) {
+                let len = u32::from(len);
+                *d = XbDesc { data, caplen: len, wirelen: len, ts_sec: t.sec, ts_nsec: t.nsec, in_port, reserved: 0, seq };
+            }
+        }
+        Metadata::PerPacket => {
+            let (wirelens, times) = (&descs.wirelens[at..at + m], &descs.times[at..at + m]);
+            let meta = lens.iter().zip(wirelens).zip(times.iter().zip(ports));
+            for ((d, (data, seq)), ((&len, &wirelen), (t, in_port))) in burst.iter_mut().zip(slots).zip(meta) {
+                let caplen = u32::from(len);
+                *d = XbDesc { data, caplen, wirelen, ts_sec: t.sec, ts_nsec: t.nsec, in_port, reserved: 0, seq };
+            }
+        }
     }
 }
 
@@ -159,10 +198,13 @@ pub struct Descs {
     /// Per packet, its captured and wire lengths, timestamp and input
     /// port: the flat arrays [`Linked::pass_ports_burst`] writes
     /// descriptors from.
-    caplens: Vec<u32>,
+    lens: Vec<u16>,
     wirelens: Vec<u32>,
     times: Vec<Timestamp>,
     in_ports: Vec<u16>,
+    /// The input port of every packet where they all share one (and
+    /// `in_ports` is then empty), as a port's own packets do.
+    port: u16,
 }
 
 /// Bytes per packet slot of [`Descs::new`]: the filter peers' slot, the traces' snap length.
@@ -207,11 +249,23 @@ impl Descs {
                 d
             })
             .collect();
-        let caplens = packets.iter().map(|p| p.data.len() as u32).collect();
+        let lens = packets.iter().map(|p| u16::try_from(p.data.len()).expect("packets of at most 65,535 bytes")).collect();
         let wirelens = packets.iter().map(|p| p.wire_len).collect();
         let times = packets.iter().map(|p| p.ts).collect();
-        let in_ports = packets.iter().map(|p| p.in_port).collect();
-        Descs { bytes, start, slot, descs, caplens, wirelens, times, in_ports }
+        let port = packets.first().map_or(0, |p| p.in_port);
+        let one_port = packets.iter().all(|p| p.in_port == port);
+        let in_ports = if one_port { Vec::new() } else { packets.iter().map(|p| p.in_port).collect() };
+        Descs { bytes, start, slot, descs, lens, wirelens, times, in_ports, port }
+    }
+
+    /// Gives the prepared descriptors the metadata a port of
+    /// [`Metadata::PerBurst`] writes: wire length = captured length, and
+    /// the time of the first packet of their burst of [`BATCH`].
+    pub fn stamp_per_burst(&mut self) {
+        for (k, d) in self.descs.iter_mut().enumerate() {
+            let t = self.times[k - k % BATCH];
+            (d.wirelen, d.ts_sec, d.ts_nsec) = (d.caplen, t.sec, t.nsec);
+        }
     }
 
     /// Copies `packets` (those the descriptors were made from) over the slots again.
@@ -235,7 +289,7 @@ impl Descs {
 
 #[cfg(test)]
 mod tests {
-    use super::{Descs, LINE, SLOT};
+    use super::{write_burst, Descs, Metadata, LINE, SLOT};
     use netvm_vm::{Packet, Timestamp};
 
     fn packet(len: usize, fill: u8) -> Packet {
@@ -246,6 +300,34 @@ mod tests {
     fn bytes(d: &Descs, i: usize) -> &[u8] {
         // SAFETY: the descriptor points at `caplen` bytes of `d`'s buffer, alive while `d` is.
         unsafe { std::slice::from_raw_parts(d.descs[i].data, d.descs[i].caplen as usize) }
+    }
+
+    #[test]
+    fn bursts_carry_each_packets_port_or_the_one_port_and_the_metadata_asked_for() {
+        let at = |sec: u64, port: u16, len: usize| Packet {
+            data: vec![0; len],
+            wire_len: 2 * len as u32,
+            ts: Timestamp { sec, nsec: 7 },
+            in_port: port,
+        };
+        let one = [at(1, 3, 60), at(2, 3, 61), at(3, 3, 62)];
+        let mixed = [at(1, 3, 60), at(2, 5, 61), at(3, 3, 62)];
+        for (packets, ports) in [(&one, [3, 3, 3]), (&mixed, [3, 5, 3])] {
+            let d = Descs::packed(packets);
+            assert_eq!(d.in_ports.is_empty(), packets == &one, "one port: no array of ports");
+            let base = d.descs[0].data;
+            let each: Vec<u16> = if d.in_ports.is_empty() { vec![d.port; 3] } else { d.in_ports.clone() };
+            for metadata in [Metadata::PerBurst, Metadata::PerPacket] {
+                let mut burst = [d.descs[0]; 2];
+                write_burst(&mut burst, base, &d, 1, each[1..].iter().copied(), metadata);
+                for (k, x) in burst.iter().enumerate() {
+                    let (i, p) = (1 + k, &packets[1 + k]);
+                    assert_eq!((x.data, x.caplen, x.in_port, x.seq), (d.descs[i].data, p.data.len() as u32, ports[i], i as u64));
+                    let (wirelen, sec) = if metadata == Metadata::PerBurst { (x.caplen, 2) } else { (p.wire_len, p.ts.sec) };
+                    assert_eq!((x.wirelen, x.ts_sec, x.ts_nsec), (wirelen, sec, 7), "{metadata:?}");
+                }
+            }
+        }
     }
 
     #[test]

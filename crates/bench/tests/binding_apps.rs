@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use netvm_bench::filters::{self, ACCEPT_PORT, FILTERS};
-use netvm_bench::linked::{Descs, Linked};
+use netvm_bench::linked::{Descs, Linked, Metadata};
 use netvm_runtime::{Application, Engine, InterpEngine, JitEngine, LinkMode, Manifest, Verdict};
 use netvm_traffic::mixed;
 use netvm_vm::Packet;
@@ -184,11 +184,13 @@ fn bridge_c_decides_as_the_example_bridge() {
 }
 
 /// `Linked::pass_ports_burst`, which writes each burst's descriptors from
-/// the packets' lengths, timestamps and input ports, gives the answers of
-/// the descriptors prepared once: on f4, on bridge-c, which learns and
-/// forwards by input port, and on examples/l2-bridge, whose entries age
-/// (time jumps past the aging limit in the trace), over several passes
-/// (the tables carry over).
+/// flat arrays, gives the answers of descriptors prepared once with the
+/// same metadata: every packet's lengths, time and input port
+/// (`Metadata::PerPacket`), or the time of the burst's first packet
+/// (`Metadata::PerBurst`, against descriptors stamped the same way). On
+/// f4, on bridge-c, which learns and forwards by input port, and on
+/// examples/l2-bridge, whose entries age (time jumps past the aging limit
+/// in the trace), over several passes (the tables carry over).
 #[test]
 fn burst_descriptors_run_as_prepared_ones() {
     use netvm_traffic::apps::{bridge_trace, BridgeTraffic};
@@ -200,13 +202,18 @@ fn burst_descriptors_run_as_prepared_ones() {
     let bridge_c = Manifest::load(&benches("apps/bridge-c.toml")).expect("manifest");
     let bridge = Manifest::load(&benches("../examples/l2-bridge/app.toml")).expect("manifest");
     for (app, m, packets) in [("f4", f4(), &mixed), ("bridge-c", bridge_c, &frames), ("l2-bridge", bridge, &aged)] {
-        let (mut once, mut burst) = (Descs::packed(packets), Descs::packed(packets));
-        let mut a = Linked::build(&m, LinkMode::Direct).expect("links");
-        let mut b = Linked::build(&m, LinkMode::Direct).expect("links");
-        for pass in 0..3 {
-            let want = a.pass_ports(&mut once);
-            assert!(want > packets.len() as u64 / 10, "{app}: the packets leave on ports ({want})");
-            assert_eq!(b.pass_ports_burst(&mut burst), want, "{app}, pass {pass}");
+        for metadata in [Metadata::PerPacket, Metadata::PerBurst] {
+            let (mut once, mut burst) = (Descs::packed(packets), Descs::packed(packets));
+            if metadata == Metadata::PerBurst {
+                once.stamp_per_burst();
+            }
+            let mut a = Linked::build(&m, LinkMode::Direct).expect("links");
+            let mut b = Linked::build(&m, LinkMode::Direct).expect("links");
+            for pass in 0..3 {
+                let want = a.pass_ports(&mut once);
+                assert!(want > packets.len() as u64 / 10, "{app}: the packets leave on ports ({want})");
+                assert_eq!(b.pass_ports_burst(&mut burst, metadata), want, "{app}, {metadata:?}, pass {pass}");
+            }
         }
     }
 }

@@ -32,7 +32,11 @@
 //!                                         `linked-prefetch-auto`, and any `linked-SETTING`
 //!                                         named in --only) and on descriptors written per
 //!                                         burst of 256 from flat arrays, as a port writes
-//!                                         them (`burst-SETTING`, the same settings)
+//!                                         them: from what the C loops read, the time once a
+//!                                         burst (`burst-SETTING`, the same settings), or
+//!                                         with every packet's lengths and time, as a
+//!                                         capture's records carry them (`records-SETTING`,
+//!                                         only where named in --only)
 //! ```
 //!
 //! Every measurement prints one JSON line: engine, bench, mode, ns_median,
@@ -833,6 +837,7 @@ fn frames(dir: &Path, name: &str, with_port: bool) -> Vec<Packet> {
 /// check the C peers compute (the sum of port + 1 over forwarded frames;
 /// flooded bridge frames count port 9 + 1 once).
 fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
+    use netvm_bench::linked::Metadata;
     use netvm_jit::link::{BatchMode, Batching, SubBatchTuner};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let l2fwd = which.strip_prefix("l2fwd-");
@@ -902,24 +907,25 @@ fn app(dir: &Path, which: &str, reps: usize, only: &str, rotate: usize) {
     // The compiled batch function alone, no runtime between the packets
     // and the code: `linked-SETTING` on descriptors prepared once for the
     // whole trace; `burst-SETTING` on descriptors written burst by burst
-    // from the flat arrays the C loops read, as a port writes them (timed).
+    // from the flat arrays the C loops read, as a port writes them (timed;
+    // the time once a burst); `records-SETTING` the same with every
+    // packet's lengths and time (`Metadata`).
     let loads: Vec<(&str, &str)> = load.zip(routes.as_deref()).into_iter().collect();
     // Fixed sub-batches (`linked-prefetch-32`) when named: their counts
     // of instructions do not depend on the tuner's timing.
     let named = |how: &str, name: &str| only.split(',').any(|o| o.strip_prefix(how).and_then(|o| o.strip_prefix('-')) == Some(name));
     let defaults = |name: &str| matches!(name, "off" | "on-auto" | "prefetch-auto");
-    for how in ["linked", "burst"] {
-        for (name, batching) in settings.iter().filter(|(name, _)| (only.is_empty() && defaults(name)) || named(how, name)) {
+    for how in ["linked", "burst", "records"] {
+        let by_default = |name: &str| only.is_empty() && how != "records" && defaults(name);
+        for (name, batching) in settings.iter().filter(|(name, _)| by_default(name) || named(how, name)) {
             let name = format!("{how}-{name}");
             let mut l = netvm_bench::linked::Linked::build_with(&manifest, netvm_jit::link::LinkMode::Direct, *batching, &loads)
                 .unwrap_or_else(|e| die(e));
             let mut descs = netvm_bench::linked::Descs::packed(&frames);
-            let pass = |l: &mut netvm_bench::linked::Linked, descs: &mut netvm_bench::linked::Descs| {
-                if how == "burst" {
-                    l.pass_ports_burst(descs)
-                } else {
-                    l.pass_ports(descs)
-                }
+            let pass = |l: &mut netvm_bench::linked::Linked, descs: &mut netvm_bench::linked::Descs| match how {
+                "burst" => l.pass_ports_burst(descs, Metadata::PerBurst),
+                "records" => l.pass_ports_burst(descs, Metadata::PerPacket),
+                _ => l.pass_ports(descs),
             };
             let check = pass(&mut l, &mut descs);
             let mut ns = Vec::with_capacity(reps);
