@@ -152,6 +152,10 @@ impl LinkedApp {
     /// Runs packets `descs` (the batch's from position `base` on) stage by
     /// stage: the pre-lookup stage, the prefetch of the walks (`walks`, as
     /// `find_walks` left them) or the instances' `ahead`, then `netvm_run`.
+    /// With prefetch, the headers of `next` (the following sub-batch's
+    /// packets) are prefetched before `netvm_run`, whose work then hides
+    /// their misses from the next pre-lookup stage; the caller prefetches
+    /// the first sub-batch's.
     ///
     /// # Safety
     /// As [`LinkedApp::run_descs`]; `ctx` is this worker's context over `states`.
@@ -165,16 +169,12 @@ impl LinkedApp {
         enabled: u64,
         walks: u64,
         verdicts: *mut u32,
+        next: &[XbDesc],
     ) {
         let (ahead, sites) = self.prog.ahead.as_ref().expect("staged only with a pre-lookup stage");
         let prefetch = self.batching.mode == BatchMode::Prefetch;
         let n = descs.len();
         debug_assert!(n <= MAX_PACKETS);
-        if prefetch {
-            for d in descs.iter() {
-                prefetch_read(d.data);
-            }
-        }
         // SAFETY: the descriptors are live (the caller's contract);
         // `ahead_words` has room for MAX_PACKETS packets of every site
         // (`output_words`).
@@ -194,6 +194,9 @@ impl LinkedApp {
         for s in sites.iter().enumerate().filter(|(k, _)| enabled & !walks & (1 << k) != 0).map(|(_, s)| s) {
             let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
             states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
+        }
+        if prefetch {
+            prefetch_headers(next);
         }
         self.fanout.set_base(base);
         // SAFETY: as `run_descs`; `verdicts` has room for `n`.
@@ -222,10 +225,16 @@ impl LinkedApp {
             // SAFETY: the caller's contract; `verdicts` has room for every packet.
             unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
         } else {
-            for (i, chunk) in descs.chunks_mut(size).enumerate() {
-                let base = i * size;
+            if self.batching.mode == BatchMode::Prefetch {
+                prefetch_headers(&descs[..size.min(descs.len())]);
+            }
+            let (total, mut base) = (descs.len(), 0);
+            while base < total {
+                let (chunk, rest) = descs[base..].split_at_mut(size.min(total - base));
+                let next = &rest[..size.min(rest.len())];
                 // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
-                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, walks, verdicts[base..].as_mut_ptr()) };
+                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, walks, verdicts[base..].as_mut_ptr(), next) };
+                base += size;
             }
         }
         if let Some(t) = timed {
@@ -380,6 +389,13 @@ impl LinkedCode for LinkedApp {
         if self.prog.fanout {
             self.fanout.reserve(packets, self.prog.layout.info_size);
         }
+    }
+}
+
+/// Prefetches the first cache line of every packet of `descs`.
+fn prefetch_headers(descs: &[XbDesc]) {
+    for d in descs {
+        prefetch_read(d.data);
     }
 }
 
