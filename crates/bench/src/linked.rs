@@ -195,15 +195,16 @@ pub struct Descs {
     start: usize,
     slot: usize,
     descs: Vec<XbDesc>,
-    /// Per packet, its captured and wire lengths, timestamp and input
-    /// port: the flat arrays [`Linked::pass_ports_burst`] writes
-    /// descriptors from.
+    /// Per packet, its captured length (2 bytes, as the C peers hold it),
+    /// wire length, timestamp and input port (an empty array where every
+    /// packet has `port`): the flat arrays [`Linked::pass_ports_burst`]
+    /// writes descriptors from.
     lens: Vec<u16>,
     wirelens: Vec<u32>,
     times: Vec<Timestamp>,
     in_ports: Vec<u16>,
-    /// The input port of every packet where they all share one (and
-    /// `in_ports` is then empty), as a port's own packets do.
+    /// The input port of every packet where they all share one, as a
+    /// port's own packets do.
     port: u16,
 }
 
@@ -222,7 +223,8 @@ impl Descs {
 
     /// Descriptors of copies of `packets` in slots of the longest packet
     /// rounded up to a cache line (the frames of a 64-byte benchmark one
-    /// line each, as `copropeers` holds them).
+    /// line each, as `copropeers` holds them). Panics on a packet of more
+    /// than 65,535 bytes, whose length the C peers' 2-byte lengths cannot hold.
     pub fn packed(packets: &[Packet]) -> Descs {
         let longest = packets.iter().map(|p| p.data.len()).max().unwrap_or(0);
         Descs::with_slot(packets, longest.div_ceil(LINE).max(1) * LINE)
