@@ -270,7 +270,9 @@ pub fn ahead_signature(ptr: types::Type, call_conv: cranelift_codegen::isa::Call
 ///
 /// A site with a [`Dir24Stage`] whose bit is also set in `walk` gets,
 /// instead of its records, the list of its walks' addresses at
-/// `out + walk_at`: their number, then the addresses.
+/// `out + walk_at`: their number, then the addresses (where the bit is
+/// clear, its records and an empty list). Which of the two loops runs is
+/// decided once per call, and the listing loop computes only the key.
 pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
     let entry = b.create_block();
     b.append_block_params_for_function_params(entry);
@@ -278,73 +280,122 @@ pub fn define_ahead(b: &mut FunctionBuilder, ptr: types::Type, sites: &[Site]) {
     let p = b.block_params(entry).to_vec();
     let (descs, n, out, enabled, walk) = (p[0], p[1], p[2], p[3], p[4]);
     let n = b.ins().uextend(I64, n);
-    let zero = b.ins().iconst(I64, 0);
+    let stage = Stage { ptr, descs, n, out };
     for (k, s) in sites.iter().enumerate() {
-        // head(i, listed): packet i, addresses listed so far.
-        let (pre, head, body, after, next) = (b.create_block(), b.create_block(), b.create_block(), b.create_block(), b.create_block());
-        b.append_block_param(head, I64);
-        b.append_block_param(head, I64);
+        let (pre, records, next) = (b.create_block(), b.create_block(), b.create_block());
         let on = b.ins().band_imm_u(enabled, 1i64 << k);
         b.ins().brif(on, pre, &[], next, &[]);
 
+        // Whether the site is walked is tested once, not per packet: one
+        // loop lists the walks' addresses, the other writes the records (a
+        // walked site's records go unread: the engine prefetches from the
+        // walk's tables).
         b.switch_to_block(pre);
-        let walking = b.ins().band_imm_u(walk, 1i64 << k);
+        match s.dir24 {
+            Some(d24) => {
+                let list = b.create_block();
+                let walking = b.ins().band_imm_u(walk, 1i64 << k);
+                b.ins().brif(walking, list, &[], records, &[]);
+                b.switch_to_block(list);
+                stage.packet_loop(b, PerPacket::List(s, d24), next);
+            }
+            None => {
+                b.ins().jump(records, &[]);
+            }
+        }
+        b.switch_to_block(records);
+        stage.packet_loop(b, PerPacket::Record(s), next);
+        b.switch_to_block(next);
+    }
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+}
+
+/// What a loop of `netvm_ahead` writes for each packet of a site.
+#[derive(Clone, Copy)]
+enum PerPacket<'a> {
+    /// Its record: 1 and the registers, or 0 where a packet load would
+    /// read past the captured bytes.
+    Record(&'a Site),
+    /// The address its walk will take, appended to the site's list unless
+    /// it lies past the captured bytes.
+    List(&'a Site, Dir24Stage),
+}
+
+/// `netvm_ahead`'s parameters, for its loops.
+struct Stage {
+    ptr: types::Type,
+    descs: Value,
+    /// The number of packets, as an `i64`.
+    n: Value,
+    out: Value,
+}
+
+impl Stage {
+    /// Emits, in the current block, the loop over the packets that writes
+    /// `what` for each, then jumps to `done`.
+    fn packet_loop(&self, b: &mut FunctionBuilder, what: PerPacket, done: Block) {
+        let out = self.out;
+        // head(i, listed): packet i, addresses listed so far.
+        let (head, body, after) = (b.create_block(), b.create_block(), b.create_block());
+        b.append_block_param(head, I64);
+        b.append_block_param(head, I64);
+        let zero = b.ins().iconst(I64, 0);
         b.ins().jump(head, &[zero.into(), zero.into()]);
 
         b.switch_to_block(head);
         let hp = b.block_params(head).to_vec();
         let (i, listed) = (hp[0], hp[1]);
-        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, n);
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, i, self.n);
         b.ins().brif(more, body, &[], after, &[]);
 
         b.switch_to_block(body);
         let (invalid, step) = (b.create_block(), b.create_block());
         let listed_now = b.append_block_param(step, I64);
         let d = b.ins().imul_imm_s(i, off::XB_SIZE);
-        let d = b.ins().iadd(descs, d);
-        let data = b.ins().load(ptr, ctx_flags(), d, off::XB_DATA);
+        let d = b.ins().iadd(self.descs, d);
+        let data = b.ins().load(self.ptr, ctx_flags(), d, off::XB_DATA);
         let caplen = b.ins().load(I32, ctx_flags(), d, off::XB_CAPLEN);
         let caplen = b.ins().uextend(I64, caplen);
         let pkt = Pkt { data, caplen, invalid };
-        let vals: Vec<Value> = s.exprs.iter().map(|e| eval(b, &pkt, e)).collect();
-        // A walked site's records go unread (the engine prefetches from
-        // the walk's tables): only its list is written.
-        if let Some(d24) = s.dir24 {
-            let (records, list) = (b.create_block(), b.create_block());
-            b.ins().brif(walking, list, &[], records, &[]);
-            b.switch_to_block(list);
-            list_address(b, &pkt, d24, vals[d24.expr], out, listed, step);
-            b.switch_to_block(records);
+        match what {
+            PerPacket::Record(s) => {
+                let vals: Vec<Value> = s.exprs.iter().map(|e| eval(b, &pkt, e)).collect();
+                let rec = rec_of(b, i, out, s);
+                let one = b.ins().iconst(I32, 1);
+                b.ins().store(MemFlagsData::trusted(), one, rec, 0);
+                for (j, v) in vals.iter().enumerate() {
+                    b.ins().store(MemFlagsData::trusted(), *v, rec, 4 * (1 + j as i32));
+                }
+                b.ins().jump(step, &[listed.into()]);
+            }
+            PerPacket::List(s, d24) => {
+                let key = eval(b, &pkt, &s.exprs[d24.expr]);
+                list_address(b, &pkt, d24, key, out, listed, step);
+            }
         }
-        let rec = rec_of(b, i, out, s);
-        let one = b.ins().iconst(I32, 1);
-        b.ins().store(MemFlagsData::trusted(), one, rec, 0);
-        for (j, v) in vals.iter().enumerate() {
-            b.ins().store(MemFlagsData::trusted(), *v, rec, 4 * (1 + j as i32));
-        }
-        b.ins().jump(step, &[listed.into()]);
 
         b.switch_to_block(invalid);
-        let z = b.ins().iconst(I32, 0);
-        let at = rec_of(b, i, out, s);
-        b.ins().store(MemFlagsData::trusted(), z, at, 0);
+        if let PerPacket::Record(s) = what {
+            let z = b.ins().iconst(I32, 0);
+            let at = rec_of(b, i, out, s);
+            b.ins().store(MemFlagsData::trusted(), z, at, 0);
+        }
         b.ins().jump(step, &[listed.into()]);
 
         b.switch_to_block(step);
         let i1 = b.ins().iadd_imm_s(i, 1);
         b.ins().jump(head, &[i1.into(), listed_now.into()]);
 
+        // A site with a walk lists its addresses, or none where it is not walked.
         b.switch_to_block(after);
+        let (PerPacket::Record(s) | PerPacket::List(s, _)) = what;
         if let Some(d24) = s.dir24 {
             let count = b.ins().ireduce(I32, listed);
             b.ins().store(MemFlagsData::trusted(), count, out, 4 * d24.walk_at as i32);
         }
-        b.ins().jump(next, &[]);
-
-        b.switch_to_block(next);
+        b.ins().jump(done, &[]);
     }
-    b.ins().return_(&[]);
-    b.seal_all_blocks();
 }
 
 /// In a packet's loop body, its key computed as `key`, of a site walked
