@@ -141,45 +141,53 @@ impl Linked {
 
 /// Writes the descriptors of `descs`' packets from `at` on into `burst`
 /// (`base`: the first slot), with input ports `ports`, as
-/// [`Linked::pass_ports_burst`] describes.
+/// [`Linked::pass_ports_burst`] describes. One indexed loop over slices of
+/// the burst's length, so that the loop carries no bounds checks.
 #[inline(always)]
 fn write_burst(burst: &mut [XbDesc], base: *mut u8, descs: &Descs, at: usize, ports: impl Iterator<Item = u16>, metadata: Metadata) {
     let m = burst.len();
-    let slots = (at..at + m).map(|i| (base.wrapping_add(i * descs.slot), i as u64));
     let lens = &descs.lens[at..at + m];
+    let mut data = base.wrapping_add(at * descs.slot);
+    let mut seq = at as u64;
     match metadata {
         Metadata::PerBurst => {
             let t = descs.times[at];
-            for ((d, (data, seq)), (&len, in_port)) in burst.iter_mut().zip(slots).zip(lens.iter().zip(ports)) {
+            for ((d, &len), in_port) in burst.iter_mut().zip(lens).zip(ports) {
                 let len = u32::from(len);
                 *d = XbDesc { data, caplen: len, wirelen: len, ts_sec: t.sec, ts_nsec: t.nsec, in_port, reserved: 0, seq };
+                data = data.wrapping_add(descs.slot);
+                seq += 1;
             }
         }
         Metadata::PerPacket => {
             let (wirelens, times) = (&descs.wirelens[at..at + m], &descs.times[at..at + m]);
-            let meta = lens.iter().zip(wirelens).zip(times.iter().zip(ports));
-            for ((d, (data, seq)), ((&len, &wirelen), (t, in_port))) in burst.iter_mut().zip(slots).zip(meta) {
+            for (((d, &len), (&wirelen, t)), in_port) in burst.iter_mut().zip(lens).zip(wirelens.iter().zip(times)).zip(ports) {
                 let caplen = u32::from(len);
                 *d = XbDesc { data, caplen, wirelen, ts_sec: t.sec, ts_nsec: t.nsec, in_port, reserved: 0, seq };
+                data = data.wrapping_add(descs.slot);
+                seq += 1;
             }
         }
     }
 }
 
-/// The check of a batch's raw verdicts (see [`Linked::pass_ports`]).
+/// The check of a batch's raw verdicts (see [`Linked::pass_ports`]),
+/// summed in 32 bits: at most [`BATCH`] verdicts of at most 2^16 each.
 fn port_check(verdicts: &[u32]) -> u64 {
-    verdicts
+    debug_assert!(verdicts.len() <= BATCH);
+    let sum: u32 = verdicts
         .iter()
         .map(|&r| {
             if r <= 0xffff {
-                u64::from(r) + 1
+                r + 1
             } else if r & 0x8000_0000 != 0 {
                 10
             } else {
                 0
             }
         })
-        .sum()
+        .sum();
+    u64::from(sum)
 }
 
 /// Copies of packets and one descriptor per packet, pointing at its bytes.
