@@ -141,8 +141,9 @@ impl Linked {
 
 /// Writes the descriptors of `descs`' packets from `at` on into `burst`
 /// (`base`: the first slot), with input ports `ports`, as
-/// [`Linked::pass_ports_burst`] describes. One indexed loop over slices of
-/// the burst's length, so that the loop carries no bounds checks.
+/// [`Linked::pass_ports_burst`] describes. One loop over slices of the
+/// burst's length (no bounds checks in it) that steps the slot address and
+/// the sequence number.
 #[inline(always)]
 fn write_burst(burst: &mut [XbDesc], base: *mut u8, descs: &Descs, at: usize, ports: impl Iterator<Item = u16>, metadata: Metadata) {
     let m = burst.len();
