@@ -177,16 +177,35 @@ impl Dir24Walk {
     /// on results): every first-level entry, then, those misses in flight
     /// together, each entry read in a tight loop and the group entry
     /// prefetched where it points to a group. The pre-lookup stage of a
-    /// batch of walks (the paper's prefetch of the `tbl24` entry).
+    /// batch of walks (the paper's prefetch of the `tbl24` entry):
+    /// [`Dir24Walk::prefetch_first`] then [`Dir24Walk::prefetch_second`].
     ///
     /// # Safety
     /// `root` and `groups` must be live tables as the type's contract says
     /// (`root` of 2^24 entries, every group an entry points to inside
     /// `groups`), unchanged during the call.
     pub unsafe fn prefetch(&self, addrs: &[u32]) {
+        self.prefetch_first(addrs);
+        // SAFETY: the caller's contract.
+        unsafe { self.prefetch_second(addrs) };
+    }
+
+    /// Prefetches the first-level entries the walks of `addrs` will read
+    /// (a hint). It reads no entry, so it may run well before the walks,
+    /// to have the entries arrive while other work runs.
+    pub fn prefetch_first(&self, addrs: &[u32]) {
         for &a in addrs {
             crate::prefetch(self.root.wrapping_add((a >> 8) as usize));
         }
+    }
+
+    /// Reads the first-level entry of each walk of `addrs` (best already
+    /// prefetched, [`Dir24Walk::prefetch_first`]) and prefetches the group
+    /// entry where it points to a group (a hint).
+    ///
+    /// # Safety
+    /// As [`Dir24Walk::prefetch`].
+    pub unsafe fn prefetch_second(&self, addrs: &[u32]) {
         for &a in addrs {
             // SAFETY: `a >> 8 < 2^24`, inside the first level (the caller's contract).
             let e = unsafe { self.root.add((a >> 8) as usize).read() };

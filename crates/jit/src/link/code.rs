@@ -149,16 +149,27 @@ impl LinkedApp {
         self.walked.iter().fold(0, |m, &(k, _, _)| m | 1 << k)
     }
 
-    /// Runs packets `descs` (the batch's from position `base` on) stage by
-    /// stage: the pre-lookup stage, the prefetch of the walks (`walks`, as
-    /// `find_walks` left them) or the instances' `ahead`, then `netvm_run`.
-    /// With prefetch, the headers of `next` (the following sub-batch's
-    /// packets) are prefetched before `netvm_run`, whose work then hides
-    /// their misses from the next pre-lookup stage; the caller prefetches
-    /// the first sub-batch's.
+    /// Runs the sub-batch of `descs` (the whole batch) from `base` on, of
+    /// `size` packets or to the end, stage by stage:
+    /// - the walked sites (`walks`, as `find_walks` left them): the walks
+    ///   were listed and their first-level entries prefetched a sub-batch
+    ///   ago (the caller's prologue for the first), so the entries have
+    ///   arrived while the previous sub-batch ran; each is read now and the
+    ///   second level prefetched. Then the next sub-batch's walks are
+    ///   listed and their first-level entries prefetched, to arrive while
+    ///   this one runs: the paper's prefetch, software-pipelined one
+    ///   sub-batch ahead, so that `netvm_run`'s work hides the misses;
+    /// - the other enabled sites: the pre-lookup stage and the instances'
+    ///   `ahead`, on this sub-batch (an instance may keep answers for the
+    ///   operations that follow, so this stays next to `netvm_run`);
+    /// - with prefetch, the headers of the sub-batch whose packets the next
+    ///   stage reads first (the one after next where there are walks, else
+    ///   the next), so that `netvm_run`'s work hides those misses too;
+    /// - `netvm_run`.
     ///
     /// # Safety
-    /// As [`LinkedApp::run_descs`]; `ctx` is this worker's context over `states`.
+    /// As [`LinkedApp::run_descs`]; `ctx` is this worker's context over
+    /// `states`; `verdicts` has room for the sub-batch.
     #[allow(clippy::too_many_arguments)]
     unsafe fn run_staged(
         &mut self,
@@ -166,41 +177,71 @@ impl LinkedApp {
         ctx: &mut AppCtx,
         descs: &mut [XbDesc],
         base: usize,
+        size: usize,
         enabled: u64,
         walks: u64,
         verdicts: *mut u32,
-        next: &[XbDesc],
     ) {
-        let (ahead, sites) = self.prog.ahead.as_ref().expect("staged only with a pre-lookup stage");
         let prefetch = self.batching.mode == BatchMode::Prefetch;
-        let n = descs.len();
+        let total = descs.len();
+        let end = (base + size).min(total);
+        let n = end - base;
         debug_assert!(n <= MAX_PACKETS);
-        // SAFETY: the descriptors are live (the caller's contract);
-        // `ahead_words` has room for MAX_PACKETS packets of every site
-        // (`output_words`).
-        unsafe { ahead(descs.as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), enabled, walks) };
-        // The walked sites: the stage listed the walks' addresses, and
-        // their entries are prefetched here from the walk's tables.
-        for &(_, at, walk) in &self.walked {
-            let listed = (self.ahead_words[at] as usize).min(MAX_PACKETS);
-            // SAFETY: the register file of a bound instance that offers
-            // the walk points to its live tables (the walk's contract),
-            // which nothing changes until the batch has run.
-            unsafe { (*walk).prefetch(&self.ahead_words[at + 1..at + 1 + listed]) };
+        let sub_batch = |k: usize| (base + k * size).min(total)..(base + (k + 1) * size).min(total);
+        if walks != 0 {
+            for &(_, at, walk) in &self.walked {
+                let listed = (self.ahead_words[at] as usize).min(MAX_PACKETS);
+                // SAFETY: the register file of a bound instance that offers
+                // the walk points to its live tables (the walk's contract),
+                // which nothing changes until the batch has run, but its
+                // own operations, which keep the walk valid.
+                unsafe { (*walk).prefetch_second(&self.ahead_words[at + 1..at + 1 + listed]) };
+            }
+            // SAFETY: the descriptors are live (the caller's contract).
+            unsafe { self.list_walks(&descs[sub_batch(1)], walks) };
         }
-        // SAFETY: the caller's contract: the packets are readable, and
-        // nothing writes them until `netvm_run` below.
-        let packets = unsafe { Packets::new(descs) };
-        for s in sites.iter().enumerate().filter(|(k, _)| enabled & !walks & (1 << k) != 0).map(|(_, s)| s) {
-            let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
-            states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
+        let rest = enabled & !walks;
+        if rest != 0 {
+            let (ahead, sites) = self.prog.ahead.as_ref().expect("staged only with a pre-lookup stage");
+            // SAFETY: the descriptors are live (the caller's contract);
+            // `ahead_words` has room for MAX_PACKETS packets of every site
+            // (`output_words`).
+            unsafe { ahead(descs[base..].as_ptr(), n as u32, self.ahead_words.as_mut_ptr(), rest, walks) };
+            // SAFETY: the caller's contract: the packets are readable, and
+            // nothing writes them until `netvm_run` below.
+            let packets = unsafe { Packets::new(&descs[base..end]) };
+            for s in sites.iter().enumerate().filter(|(k, _)| rest & (1 << k) != 0).map(|(_, s)| s) {
+                let keys = AheadKeys { words: &self.ahead_words[s.words_at..s.words_at + n * s.stride()], regs: s.regs, packets };
+                states[s.node].copros[usize::from(s.copro)].ahead(s.op, &keys, prefetch);
+            }
         }
         if prefetch {
-            prefetch_headers(next);
+            prefetch_headers(&descs[sub_batch(if walks != 0 { 2 } else { 1 })]);
         }
         self.fanout.set_base(base);
         // SAFETY: as `run_descs`; `verdicts` has room for `n`.
-        unsafe { (self.prog.run)(ctx, descs.as_mut_ptr(), n as u32, verdicts) };
+        unsafe { (self.prog.run)(ctx, descs[base..].as_mut_ptr(), n as u32, verdicts) };
+    }
+
+    /// The walks of the sub-batch `descs` (sites `walks`): the pre-lookup
+    /// stage lists their addresses, and their first-level entries are
+    /// prefetched, to be read when the sub-batch's turn comes.
+    ///
+    /// # Safety
+    /// The descriptors are live; `walked` is as `find_walks` left it.
+    unsafe fn list_walks(&mut self, descs: &[XbDesc], walks: u64) {
+        if walks == 0 || descs.is_empty() {
+            return;
+        }
+        let (ahead, _) = self.prog.ahead.as_ref().expect("walks only with a pre-lookup stage");
+        // SAFETY: the caller's contract; `ahead_words` has room for
+        // MAX_PACKETS packets of every site (`output_words`).
+        unsafe { ahead(descs.as_ptr(), descs.len() as u32, self.ahead_words.as_mut_ptr(), walks, walks) };
+        for &(_, at, walk) in &self.walked {
+            let listed = (self.ahead_words[at] as usize).min(MAX_PACKETS);
+            // SAFETY: as in `run_staged`: the walk of a bound instance.
+            unsafe { (*walk).prefetch_first(&self.ahead_words[at + 1..at + 1 + listed]) };
+        }
     }
 
     /// Runs a batch: in one call of `netvm_run`, or in sub-batches stage by
@@ -225,15 +266,20 @@ impl LinkedApp {
             // SAFETY: the caller's contract; `verdicts` has room for every packet.
             unsafe { (self.prog.run)(&mut ctx, descs.as_mut_ptr(), descs.len() as u32, verdicts.as_mut_ptr()) };
         } else {
+            let total = descs.len();
             if self.batching.mode == BatchMode::Prefetch {
-                prefetch_headers(&descs[..size.min(descs.len())]);
+                // The headers the first stages read: the first sub-batch's,
+                // and where there are walks, whose next sub-batch's walks
+                // are listed before the first runs, the second's.
+                let ahead = if walks != 0 { 2 * size } else { size };
+                prefetch_headers(&descs[..ahead.min(total)]);
             }
-            let (total, mut base) = (descs.len(), 0);
+            // SAFETY: the caller's contract.
+            unsafe { self.list_walks(&descs[..size.min(total)], walks) };
+            let mut base = 0;
             while base < total {
-                let (chunk, rest) = descs[base..].split_at_mut(size.min(total - base));
-                let next = &rest[..size.min(rest.len())];
-                // SAFETY: the caller's contract; `verdicts[base..]` has room for the chunk.
-                unsafe { self.run_staged(states, &mut ctx, chunk, base, enabled, walks, verdicts[base..].as_mut_ptr(), next) };
+                // SAFETY: the caller's contract; `verdicts[base..]` has room for the sub-batch.
+                unsafe { self.run_staged(states, &mut ctx, descs, base, size, enabled, walks, verdicts[base..].as_mut_ptr()) };
                 base += size;
             }
         }
