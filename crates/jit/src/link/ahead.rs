@@ -16,9 +16,10 @@
 //! Where a site's instance offers its operation as a DIR-24-8 walk
 //! ([`netvm_vm::Dir24Walk`], the `lpm` kind's IPv4 lookups), the stage also
 //! lists the addresses the walks will take, and the runtime prefetches
-//! their entries from the walk's tables itself
-//! ([`Dir24Walk::prefetch`](netvm_vm::Dir24Walk::prefetch)) instead of
-//! calling the instance's `ahead`.
+//! their entries from the walk's tables itself, a sub-batch ahead
+//! ([`Dir24Walk::prefetch_first`](netvm_vm::Dir24Walk::prefetch_first),
+//! then [`Dir24Walk::prefetch_second`](netvm_vm::Dir24Walk::prefetch_second)),
+//! instead of calling the instance's `ahead`.
 //!
 //! The stage is advisory, which keeps the semantics: it runs on the packets
 //! as they arrive, stores nothing any NetPE can see, and a key it gets
