@@ -441,25 +441,8 @@ impl LinkedCode for LinkedApp {
 /// Prefetches the first cache line of every packet of `descs`.
 fn prefetch_headers(descs: &[XbDesc]) {
     for d in descs {
-        prefetch_read(d.data);
+        netvm_vm::prefetch(d.data);
     }
-}
-
-/// Prefetches the cache line at `p` for reading (a hint: never faults).
-#[inline(always)]
-fn prefetch_read(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch does not access memory architecturally; any address is allowed.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: as above: `prfm` never faults.
-    unsafe {
-        std::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
 }
 
 /// Chooses the sub-batch size of computation batching by measurement, per
